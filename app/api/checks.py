@@ -1,0 +1,76 @@
+"""Routes that look for near-duplicates: check one, check a batch (in order), query (read-only)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.responses import Response
+
+from app.api.convert import check_dict, match_dict
+from app.api.deps import CollectionName, LimitsDep, MetricsDep, ServiceDep
+from app.api.models import (
+    BatchCheckRequest,
+    BatchCheckResultOut,
+    CheckRequest,
+    CheckResultOut,
+    QueryRequest,
+    QueryResultOut,
+)
+from app.api.responses import JSONBytesResponse
+from app.api.routing import OrjsonRoute
+from app.domain import CheckResult, Document
+
+router = APIRouter(prefix="/v1/collections/{name}", tags=["checks"], route_class=OrjsonRoute)
+
+
+def _count(metrics: MetricsDep, results: list[CheckResult]) -> None:
+    inserted = duplicates = 0
+    for result in results:
+        inserted += result.inserted
+        duplicates += result.duplicate
+    metrics.record_checks(len(results), inserted, duplicates)
+
+
+@router.post("/check", response_model=CheckResultOut, summary="Check one document (and insert it)")
+async def check(
+    name: CollectionName, body: CheckRequest, service: ServiceDep, limits: LimitsDep, metrics: MetricsDep
+) -> Response:
+    """Verified matches among documents inserted before this one, best first; `duplicate_of` is the
+    earliest of them. With `insert` (the default) the document is stored, replacing its id's old
+    version; a document never matches itself."""
+    limits.check_document(("body",), body.id, body.text, body.metadata)
+    results = await service.check(
+        name,
+        [Document(body.id, body.text, body.metadata)],
+        insert=body.insert,
+        min_similarity=body.min_similarity,
+    )
+    _count(metrics, results)
+    return JSONBytesResponse(check_dict(results[0]))
+
+
+@router.post(
+    "/check/batch", response_model=BatchCheckResultOut, summary="Check a batch of documents, in order"
+)
+async def check_batch(
+    name: CollectionName, body: BatchCheckRequest, service: ServiceDep, limits: LimitsDep, metrics: MetricsDep
+) -> Response:
+    """Results in input order; a later document of the batch sees the earlier ones (as if they had
+    been sent one by one). Up to NEARDUP_MAX_BATCH_DOCUMENTS documents per request."""
+    limits.check_batch(body.documents)
+    results = await service.check(
+        name,
+        [Document(doc.id, doc.text, doc.metadata) for doc in body.documents],
+        insert=body.insert,
+        min_similarity=body.min_similarity,
+    )
+    _count(metrics, results)
+    return JSONBytesResponse({"results": [check_dict(result) for result in results]})
+
+
+@router.post("/query", response_model=QueryResultOut, summary="Find stored near-duplicates of a text")
+async def query(name: CollectionName, body: QueryRequest, service: ServiceDep, limits: LimitsDep) -> Response:
+    """Read-only: verified matches of `text`, best first, at most `limit`."""
+    limits.check_document(("body",), None, body.text, None)
+    limits.check_query_limit(body.limit)
+    matches = await service.query(name, body.text, limit=body.limit, min_similarity=body.min_similarity)
+    return JSONBytesResponse({"matches": [match_dict(match) for match in matches]})

@@ -1,0 +1,70 @@
+"""Routes of ``/v1/collections``: create (idempotent), list, get, delete."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.responses import Response
+
+from app.api.convert import collection_dict, params_dict
+from app.api.deps import CollectionName, ServiceDep, SettingsDep
+from app.api.errors import invalid
+from app.api.limits import collection_name_problem
+from app.api.models import CollectionCreate, CollectionList, CollectionOut
+from app.api.responses import JSONBytesResponse
+from app.api.routing import OrjsonRoute
+from app.domain import CollectionNotFound, CollectionParams
+
+router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=OrjsonRoute)
+
+
+@router.post(
+    "",
+    response_model=CollectionOut,
+    status_code=201,
+    responses={
+        200: {"model": CollectionOut, "description": "exists already with the same parameters"},
+        409: {"description": "exists with different parameters (they are fixed at creation)"},
+    },
+    summary="Create a collection",
+)
+async def create_collection(
+    body: CollectionCreate, service: ServiceDep, settings: SettingsDep
+) -> Response:
+    """Parameters left out take the server's defaults; `bands` and `rows` are chosen from the
+    threshold (minimizing false positive + false negative probability) unless given."""
+    if problem := collection_name_problem(body.name):
+        raise invalid(("body", "name"), problem)
+    params = CollectionParams.create(
+        body.name,
+        threshold=settings.default_threshold if body.threshold is None else body.threshold,
+        num_perm=settings.default_num_perm if body.num_perm is None else body.num_perm,
+        shingle=settings.default_shingle if body.shingle is None else body.shingle,
+        size=settings.default_size if body.size is None else body.size,
+        bands=body.bands,
+        rows=body.rows,
+    )
+    stored, created = await service.create_collection(params)
+    if created:
+        return JSONBytesResponse(params_dict(stored, 0), status_code=201)
+    try:
+        documents: int | None = (await service.get_collection(stored.name)).documents
+    except CollectionNotFound:  # deleted between the two calls: still report what was asked for
+        documents = None
+    return JSONBytesResponse(params_dict(stored, documents), status_code=200)
+
+
+@router.get("", response_model=CollectionList, summary="List collections")
+async def list_collections(service: ServiceDep) -> Response:
+    infos = await service.list_collections()
+    return JSONBytesResponse({"collections": [collection_dict(info) for info in infos]})
+
+
+@router.get("/{name}", response_model=CollectionOut, summary="A collection's parameters and size")
+async def get_collection(name: CollectionName, service: ServiceDep) -> Response:
+    return JSONBytesResponse(collection_dict(await service.get_collection(name)))
+
+
+@router.delete("/{name}", status_code=204, summary="Delete a collection and all its documents")
+async def delete_collection(name: CollectionName, service: ServiceDep) -> Response:
+    await service.delete_collection(name)
+    return Response(status_code=204)

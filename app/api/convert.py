@@ -1,0 +1,47 @@
+"""Domain results to plain JSON-ready dicts, the exact shapes of the response models in ``models``.
+
+Plain dicts rendered by orjson instead of pydantic instances: a batch of 1,000 checks returns
+thousands of matches, and a model round trip per match would cost more than the check itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.domain import CheckResult, CollectionInfo, CollectionParams, Match, StoredDocument
+
+
+def params_dict(params: CollectionParams, documents: int | None = None) -> dict[str, Any]:
+    return {
+        "name": params.name,
+        "threshold": params.threshold,
+        "num_perm": params.num_perm,
+        "shingle": params.shingle,
+        "size": params.size,
+        "bands": params.bands,
+        "rows": params.rows,
+        "seed": params.seed,
+        "documents": documents,
+    }
+
+
+def collection_dict(info: CollectionInfo) -> dict[str, Any]:
+    return params_dict(info.params, info.documents)
+
+
+def match_dict(match: Match) -> dict[str, Any]:
+    return {"id": match.id, "similarity": float(match.similarity), "metadata": match.metadata}
+
+
+def check_dict(result: CheckResult) -> dict[str, Any]:
+    return {
+        "id": result.id,
+        "duplicate": result.duplicate,
+        "duplicate_of": result.duplicate_of,
+        "matches": [match_dict(match) for match in result.matches],
+        "inserted": result.inserted,
+    }
+
+
+def document_dict(doc: StoredDocument) -> dict[str, Any]:
+    return {"id": doc.id, "metadata": doc.metadata, "inserted_at": doc.inserted_at}

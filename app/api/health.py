@@ -1,0 +1,34 @@
+"""Liveness, readiness and Prometheus metrics: the routes orchestrators and scrapers call."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.responses import Response
+
+from app.api.deps import MetricsDep, ServiceDep
+from app.api.models import Status
+from app.api.responses import JSONBytesResponse
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Status, summary="The process is alive")
+async def healthz() -> Response:
+    return JSONBytesResponse({"status": "ok"})
+
+
+@router.get(
+    "/readyz",
+    response_model=Status,
+    responses={503: {"description": "the store cannot be reached (with Retry-After)"}},
+    summary="The store answers",
+)
+async def readyz(service: ServiceDep) -> Response:
+    await service.ping()  # StoreUnavailable becomes a 503 with Retry-After in app.api.errors
+    return JSONBytesResponse({"status": "ready"})
+
+
+@router.get("/metrics", summary="Prometheus metrics (text format)", response_class=Response)
+async def metrics(metrics: MetricsDep) -> Response:
+    body, content_type = metrics.exposition()
+    return Response(body, media_type=content_type)

@@ -1,0 +1,142 @@
+"""Pydantic models of the v1 API: request bodies (validated) and response shapes (documented).
+
+Limits that depend on the settings (text bytes, id length, metadata bytes, batch length) are checked
+by ``app.api.limits`` in the routes, not here: these models are built once, at import time.
+Responses are written as plain dicts by the routes (see ``app.api.convert``); the response models
+below exist for the OpenAPI schema and for clients that want to read it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Metadata = dict[str, Any]
+
+_ID = Field(min_length=1, description="the document's id: 1-64 bytes of printable UTF-8, unique per collection")
+_TEXT = Field(description="the document's text (UTF-8); its size is capped by NEARDUP_MAX_TEXT_BYTES")
+_METADATA = Field(default=None, description="any JSON object, returned with matches and fetches")
+_MIN_SIMILARITY = Field(
+    default=None,
+    gt=0.0,
+    le=1.0,
+    description="report matches at or above this estimated Jaccard instead of the collection's threshold",
+)
+
+
+class RequestBody(BaseModel):
+    # Unknown fields are refused: a misspelt "insert" or "threshold" must not be silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- collections ------------------------------------------------------------------------------------
+
+
+class CollectionCreate(RequestBody):
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        description="1-64 letters, digits, '_', '.', ':' or '-', starting with a letter or digit",
+        examples=["pages"],
+    )
+    threshold: float | None = Field(
+        default=None, gt=0.0, lt=1.0, description="near-duplicate threshold on estimated Jaccard (default 0.8)"
+    )
+    num_perm: int | None = Field(default=None, ge=16, le=1024, description="signature length (default 128)")
+    shingle: Literal["word", "char"] | None = Field(
+        default=None, description="features: word n-grams or character n-grams (default word)"
+    )
+    size: int | None = Field(default=None, ge=1, le=64, description="n of the n-grams (default 5)")
+    bands: int | None = Field(default=None, ge=1, description="LSH bands; chosen from the threshold if unset")
+    rows: int | None = Field(default=None, ge=1, description="slots per band; chosen from the threshold if unset")
+
+
+class CollectionOut(BaseModel):
+    name: str
+    threshold: float
+    num_perm: int
+    shingle: Literal["word", "char"]
+    size: int
+    bands: int
+    rows: int
+    seed: int
+    documents: int | None = Field(default=None, description="number of documents stored")
+
+
+class CollectionList(BaseModel):
+    collections: list[CollectionOut]
+
+
+# --- checks and queries -----------------------------------------------------------------------------
+
+
+class CheckRequest(RequestBody):
+    id: str = _ID
+    text: str = _TEXT
+    metadata: Metadata | None = _METADATA
+    insert: bool = Field(default=True, description="store the document after checking it")
+    min_similarity: float | None = _MIN_SIMILARITY
+
+
+class BatchDocument(RequestBody):
+    id: str = _ID
+    text: str = _TEXT
+    metadata: Metadata | None = _METADATA
+
+
+class BatchCheckRequest(RequestBody):
+    documents: list[BatchDocument] = Field(
+        min_length=1, description="checked in order: a later document sees the earlier ones"
+    )
+    insert: bool = Field(default=True, description="store the documents after checking them")
+    min_similarity: float | None = _MIN_SIMILARITY
+
+
+class QueryRequest(RequestBody):
+    text: str = _TEXT
+    limit: int = Field(default=10, ge=1, description="most matches to return (capped by NEARDUP_MAX_QUERY_LIMIT)")
+    min_similarity: float | None = _MIN_SIMILARITY
+
+
+class MatchOut(BaseModel):
+    id: str
+    similarity: float = Field(description="estimated Jaccard similarity from the full signatures")
+    metadata: Metadata | None = None
+
+
+class CheckResultOut(BaseModel):
+    id: str
+    duplicate: bool
+    duplicate_of: str | None = Field(description="the earliest inserted match: the canonical copy")
+    matches: list[MatchOut] = Field(description="verified matches among earlier documents, best first")
+    inserted: bool
+
+
+class BatchCheckResultOut(BaseModel):
+    results: list[CheckResultOut]
+
+
+class QueryResultOut(BaseModel):
+    matches: list[MatchOut]
+
+
+# --- documents --------------------------------------------------------------------------------------
+
+
+class DocumentPut(RequestBody):
+    text: str = _TEXT
+    metadata: Metadata | None = _METADATA
+
+
+class DocumentOut(BaseModel):
+    id: str
+    metadata: Metadata | None
+    inserted_at: float = Field(description="when the document was (last) inserted, Unix seconds")
+
+
+# --- health -----------------------------------------------------------------------------------------
+
+
+class Status(BaseModel):
+    status: str

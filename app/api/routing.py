@@ -1,0 +1,33 @@
+"""The route class every router uses: request bodies parsed by orjson instead of the stdlib.
+
+A batch of 1,000 documents of 7 KB is 7 MB of JSON; orjson parses it several times faster. It also
+refuses lone surrogates (``"\\ud800"``), which could not be encoded to UTF-8 further down.
+``orjson.JSONDecodeError`` subclasses ``json.JSONDecodeError``, so FastAPI still reports a malformed
+body as a 422 with the position of the error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import orjson
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+
+
+class OrjsonRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = orjson.loads(await self.body())
+        return self._json
+
+
+class OrjsonRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def orjson_handler(request: Request) -> Response:
+            return await handler(OrjsonRequest(request.scope, request.receive))
+
+        return orjson_handler

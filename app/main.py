@@ -1,0 +1,107 @@
+"""The app factory: reads the settings, picks the store (external Redis or an embedded Valkey), wires
+domain and HTTP layers together. Nothing is built at import time.
+
+Run with ``neardup serve`` (see ``app.cli``) or ``uvicorn --factory app.main:create_app``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.api import routers
+from app.api.body_limit import BodyLimitMiddleware
+from app.api.errors import CatchAllMiddleware, install_error_handlers
+from app.api.limits import Limits
+from app.api.metrics import Metrics, MetricsMiddleware
+from app.domain import CollectionParams, Index, StoreUnavailable
+from app.settings import Settings
+from app.storage import EmbeddedValkey, RedisStore
+
+log = logging.getLogger("neardup")
+
+API_DESCRIPTION = """\
+Near-duplicate lookup: MinHash signatures, LSH band tables in Redis/Valkey, verified matches.
+
+Every error answers `{"error": <code>, "message": <what to change>}`; validation errors add `detail`.
+"""
+
+
+class DefaultCollection:
+    """Makes sure the ``default`` collection exists. Tried at start-up; if the store is down then, the
+    service still starts (``/readyz`` says 503) and the next request tries again."""
+
+    def __init__(self, params: CollectionParams) -> None:
+        self.params = params
+        self.ready = False
+
+    async def ensure(self, index: Index) -> None:
+        if self.ready:
+            return
+        try:
+            await index.ensure_default_collection(self.params)
+        except StoreUnavailable as exc:
+            log.warning("could not create the default collection yet: %s", exc.message)
+            return
+        self.ready = True
+
+
+def default_params(settings: Settings) -> CollectionParams:
+    return CollectionParams.create(
+        "default",
+        threshold=settings.default_threshold,
+        num_perm=settings.default_num_perm,
+        shingle=settings.default_shingle,
+        size=settings.default_size,
+    )
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app. Without ``settings``, they come from ``NEARDUP_*`` environment variables."""
+    settings = settings or Settings()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        embedded: EmbeddedValkey | None = None
+        url = settings.redis_url
+        if url is None:
+            # Started from the event loop's (main) thread on purpose, not in a worker thread: the
+            # server dies with the thread that started it, so a killed service leaves no orphan.
+            embedded = EmbeddedValkey(settings.data_dir)
+            url = embedded.start()
+            log.info("embedded valkey on %s, data in %s", url, settings.data_dir)
+        store = RedisStore.from_url(url, timeout=settings.store_timeout)
+        index = Index(store)
+        default = DefaultCollection(default_params(settings))
+        await default.ensure(index)
+        app.state.service = index
+        app.state.default_collection = default
+        try:
+            yield
+        finally:
+            await store.close()
+            if embedded is not None:
+                embedded.stop()
+
+    app = FastAPI(
+        title="neardup",
+        version="0.1.0",
+        description=API_DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.limits = Limits.from_settings(settings)
+    app.state.metrics = metrics
+    for router in routers:
+        app.include_router(router)
+    install_error_handlers(app)
+    # Added innermost first: the catch-all sits next to the routes, metrics see every final status,
+    # and oversized bodies are refused before anything reads them.
+    app.add_middleware(CatchAllMiddleware)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    return app

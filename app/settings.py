@@ -1,0 +1,85 @@
+"""The service's settings: one validated class, read from ``NEARDUP_*`` environment variables.
+
+Only ``app.main`` (the app factory) and ``app.cli`` build a ``Settings``; everything else receives
+values from them, so tests can run several differently configured apps in one process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: URL schemes redis-py can connect with; anything else is a typo we should report at start-up.
+REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+class Settings(BaseSettings):
+    """Everything the service can be configured with. Environment: ``NEARDUP_<FIELD>``."""
+
+    model_config = SettingsConfigDict(env_prefix="NEARDUP_", extra="ignore", validate_default=True)
+
+    # --- where the data lives ---------------------------------------------------------------------
+    redis_url: str | None = Field(
+        default=None,
+        description="redis://, rediss:// or unix:// URL of the store; unset => start an embedded Valkey",
+    )
+    data_dir: Path = Field(
+        default=Path("neardup-data"),
+        description="directory of the embedded Valkey's append-only file (unused with redis_url)",
+    )
+    store_timeout: float = Field(
+        default=5.0, gt=0, le=300, description="seconds before a store call counts as unreachable"
+    )
+
+    # --- serving ----------------------------------------------------------------------------------
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=8000, ge=1, le=65535)
+    workers: int = Field(default=1, ge=1, le=256)
+
+    # --- the `default` collection (and defaults of POST /v1/collections) ---------------------------
+    default_threshold: float = Field(default=0.8, gt=0, lt=1)
+    default_num_perm: int = Field(default=128, ge=16, le=1024)
+    default_shingle: Literal["word", "char"] = "word"
+    default_size: int = Field(default=5, ge=1, le=64)
+
+    # --- limits on what one request may carry -----------------------------------------------------
+    max_text_bytes: int = Field(default=1_000_000, ge=1, description="UTF-8 bytes of one document's text")
+    max_batch_documents: int = Field(default=1_000, ge=1, description="documents in one check/batch")
+    max_id_length: int = Field(default=256, ge=1, le=4096, description="characters of a document id")
+    max_metadata_bytes: int = Field(default=4_096, ge=2, description="bytes of a document's metadata JSON")
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, description="bytes of one request body")
+    max_query_limit: int = Field(default=1_000, ge=1, description="largest `limit` a query may ask for")
+
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _blank_url_is_unset(cls, value: object) -> object:
+        # `NEARDUP_REDIS_URL=` in a shell or compose file means "not set", not "connect to ''".
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _known_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(REDIS_URL_SCHEMES):
+            raise ValueError(
+                f"redis_url must start with one of {', '.join(REDIS_URL_SCHEMES)}, got {value!r}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _limits_fit_in_a_body(self) -> Settings:
+        if self.max_text_bytes > self.max_body_bytes:
+            raise ValueError(
+                f"max_text_bytes ({self.max_text_bytes}) exceeds max_body_bytes ({self.max_body_bytes}): "
+                "a request could never carry the largest text allowed"
+            )
+        return self
+
+    @property
+    def embedded(self) -> bool:
+        """True when the service runs its own Valkey (no ``redis_url`` given)."""
+        return self.redis_url is None
