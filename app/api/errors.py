@@ -107,7 +107,11 @@ def _validation_error(request: Request, exc: Exception) -> Response:
         item: dict[str, Any] = {"loc": list(error.get("loc", ())), "msg": str(error.get("msg", ""))}
         if error.get("type") == "json_invalid":
             ctx = error.get("ctx") or {}
-            item["msg"] = f"body is not valid JSON: {ctx.get('error', 'decode error')}"
+            position = item["loc"][1] if len(item["loc"]) > 1 else "?"
+            item = {"loc": ["body"], "msg": f"not valid JSON at byte {position}: {ctx.get('error', 'decode error')}"}
+        elif item["loc"] == ["body"] and isinstance(error.get("input"), (bytes, str)):
+            # FastAPI hands the raw bytes on when the Content-Type is not JSON.
+            item["msg"] = "send a JSON object with the header Content-Type: application/json"
         elif "input" in error and _short(error["input"]) is not None:
             item["input"] = _short(error["input"])
         detail.append(item)

@@ -120,6 +120,6 @@ def collection_name_problem(name: str) -> str | None:
     if COLLECTION_NAME.match(name):
         return None
     return (
-        "collection name must be 1-64 characters of letters, digits, '_', '.', ':' or '-', "
+        "collection name must be 1-64 characters of letters, digits, '_', '.' or '-', "
         f"starting with a letter or digit; got {name[:80]!r}"
     )

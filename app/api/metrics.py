@@ -14,6 +14,7 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
+    disable_created_metrics,
     generate_latest,
     multiprocess,
 )
@@ -35,6 +36,8 @@ class Metrics:
     """The service's metrics, registered in a registry of their own."""
 
     def __init__(self) -> None:
+        # The `*_created` timestamp series double the output and nobody graphs them.
+        disable_created_metrics()
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "neardup_http_requests",

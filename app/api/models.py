@@ -14,7 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Metadata = dict[str, Any]
 
-_ID = Field(min_length=1, description="the document's id: 1-64 bytes of printable UTF-8, unique per collection")
+_ID = Field(
+    min_length=1,
+    description="the document's id: printable, unique per collection, at most NEARDUP_MAX_ID_LENGTH bytes of UTF-8",
+)
 _TEXT = Field(description="the document's text (UTF-8); its size is capped by NEARDUP_MAX_TEXT_BYTES")
 _METADATA = Field(default=None, description="any JSON object, returned with matches and fetches")
 _MIN_SIMILARITY = Field(
@@ -37,7 +40,7 @@ class CollectionCreate(RequestBody):
     name: str = Field(
         min_length=1,
         max_length=64,
-        description="1-64 letters, digits, '_', '.', ':' or '-', starting with a letter or digit",
+        description="1-64 letters, digits, '_', '.' or '-', starting with a letter or digit",
         examples=["pages"],
     )
     threshold: float | None = Field(
