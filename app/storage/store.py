@@ -1,23 +1,212 @@
-"""Store wrapper around redis.asyncio (placeholder while the scripts are written)."""
+"""The store: collection registry and batched document operations over one redis.asyncio client.
+
+It speaks bytes and integers (raw band keys, raw signatures, packed records); the domain decides what
+they mean. Each operation is one script call (one round trip) on a standalone Redis/Valkey server.
+Every redis failure leaves this module as :class:`StoreDown`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
 import redis.asyncio as aioredis
+from redis import exceptions as rx
+
+from app.storage import keys
+from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
+from app.storage.scripts import Scripts
+
+Mode = Literal["insert", "put", "read"]
+#: Keys per UNLINK when a dropped collection's data is deleted.
+_UNLINK_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class CheckReply:
+    """``ordinals[i]``: the stamp given to document i (0 in read mode). ``candidates[i]``: ordinals
+    found in its buckets, earliest first. ``fetched``: signature and record of every candidate that
+    is not a document of this batch."""
+
+    ordinals: list[int]
+    candidates: list[list[int]]
+    fetched: dict[int, tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """What an id names now: its ordinal, raw signature and packed record."""
+
+    ordinal: int
+    signature: bytes
+    record: bytes
+
+
+@dataclass(frozen=True)
+class NeedOldBands:
+    """The check wrote nothing: these batch positions name stored versions (ordinal, signature) whose
+    band keys the caller must send so they can be removed first."""
+
+    stored: dict[int, tuple[int, bytes]]
 
 
 class RedisStore:
-    """Wraps one ``redis.asyncio.Redis`` client; build with :meth:`from_url`, close with :meth:`close`."""
+    """Wraps one ``redis.asyncio.Redis`` client (never subclassed). Build with :meth:`from_url`."""
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
+        self._scripts = Scripts()
 
     @classmethod
     def from_url(cls, url: str, *, timeout: float = 5.0, max_connections: int = 64) -> RedisStore:
-        """``redis://``, ``rediss://`` or ``unix://`` URL; ``timeout`` bounds connect and each command."""
+        """``redis://``, ``rediss://`` or ``unix://`` URL; ``timeout`` bounds connecting and each command.
+        Commands that fail on a broken connection are retried once by redis-py."""
         client = aioredis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, max_connections=max_connections
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            max_connections=max_connections,
+            health_check_interval=30,
         )
         return cls(client)
 
+    @property
+    def client(self) -> aioredis.Redis:
+        return self._client
+
     async def close(self) -> None:
         await self._client.aclose()
+
+    @asynccontextmanager
+    async def _guard(self) -> AsyncIterator[None]:
+        # One place turns every client or server failure into StoreDown: a down, slow, loading or
+        # read-only server is a "try again later" for the caller, never an unhandled exception.
+        try:
+            yield
+        except (rx.RedisError, OSError, TimeoutError) as error:
+            raise StoreDown(f"{type(error).__name__}: {error}") from error
+
+    async def _call(self, name: str, keys_: list[str], args: list[Any]) -> Any:
+        async with self._guard():
+            await self._scripts.ensure_loaded(self._client)
+            script = getattr(self._scripts, name)
+            return await script(self._client, keys_, args)
+
+    async def ping(self) -> None:
+        async with self._guard():
+            await self._client.ping()
+
+    # --- collections ----------------------------------------------------------------------------------
+
+    async def create_collection(self, name: str, params_json: bytes, gen: str) -> bytes | None:
+        """Register; returns None if created, else the stored parameters JSON of that name."""
+        reply = await self._call(
+            "create_collection", [keys.REGISTRY, keys.state(name)], [name, params_json, gen]
+        )
+        return None if reply[0] == b"created" else bytes(reply[1])
+
+    async def get_collection(self, name: str) -> tuple[bytes, int] | None:
+        """Parameters JSON and document count, or None."""
+        async with self._guard():
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hget(keys.REGISTRY, name)
+            pipe.hget(keys.state(name), "docs")
+            params, docs = await pipe.execute()
+        return None if params is None else (bytes(params), int(docs or 0))
+
+    async def list_collections(self) -> list[tuple[bytes, int]]:
+        async with self._guard():
+            registry: dict[Any, Any] = await self._client.hgetall(keys.REGISTRY)
+            names = sorted(bytes(name) for name in registry)
+            pipe = self._client.pipeline(transaction=False)
+            for name in names:
+                pipe.hget(keys.state(name.decode()), "docs")
+            counts = await pipe.execute()
+        return [(bytes(registry[name]), int(c or 0)) for name, c in zip(names, counts, strict=True)]
+
+    async def drop_collection(self, name: str) -> bool:
+        """Unregister and delete everything of the collection; False if it did not exist."""
+        reply = await self._call("drop_collection", [keys.REGISTRY, keys.state(name)], [name])
+        if reply[0] == b"absent":
+            return False
+        gen, seq, band_groups, id_groups = reply[1].decode(), int(reply[2]), int(reply[3]), int(reply[4])
+        if gen:
+            data = keys.CollectionKeys(name, gen).data_keys(seq, band_groups, id_groups)
+            async with self._guard():
+                for start in range(0, len(data), _UNLINK_CHUNK):
+                    await self._client.unlink(*data[start : start + _UNLINK_CHUNK])
+        return True
+
+    # --- documents ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _head(k: keys.CollectionKeys) -> list[Any]:
+        return [
+            k.gen, k.band_prefix, k.id_prefix, k.sig_prefix, k.doc_prefix,
+            keys.BAND_GROUP_TARGET, keys.ID_GROUP_TARGET, keys.SIG_GROUP, keys.DOC_GROUP,
+        ]  # fmt: skip
+
+    @staticmethod
+    def _status(reply: Any) -> None:
+        status = reply[0]
+        if status == b"nocollection":
+            raise CollectionMissing()
+        if status == b"stale":
+            raise GenerationChanged()
+
+    async def check(
+        self,
+        k: keys.CollectionKeys,
+        mode: Mode,
+        *,
+        bands: int,
+        max_candidates: int,
+        band_keys: bytes,
+        signatures: bytes,
+        empties: bytes,
+        ids: Sequence[bytes],
+        records: Sequence[bytes],
+        expected: Sequence[bytes],
+        old_bands: Sequence[bytes],
+    ) -> CheckReply | NeedOldBands:
+        """One batch through check.lua. ``band_keys``: n*bands uint64 as raw bytes; ``signatures``: n
+        raw signatures; ``empties``: n bytes of b'0'/b'1'; per document its id, record, the ordinal of
+        the stored version the caller computed ``old_bands`` for (b'' when unknown)."""
+        n = len(ids)
+        args: list[Any] = [*self._head(k), mode, n, bands, max_candidates, band_keys, signatures, empties]
+        for i in range(n):
+            args += (ids[i], records[i], expected[i], old_bands[i])
+        reply = await self._call("check", [k.state], args)
+        self._status(reply)
+        if reply[0] == b"replace":
+            flat = reply[1]
+            stored = {
+                int(flat[j]) - 1: (int(flat[j + 1]), bytes(flat[j + 2])) for j in range(0, len(flat), 3)
+            }
+            return NeedOldBands(stored)
+        flat = reply[3]
+        fetched = {int(flat[j]): (bytes(flat[j + 1]), bytes(flat[j + 2])) for j in range(0, len(flat), 3)}
+        return CheckReply([int(o) for o in reply[1]], [[int(c) for c in cs] for cs in reply[2]], fetched)
+
+    async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]:
+        reply = await self._call("lookup", [k.state], [*self._head(k), *ids])
+        self._status(reply)
+        flat = reply[1]
+        out: list[StoredVersion | None] = []
+        for j in range(0, len(flat), 3):
+            ordinal = int(flat[j])
+            out.append(StoredVersion(ordinal, bytes(flat[j + 1]), bytes(flat[j + 2])) if ordinal else None)
+        return out
+
+    async def delete(
+        self, k: keys.CollectionKeys, doc_id: bytes, ordinal: int, old_bands: bytes
+    ) -> bool | StoredVersion:
+        """Delete the version ``ordinal`` of ``doc_id``: True if deleted, False if no such id, or the
+        version it names now (ordinal and signature) if it was replaced meanwhile."""
+        reply = await self._call("delete", [k.state], [*self._head(k), doc_id, ordinal, old_bands])
+        self._status(reply)
+        if reply[0] == b"replace":
+            return StoredVersion(int(reply[1]), bytes(reply[2]), b"")
+        return bool(reply[1])

@@ -1,0 +1,110 @@
+-- _common.lua: helpers shared by the collection scripts; the store prepends this file to each of them.
+--
+-- Shared ARGV head of check.lua, lookup.lua and delete.lua (built by store.py from keys.py):
+--   ARGV[1] gen of the collection the client computed for   ARGV[2..5] band, id, sig, record prefixes
+--   ARGV[6] band group target   ARGV[7] id group target    ARGV[8] sig group size   ARGV[9] record group size
+-- KEYS[1] is always the collection's state hash. The group keys are derived from the prefixes (so the
+-- scripts touch undeclared keys: fine on a standalone server, which is the only place they run).
+
+local GEN, BAND, IDS, SIG, DOC = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local BAND_TARGET, ID_TARGET = tonumber(ARGV[6]), tonumber(ARGV[7])
+local SIG_GROUP, DOC_GROUP = tonumber(ARGV[8]), tonumber(ARGV[9])
+local MAX_ORDINAL = 4294967295
+
+-- Band keys arrive as 8 raw little-endian bytes; their low 32 bits pick the group.
+local function band_hash(field)
+  local a, b, c, d = string.byte(field, 1, 4)
+  return a + b * 256 + c * 65536 + d * 16777216
+end
+
+local function id_hash(id)
+  return tonumber(string.sub(redis.sha1hex(id), 1, 8), 16)
+end
+
+-- Linear hashing: groups below the split pointer S already use one more bit.
+local function group_of(t, h)
+  local n = 2 ^ t.L
+  local g = h % n
+  if g < t.S then g = h % (2 * n) end
+  return t.prefix .. string.format('%d', g)
+end
+
+-- Split groups until the table is back under its target fields per group. Each split rehashes one
+-- group (tens of fields), so the cost is spread evenly over the insertions.
+local function grow(t)
+  while t.N > t.target * (2 ^ t.L + t.S) do
+    local n = 2 ^ t.L
+    local src = t.prefix .. string.format('%d', t.S)
+    local dst = t.prefix .. string.format('%d', t.S + n)
+    local all = redis.call('HGETALL', src)
+    local moved, fields = {}, {}
+    for i = 1, #all, 2 do
+      if t.hash(all[i]) % (2 * n) ~= t.S then
+        moved[#moved + 1] = all[i]
+        moved[#moved + 1] = all[i + 1]
+        fields[#fields + 1] = all[i]
+      end
+    end
+    if #fields > 0 then
+      redis.call('HDEL', src, unpack(fields))
+      redis.call('HSET', dst, unpack(moved))
+    end
+    t.S = t.S + 1
+    if t.S == n then
+      t.L = t.L + 1
+      t.S = 0
+    end
+  end
+end
+
+-- Returns the state table, or nil and the status to return ('nocollection' or 'stale').
+local function load_state()
+  local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN')
+  if not v[1] then return nil, 'nocollection' end
+  if v[1] ~= GEN then return nil, 'stale' end
+  return {
+    seq = tonumber(v[2]), docs = tonumber(v[3]),
+    band = {prefix = BAND, L = tonumber(v[4]), S = tonumber(v[5]), N = tonumber(v[6]),
+            target = BAND_TARGET, hash = band_hash},
+    id = {prefix = IDS, L = tonumber(v[7]), S = tonumber(v[8]), N = tonumber(v[9]),
+          target = ID_TARGET, hash = id_hash},
+  }
+end
+
+local function save_state(st)
+  redis.call('HSET', KEYS[1], 'seq', st.seq, 'docs', st.docs,
+    'bL', st.band.L, 'bS', st.band.S, 'bN', st.band.N, 'iL', st.id.L, 'iS', st.id.S, 'iN', st.id.N)
+end
+
+local function sig_key(ord) return SIG .. string.format('%d', math.floor(ord / SIG_GROUP)) end
+local function doc_key(ord) return DOC .. string.format('%d', math.floor(ord / DOC_GROUP)) end
+local function slot(ord, size) return string.format('%d', ord % size) end
+
+local function ordinal_bytes(ord) return struct.pack('>I4', ord) end
+
+-- Remove a stored document's band entries, signature and record (the id field is the caller's).
+local function remove_document(st, ord, old_bands)
+  local o4 = ordinal_bytes(ord)
+  for p = 1, #old_bands, 8 do
+    local field = string.sub(old_bands, p, p + 7)
+    local key = group_of(st.band, band_hash(field))
+    local value = redis.call('HGET', key, field)
+    if value then
+      for q = 1, #value, 4 do
+        if string.sub(value, q, q + 3) == o4 then
+          value = string.sub(value, 1, q - 1) .. string.sub(value, q + 4)
+          if #value == 0 then
+            redis.call('HDEL', key, field)
+            st.band.N = st.band.N - 1
+          else
+            redis.call('HSET', key, field, value)
+          end
+          break
+        end
+      end
+    end
+  end
+  redis.call('HDEL', sig_key(ord), slot(ord, SIG_GROUP))
+  redis.call('HDEL', doc_key(ord), slot(ord, DOC_GROUP))
+  st.docs = st.docs - 1
+end

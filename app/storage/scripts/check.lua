@@ -1,0 +1,126 @@
+-- check.lua: one batch of documents, atomically: replace old versions, append to band buckets, stamp,
+-- and read the candidates seen in those buckets (the append -> stamp -> read protocol of
+-- DESIGN-NOTES.md in one step, so first seen wins without any lock).
+--
+-- KEYS[1]  collection state hash
+-- ARGV[1..9] shared head (see _common.lua), then:
+--   ARGV[10] mode: 'insert' (store and report candidates), 'put' (store only), 'read' (no writes)
+--   ARGV[11] n documents   ARGV[12] bands per document   ARGV[13] max candidates per document
+--   ARGV[14] band keys: n * bands * 8 raw bytes        ARGV[15] signatures: n equal-sized raw blobs
+--   ARGV[16] n characters, '1' where the document is empty (no band entries, never matches)
+--   ARGV[17 + 4*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys
+-- Returns one of
+--   {'ok', {ordinal per doc (0 in read mode)}, {{earliest candidate ordinals} per doc},
+--    {ordinal, signature, record, ...} for candidates that are not documents of this batch}
+--   {'replace', {i, ordinal, signature, ...}}: these ids exist and the client did not send the band keys
+--     of the stored version (needed to remove it): nothing was written, call again with them
+--   {'nocollection'} / {'stale'} (the collection was dropped / recreated)
+
+local st, status = load_state()
+if not st then return {status} end
+
+local mode = ARGV[10]
+local n, bands, max_candidates = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+local band_blob, sig_blob, empties = ARGV[14], ARGV[15], ARGV[16]
+local sig_bytes = #sig_blob / math.max(n, 1)
+local writes = mode ~= 'read'
+
+local function arg(i, k) return ARGV[17 + 4 * (i - 1) + k] end
+local function bands_of(i)
+  if string.sub(empties, i, i) == '1' then return '' end
+  return string.sub(band_blob, (i - 1) * bands * 8 + 1, i * bands * 8)
+end
+
+if writes then
+  if st.seq + n > MAX_ORDINAL then return redis.error_reply('ordinals of this collection exhausted') end
+  -- Before any write: every stored version we must remove has to come with its band keys.
+  local missing, first = {}, {}
+  for i = 1, n do
+    local id = arg(i, 0)
+    if not first[id] then
+      first[id] = true
+      local cur = redis.call('HGET', group_of(st.id, id_hash(id)), id)
+      if cur and cur ~= arg(i, 2) then
+        local ord = tonumber(cur)
+        missing[#missing + 1] = i
+        missing[#missing + 1] = ord
+        missing[#missing + 1] = redis.call('HGET', sig_key(ord), slot(ord, SIG_GROUP)) or ''
+      end
+    end
+  end
+  if #missing > 0 then return {'replace', missing} end
+end
+
+local ordinals, candidates, fetched = {}, {}, {}
+local batch_index, seen_fetched = {}, {}
+for i = 1, n do
+  local ord = 0
+  local o4
+  if writes then
+    local id = arg(i, 0)
+    st.seq = st.seq + 1
+    ord = st.seq
+    o4 = ordinal_bytes(ord)
+    local id_key = group_of(st.id, id_hash(id))
+    local cur = redis.call('HGET', id_key, id)
+    if cur then
+      cur = tonumber(cur)
+      local earlier = batch_index[cur]
+      remove_document(st, cur, earlier and bands_of(earlier) or arg(i, 3))
+    else
+      st.id.N = st.id.N + 1
+    end
+    redis.call('HSET', id_key, id, ord)
+    redis.call('HSET', sig_key(ord), slot(ord, SIG_GROUP),
+      string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes))
+    redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), arg(i, 1))
+    st.docs = st.docs + 1
+    batch_index[ord] = i
+  end
+  ordinals[i] = ord
+
+  local found, seen = {}, {}
+  local report = mode ~= 'put'
+  local own = bands_of(i)
+  for p = 1, #own, 8 do
+    local field = string.sub(own, p, p + 7)
+    local key = group_of(st.band, band_hash(field))
+    -- HSETNX first: most buckets of a new document are new, and then one command does it all.
+    if writes and redis.call('HSETNX', key, field, o4) == 1 then
+      st.band.N = st.band.N + 1
+    else
+      local value = redis.call('HGET', key, field)
+      if value then
+        if report then
+          for q = 1, #value, 4 do
+            local c = struct.unpack('>I4', value, q)
+            if not seen[c] then
+              seen[c] = true
+              found[#found + 1] = c
+            end
+          end
+        end
+        if writes then redis.call('HSET', key, field, value .. o4) end
+      end
+    end
+  end
+  -- Ordinals are stamps: the earliest candidates are the ones that can be duplicate_of.
+  table.sort(found)
+  while #found > max_candidates do table.remove(found) end
+  for _, c in ipairs(found) do
+    if not batch_index[c] and not seen_fetched[c] then
+      seen_fetched[c] = true
+      fetched[#fetched + 1] = c
+      fetched[#fetched + 1] = redis.call('HGET', sig_key(c), slot(c, SIG_GROUP)) or ''
+      fetched[#fetched + 1] = redis.call('HGET', doc_key(c), slot(c, DOC_GROUP)) or ''
+    end
+  end
+  candidates[i] = found
+end
+
+if writes then
+  grow(st.band)
+  grow(st.id)
+  save_state(st)
+end
+return {'ok', ordinals, candidates, fetched}

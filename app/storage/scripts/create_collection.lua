@@ -1,0 +1,13 @@
+-- create_collection.lua: register a collection and its empty state, unless the name is taken.
+--
+-- KEYS[1] registry hash   KEYS[2] the collection's state hash
+-- ARGV[1] name   ARGV[2] parameters JSON (with its gen)   ARGV[3] gen
+-- Returns {'created'} or {'exists', stored parameters JSON}
+
+local existing = redis.call('HGET', KEYS[1], ARGV[1])
+if existing then return {'exists', existing} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], 'gen', ARGV[3], 'seq', 0, 'docs', 0,
+  'bL', 0, 'bS', 0, 'bN', 0, 'iL', 0, 'iS', 0, 'iN', 0)
+return {'created'}
