@@ -1,0 +1,94 @@
+// AVX2 kernels: 8 slots per instruction. Instructions are switched on per function (target
+// attribute), never for the whole build, so this file is safe to link into a binary that runs
+// anywhere: dispatch.cpp calls it only on CPUs that have AVX2.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "neardup.hpp"
+
+#define NEARDUP_TARGET __attribute__((target("avx2,popcnt")))
+
+namespace neardup {
+namespace {
+
+struct Family8 {
+  __m256i alo, alo_odd, ahi, blo_even, blo_odd, bhi;
+};
+
+NEARDUP_TARGET inline __attribute__((always_inline)) __m256i hash8(const Family8& f, uint32_t xj) {
+  const __m256i xv = _mm256_set1_epi32(static_cast<int>(xj));
+  const __m256i pe = _mm256_add_epi64(_mm256_mul_epu32(f.alo, xv), f.blo_even);
+  const __m256i po = _mm256_add_epi64(_mm256_mul_epu32(f.alo_odd, xv), f.blo_odd);
+  const __m256i hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
+  return _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(f.ahi, xv), f.bhi), hi);
+}
+
+}  // namespace
+
+// h = hi32(A*x + B) for 8 slots: hi32(a_lo*x + b_lo) from two 32x32->64 multiplies (even and odd
+// slots), plus a_hi*x + b_hi in 32-bit arithmetic. Exactly the serial integers.
+NEARDUP_TARGET void minhash_avx2(const uint32_t* x, size_t n, const HashFamily& f, uint32_t* signature) {
+  const size_t k = static_cast<size_t>(f.num_perm);
+  const __m256i low32 = _mm256_set1_epi64x(0xffffffffll);
+  constexpr size_t kChunk = 4096;
+  for (size_t start = 0; start < n; start += kChunk) {
+    const size_t end = std::min(n, start + kChunk);
+    for (size_t i = 0; i < k; i += 8) {
+      const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f.a_lo.data() + i));
+      const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f.a_hi.data() + i));
+      const __m256i blo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f.b_lo.data() + i));
+      const __m256i bhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f.b_hi.data() + i));
+      const Family8 fam{alo, _mm256_srli_epi64(alo, 32), ahi, _mm256_and_si256(blo, low32),
+                        _mm256_srli_epi64(blo, 32), bhi};
+      __m256i acc0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(signature + i));
+      __m256i acc1 = acc0;
+      size_t j = start;
+      for (; j + 2 <= end; j += 2) {
+        acc0 = _mm256_min_epu32(acc0, hash8(fam, x[j]));
+        acc1 = _mm256_min_epu32(acc1, hash8(fam, x[j + 1]));
+      }
+      if (j < end) acc0 = _mm256_min_epu32(acc0, hash8(fam, x[j]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(signature + i), _mm256_min_epu32(acc0, acc1));
+    }
+  }
+}
+
+NEARDUP_TARGET void similarity_avx2(const uint32_t* query, const uint32_t* candidates, size_t k,
+                                    const int64_t* rows, size_t n, float* out) {
+  if (k == 0 || query[0] == kEmptySlot) {
+    std::fill(out, out + n, 0.0f);
+    return;
+  }
+  for (size_t j = 0; j < n; ++j) {
+    const uint32_t* c = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * k;
+    if (rows && j + 1 < n) _mm_prefetch(reinterpret_cast<const char*>(candidates + rows[j + 1] * k), _MM_HINT_T0);
+    uint32_t equal = 0;
+    size_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(query + i));
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + i));
+      equal += static_cast<uint32_t>(
+          __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(q, v))))));
+    }
+    for (; i < k; ++i) equal += query[i] == c[i];
+    out[j] = static_cast<float>(equal) / static_cast<float>(k);
+  }
+}
+
+NEARDUP_TARGET uint64_t ascii_word_mask_avx2(const uint8_t* p) {
+  uint64_t mask = 0;
+  for (unsigned half = 0; half < 2; ++half) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * half));
+    const __m256i folded = _mm256_or_si256(v, _mm256_set1_epi8(0x20));  // ASCII only: signed compares are fine
+    const __m256i alpha = _mm256_and_si256(_mm256_cmpgt_epi8(folded, _mm256_set1_epi8('a' - 1)),
+                                           _mm256_cmpgt_epi8(_mm256_set1_epi8('z' + 1), folded));
+    const __m256i digit = _mm256_and_si256(_mm256_cmpgt_epi8(v, _mm256_set1_epi8('0' - 1)),
+                                           _mm256_cmpgt_epi8(_mm256_set1_epi8('9' + 1), v));
+    const uint32_t bits = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(alpha, digit)));
+    mask |= static_cast<uint64_t>(bits) << (32 * half);
+  }
+  return mask;
+}
+
+}  // namespace neardup

@@ -1,0 +1,87 @@
+// AVX-512 kernels: 16 slots per instruction (AVX-512F and BW: every AVX-512 CPU since Skylake-SP).
+// Instructions are switched on per function (target attribute), never for the whole build:
+// dispatch.cpp calls these only on CPUs (and OSes) with AVX-512F.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "neardup.hpp"
+
+#define NEARDUP_TARGET __attribute__((target("avx512f,avx512bw,popcnt")))
+
+namespace neardup {
+namespace {
+
+struct Family16 {
+  __m512i alo, alo_odd, ahi, blo_even, blo_odd, bhi;
+};
+
+// The same integers as the serial path: hi32(a_lo*x + b_lo) from even/odd 32x32->64 multiplies,
+// plus a_hi*x + b_hi modulo 2^32.
+NEARDUP_TARGET inline __attribute__((always_inline)) __m512i hash16(const Family16& f, uint32_t xj) {
+  const __m512i xv = _mm512_set1_epi32(static_cast<int>(xj));
+  const __m512i pe = _mm512_add_epi64(_mm512_mul_epu32(f.alo, xv), f.blo_even);
+  const __m512i po = _mm512_add_epi64(_mm512_mul_epu32(f.alo_odd, xv), f.blo_odd);
+  const __m512i hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
+  return _mm512_add_epi32(_mm512_add_epi32(_mm512_mullo_epi32(f.ahi, xv), f.bhi), hi);
+}
+
+}  // namespace
+
+NEARDUP_TARGET void minhash_avx512(const uint32_t* x, size_t n, const HashFamily& f, uint32_t* signature) {
+  const size_t k = static_cast<size_t>(f.num_perm);
+  const __m512i low32 = _mm512_set1_epi64(0xffffffffll);
+  constexpr size_t kChunk = 4096;
+  for (size_t start = 0; start < n; start += kChunk) {
+    const size_t end = std::min(n, start + kChunk);
+    for (size_t i = 0; i < k; i += 16) {
+      // num_perm is a multiple of 8: the last block may hold 8 slots, handled with a mask.
+      const __mmask16 m = k - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>(0x00FF);
+      const __m512i alo = _mm512_maskz_loadu_epi32(m, f.a_lo.data() + i);
+      const __m512i ahi = _mm512_maskz_loadu_epi32(m, f.a_hi.data() + i);
+      const __m512i blo = _mm512_maskz_loadu_epi32(m, f.b_lo.data() + i);
+      const __m512i bhi = _mm512_maskz_loadu_epi32(m, f.b_hi.data() + i);
+      const Family16 fam{alo, _mm512_srli_epi64(alo, 32), ahi, _mm512_and_si512(blo, low32),
+                         _mm512_srli_epi64(blo, 32), bhi};
+      __m512i acc0 = _mm512_maskz_loadu_epi32(m, signature + i);
+      __m512i acc1 = acc0;
+      size_t j = start;
+      for (; j + 2 <= end; j += 2) {
+        acc0 = _mm512_min_epu32(acc0, hash16(fam, x[j]));
+        acc1 = _mm512_min_epu32(acc1, hash16(fam, x[j + 1]));
+      }
+      if (j < end) acc0 = _mm512_min_epu32(acc0, hash16(fam, x[j]));
+      _mm512_mask_storeu_epi32(signature + i, m, _mm512_min_epu32(acc0, acc1));
+    }
+  }
+}
+
+NEARDUP_TARGET void similarity_avx512(const uint32_t* query, const uint32_t* candidates, size_t k,
+                                      const int64_t* rows, size_t n, float* out) {
+  if (k == 0 || query[0] == kEmptySlot) {
+    std::fill(out, out + n, 0.0f);
+    return;
+  }
+  for (size_t j = 0; j < n; ++j) {
+    const uint32_t* c = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * k;
+    if (rows && j + 1 < n) _mm_prefetch(reinterpret_cast<const char*>(candidates + rows[j + 1] * k), _MM_HINT_T0);
+    uint32_t equal = 0;
+    for (size_t i = 0; i < k; i += 16) {
+      const __mmask16 m = k - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (k - i)) - 1);
+      const __m512i q = _mm512_maskz_loadu_epi32(m, query + i);
+      const __m512i v = _mm512_maskz_loadu_epi32(m, c + i);
+      equal += static_cast<uint32_t>(__builtin_popcount(_mm512_mask_cmpeq_epi32_mask(m, q, v)));
+    }
+    out[j] = static_cast<float>(equal) / static_cast<float>(k);
+  }
+}
+
+NEARDUP_TARGET uint64_t ascii_word_mask_avx512(const uint8_t* p) {
+  const __m512i v = _mm512_loadu_si512(p);
+  const __m512i folded = _mm512_or_si512(v, _mm512_set1_epi8(0x20));
+  const __m512i a = _mm512_sub_epi8(folded, _mm512_set1_epi8('a'));
+  const __m512i d = _mm512_sub_epi8(v, _mm512_set1_epi8('0'));
+  return _mm512_cmplt_epu8_mask(a, _mm512_set1_epi8(26)) | _mm512_cmplt_epu8_mask(d, _mm512_set1_epi8(10));
+}
+
+}  // namespace neardup

@@ -1,0 +1,110 @@
+// The sketch core's declarations: text to shingle hashes, MinHash kernels (one per instruction set),
+// band keys, similarity, and the dispatch table. Only bindings.cpp knows Python.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace neardup {
+
+struct Kernels;
+
+// ---- text to features ----------------------------------------------------------------------------
+
+struct TextOptions {
+  bool char_shingles = false;  // false: word n-grams; true: character n-grams
+  int size = 5;                // n of the n-grams
+  bool normalize = true;       // Unicode NFKC
+  bool lowercase = true;       // str.lower(), with its Final_Sigma rule
+  bool collapse_whitespace = true;  // char shingles only: runs of white space become one space, trimmed
+};
+
+// A text as CPython stores it: code units of 1, 2 or 4 bytes, each one a code point (lone surrogates
+// included: they are just code points that are not letters).
+struct TextView {
+  const void* data = nullptr;
+  size_t length = 0;
+  int kind = 1;        // bytes per code unit: 1, 2 or 4
+  bool ascii = false;  // every code point < 0x80: the fast path
+};
+
+// Appends one 32-bit hash per shingle of `text` to `out` (repeats included: MinHash ignores them).
+// `scratch` is reused between calls to avoid allocations. Nothing is appended for a featureless text.
+struct TextScratch {
+  std::vector<uint32_t> a, b, seg, tmp;
+  std::vector<uint64_t> tokens;
+  std::vector<uint8_t> utf8;
+};
+void shingle_hashes(const TextView& text, const TextOptions& options, const Kernels& kernels,
+                    TextScratch& scratch, std::vector<uint32_t>& out);
+
+// The normalized, lower-cased code points of a text, as the tokenizer sees them (tests, debugging).
+std::u32string normalized_text(const TextView& text, const TextOptions& options);
+
+// ---- MinHash -------------------------------------------------------------------------------------
+
+// The hash family: h_i(x) = high 32 bits of (A_i * x + B_i) mod 2^64, for a 32-bit shingle hash x and
+// 64-bit A_i (odd), B_i. Stored split in 32-bit halves, the layout every kernel reads.
+struct HashFamily {
+  int num_perm = 0;
+  std::vector<uint32_t> a_lo, a_hi, b_lo, b_hi;
+};
+HashFamily make_hash_family(int num_perm, uint64_t seed);
+
+inline constexpr uint32_t kEmptySlot = 0xFFFFFFFFu;
+
+// signature[i] = min(signature[i], min_j h_i(x[j])). num_perm is a multiple of 8 for the SIMD paths;
+// the serial path takes any.
+using MinhashKernel = void (*)(const uint32_t* x, size_t n, const HashFamily& family, uint32_t* signature);
+// out[j] = equal slots of query and candidates[row_j] / k, row_j = rows ? rows[j] : j.
+using SimilarityKernel = void (*)(const uint32_t* query, const uint32_t* candidates, size_t k,
+                                  const int64_t* rows, size_t n, float* out);
+
+void minhash_serial(const uint32_t*, size_t, const HashFamily&, uint32_t*);
+void similarity_serial(const uint32_t*, const uint32_t*, size_t, const int64_t*, size_t, float*);
+#ifdef NEARDUP_X86
+void minhash_avx2(const uint32_t*, size_t, const HashFamily&, uint32_t*);
+void similarity_avx2(const uint32_t*, const uint32_t*, size_t, const int64_t*, size_t, float*);
+void minhash_avx512(const uint32_t*, size_t, const HashFamily&, uint32_t*);
+void similarity_avx512(const uint32_t*, const uint32_t*, size_t, const int64_t*, size_t, float*);
+#endif
+
+// ---- dispatch ------------------------------------------------------------------------------------
+
+// Bit i set when byte i of the 64 at p is an ASCII letter or digit (p holds ASCII only).
+using AsciiWordMaskKernel = uint64_t (*)(const uint8_t* p);
+uint64_t ascii_word_mask_serial(const uint8_t* p);
+#ifdef NEARDUP_X86
+uint64_t ascii_word_mask_avx2(const uint8_t* p);
+uint64_t ascii_word_mask_avx512(const uint8_t* p);
+#endif
+
+struct Kernels {
+  const char* name;
+  MinhashKernel minhash;
+  SimilarityKernel similarity;
+  AsciiWordMaskKernel ascii_word_mask;
+};
+// Chosen once at load: the best the CPU supports, or NEARDUP_FORCE_ISA=serial|avx2|avx512.
+const Kernels& active_kernels();
+// Every table this CPU can run, serial first; `find_kernels` returns nullptr for an unknown name.
+std::vector<const Kernels*> available_kernels();
+const Kernels* find_kernels(const std::string& name);
+
+// ---- whole documents -----------------------------------------------------------------------------
+
+// Signature of one text into `signature` (family.num_perm slots). A featureless text gets kEmptySlot
+// everywhere; any other never holds kEmptySlot (it is lowered to kEmptySlot - 1).
+void text_signature(const TextView& text, const TextOptions& options, const HashFamily& family,
+                    const Kernels& kernels, TextScratch& scratch, std::vector<uint32_t>& hashes,
+                    uint32_t* signature);
+
+// One 64-bit key per band from `rows` slots; never 0 for a real signature, 0 for an empty one.
+void band_keys(const uint32_t* signatures, size_t n, size_t num_perm, size_t bands, size_t rows,
+               uint64_t* out);
+
+const char* unicode_version();
+
+}  // namespace neardup

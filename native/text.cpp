@@ -1,0 +1,515 @@
+// Text to features: NFKC normalization, str.lower(), words (or characters), n-gram shingles, one
+// 32-bit hash per shingle. Everything here is plain integer code: the same on every machine.
+//
+// The definition (tests/reference.py is its executable twin):
+//   NFKC, then str.lower() (with its Final_Sigma rule), then words = maximal runs of alphanumerics
+//   (str.isalnum) where combining marks continue a word and each alphanumeric of a script written
+//   without spaces (Han, Kana, Thai...) is a word of its own; then word n-grams, or character n-grams
+//   of the text with white space runs collapsed to one space. Fewer than n tokens: one shingle of all.
+#include <algorithm>
+#include <cstring>
+
+#include "neardup.hpp"
+#include "unicode_tables.inc"
+
+namespace neardup {
+namespace {
+
+using unicode::Props;
+
+inline const Props& props(uint32_t cp) {
+  if (cp >= 0x110000) cp = 0xFFFF;  // cannot come from Python; a noncharacter's properties
+  return unicode::kProps[unicode::kStage2[(static_cast<uint32_t>(unicode::kStage1[cp >> unicode::kBlockShift])
+                                           << unicode::kBlockShift) |
+                                          (cp & ((1u << unicode::kBlockShift) - 1))]];
+}
+inline uint8_t flags_of(uint32_t cp) { return props(cp).flags; }
+
+// ---- hashing of tokens and shingles (part of the signature format) -------------------------------
+//
+// token hash  T(w) = fmix64(fold of w's UTF-8 bytes, 8 at a time, little-endian, zero-padded):
+//               h = K0 ^ (len * K1); per block v: h = (h ^ v) * M; h ^= h >> 32
+// shingle     S = sum_i T(w_i) * P^(n-1-i) mod 2^64 over its n tokens (a rolling polynomial, so the
+//               next shingle costs two multiplies), x = high 32 bits of fmix64(S).
+
+constexpr uint64_t kTokenK0 = 0x243f6a8885a308d3ull;
+constexpr uint64_t kTokenK1 = 0x9e3779b97f4a7c15ull;
+constexpr uint64_t kTokenM = 0xbf58476d1ce4e5b9ull;
+constexpr uint64_t kShingleP = 0x9fb21c651e98df25ull;
+
+inline uint64_t fmix64(uint64_t h) {  // MurmurHash3's finalizer: full avalanche
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
+
+inline uint64_t load_le64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);
+#endif
+  return v;
+}
+
+// ASCII upper case to lower case in 8 bytes at once (every byte < 0x80).
+inline uint64_t ascii_lower8(uint64_t v) {
+  constexpr uint64_t ones = 0x0101010101010101ull;
+  const uint64_t ge_a = v + ones * (0x80 - 'A');      // high bit set where byte >= 'A'
+  const uint64_t gt_z = v + ones * (0x80 - 'Z' - 1);  // high bit set where byte > 'Z'
+  const uint64_t upper = ge_a & ~gt_z & (ones * 0x80);
+  return v | (upper >> 2);
+}
+
+// T over bytes [p, p+len) of a buffer ending at `end`; ASCII bytes are lower-cased first when asked.
+template <bool kLower>
+inline uint64_t token_hash(const uint8_t* p, size_t len, const uint8_t* end) {
+  uint64_t h = kTokenK0 ^ (len * kTokenK1);
+  while (len >= 8) {
+    uint64_t v = load_le64(p);
+    if (kLower) v = ascii_lower8(v);
+    h = (h ^ v) * kTokenM;
+    h ^= h >> 32;
+    p += 8;
+    len -= 8;
+  }
+  if (len) {
+    uint64_t v;
+    if (end - p >= 8) {
+      v = load_le64(p) & (~0ull >> (64 - 8 * len));
+    } else {
+      uint8_t tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      std::memcpy(tail, p, len);
+      v = load_le64(tail);
+    }
+    if (kLower) v = ascii_lower8(v);
+    h = (h ^ v) * kTokenM;
+    h ^= h >> 32;
+  }
+  return fmix64(h);
+}
+
+inline uint32_t shingle_key(uint64_t s) { return static_cast<uint32_t>(fmix64(s) >> 32); }
+
+// ---- ASCII tables, derived from the generated ones so both paths agree ---------------------------
+
+struct AsciiTables {
+  uint8_t lower[128];
+  uint8_t flags[128];
+  AsciiTables() {
+    for (uint32_t c = 0; c < 128; ++c) {
+      lower[c] = static_cast<uint8_t>(c + props(c).lower_delta);
+      flags[c] = props(c).flags;
+    }
+  }
+};
+const AsciiTables kAscii;
+
+// ---- NFKC ------------------------------------------------------------------------------------------
+
+constexpr uint32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
+constexpr uint32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount,
+                   kSCount = kLCount * kNCount;
+
+void decompose(uint32_t cp, std::vector<uint32_t>& out) {
+  if (cp - kSBase < kSCount) {  // Hangul syllable: algorithmic
+    const uint32_t s = cp - kSBase;
+    out.push_back(kLBase + s / kNCount);
+    out.push_back(kVBase + (s % kNCount) / kTCount);
+    if (s % kTCount) out.push_back(kTBase + s % kTCount);
+    return;
+  }
+  const uint32_t* keys = unicode::kDecompKeys;
+  const size_t nkeys = sizeof(unicode::kDecompKeys) / sizeof(keys[0]);
+  const uint32_t* it = std::lower_bound(keys, keys + nkeys, cp);
+  if (it == keys + nkeys || *it != cp) {
+    out.push_back(cp);
+    return;
+  }
+  const size_t i = static_cast<size_t>(it - keys);
+  for (size_t j = unicode::kDecompIndex[i]; j < unicode::kDecompIndex[i + 1]; ++j)
+    out.push_back(unicode::kDecompData[j]);
+}
+
+uint32_t compose_pair(uint32_t a, uint32_t b) {
+  if (a - kLBase < kLCount && b - kVBase < kVCount)
+    return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
+  if (a - kSBase < kSCount && (a - kSBase) % kTCount == 0 && b - kTBase - 1 < kTCount - 1)
+    return a + (b - kTBase);
+  const uint64_t key = (static_cast<uint64_t>(a) << 21) | b;
+  const uint64_t* keys = unicode::kCompKeys;
+  const size_t nkeys = sizeof(unicode::kCompKeys) / sizeof(keys[0]);
+  const uint64_t* it = std::lower_bound(keys, keys + nkeys, key);
+  if (it == keys + nkeys || *it != key) return 0;
+  return unicode::kCompValues[it - keys];
+}
+
+// NFKC of one segment (a stable starter, if any, then code points up to the next stable one) appended
+// to `out`: full compatibility decomposition, canonical ordering, canonical composition.
+void normalize_segment(const uint32_t* seg, size_t n, std::vector<uint32_t>& tmp,
+                       std::vector<uint32_t>& out) {
+  tmp.clear();
+  for (size_t i = 0; i < n; ++i) decompose(seg[i], tmp);
+  // Canonical ordering: stable insertion sort of each run of non-starters by combining class.
+  for (size_t i = 1; i < tmp.size(); ++i) {
+    const uint8_t cc = props(tmp[i]).ccc;
+    if (cc == 0) continue;
+    size_t j = i;
+    const uint32_t cp = tmp[i];
+    while (j > 0) {
+      const uint8_t prev = props(tmp[j - 1]).ccc;
+      if (prev == 0 || prev <= cc) break;
+      tmp[j] = tmp[j - 1];
+      --j;
+    }
+    tmp[j] = cp;
+  }
+  // Canonical composition (UAX #15): a character combines with the last starter unless blocked.
+  const size_t base = out.size();
+  long starter = -1;
+  int last_cc = 0;
+  for (const uint32_t cp : tmp) {
+    const int cc = props(cp).ccc;
+    if (starter >= 0) {
+      const bool adjacent = out.size() - 1 == static_cast<size_t>(starter);
+      const bool blocked = !adjacent && (last_cc == 0 || last_cc >= cc);
+      if (!blocked) {
+        const uint32_t composed = compose_pair(out[static_cast<size_t>(starter)], cp);
+        if (composed) {
+          out[static_cast<size_t>(starter)] = composed;
+          continue;
+        }
+      }
+    }
+    if (cc == 0) starter = static_cast<long>(out.size());
+    out.push_back(cp);
+    last_cc = cc;
+  }
+  (void)base;
+}
+
+template <typename CU>
+void decode(const CU* s, size_t n, std::vector<uint32_t>& out) {
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) out[i] = s[i];
+}
+
+// NFKC of the whole text: stable code points are copied; each run of unstable ones is normalized with
+// the stable starter before it (which it may combine with).
+template <typename CU>
+void nfkc(const CU* s, size_t n, std::vector<uint32_t>& tmp, std::vector<uint32_t>& seg,
+          std::vector<uint32_t>& out) {
+  out.clear();
+  out.reserve(n + n / 8);
+  size_t i = 0;
+  while (i < n) {
+    const uint32_t cp = s[i];
+    if (cp < 0x80 || (flags_of(cp) & unicode::STABLE)) {
+      out.push_back(cp);
+      ++i;
+      continue;
+    }
+    seg.clear();
+    if (i > 0) {  // the previous code point was stable (or this loop would have consumed it)
+      seg.push_back(out.back());
+      out.pop_back();
+    }
+    size_t k = i;
+    while (k < n && !(s[k] < 0x80 || (flags_of(s[k]) & unicode::STABLE))) seg.push_back(s[k++]);
+    normalize_segment(seg.data(), seg.size(), tmp, out);
+    i = k;
+  }
+}
+
+// str.lower(): per-character mapping, U+0130 to two characters, capital sigma by its context.
+void lower_in(const std::vector<uint32_t>& in, std::vector<uint32_t>& out) {
+  out.clear();
+  out.reserve(in.size() + 4);
+  const size_t n = in.size();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t cp = in[i];
+    if (cp < 0x80) {
+      out.push_back(kAscii.lower[cp]);
+      continue;
+    }
+    const Props& p = props(cp);
+    if (!(p.flags & unicode::LOWER_SPECIAL)) {
+      out.push_back(static_cast<uint32_t>(static_cast<int64_t>(cp) + p.lower_delta));
+      continue;
+    }
+    if (cp == 0x03A3) {  // CPython's Final_Sigma: cased, case-ignorable*, SIGMA, not (ci*, cased)
+      long j = static_cast<long>(i) - 1;
+      while (j >= 0 && (flags_of(in[static_cast<size_t>(j)]) & unicode::CASE_IGNORABLE)) --j;
+      bool final_sigma = j >= 0 && (flags_of(in[static_cast<size_t>(j)]) & unicode::CASED);
+      if (final_sigma) {
+        size_t k = i + 1;
+        while (k < n && (flags_of(in[k]) & unicode::CASE_IGNORABLE)) ++k;
+        final_sigma = k == n || !(flags_of(in[k]) & unicode::CASED);
+      }
+      out.push_back(final_sigma ? 0x03C2 : 0x03C3);
+      continue;
+    }
+    const uint32_t* keys = unicode::kLowerSpecialKeys;
+    const size_t nkeys = sizeof(unicode::kLowerSpecialKeys) / sizeof(keys[0]);
+    const uint32_t* it = std::lower_bound(keys, keys + nkeys, cp);
+    if (it != keys + nkeys && *it == cp) {
+      for (const uint32_t v : unicode::kLowerSpecialValues[it - keys])
+        if (v) out.push_back(v);
+    } else {
+      out.push_back(cp);
+    }
+  }
+}
+
+// ---- tokenizing ------------------------------------------------------------------------------------
+
+// Word tokenizer over code points with their flags; `sink` gets begin(), add(cp) per code point of the
+// word, end(). One definition serves hashing and the debug view.
+template <typename Sink>
+struct WordTokenizer {
+  Sink& sink;
+  bool in_word = false;
+  bool single = false;  // the current word is one character of a script without spaces
+  inline void feed(uint32_t cp, uint8_t f) {
+    if (f & unicode::ALNUM) {
+      if (in_word && !single && !(f & unicode::NOSPACE)) {
+        sink.add(cp);
+        return;
+      }
+      if (in_word) sink.end();
+      sink.begin();
+      sink.add(cp);
+      in_word = true;
+      single = (f & unicode::NOSPACE) != 0;
+    } else if (in_word && (f & unicode::MARK)) {
+      sink.add(cp);
+    } else if (in_word) {
+      sink.end();
+      in_word = false;
+    }
+  }
+  inline void finish() {
+    if (in_word) sink.end();
+    in_word = false;
+  }
+};
+
+// Character tokens: every code point, white space runs collapsed to one space and trimmed when asked.
+template <typename Sink>
+struct CharTokenizer {
+  Sink& sink;
+  bool collapse;
+  bool pending_space = false;
+  bool any = false;
+  inline void feed(uint32_t cp, uint8_t f) {
+    if (collapse && (f & unicode::SPACE)) {
+      pending_space = any;
+      return;
+    }
+    if (pending_space) {
+      sink.begin();
+      sink.add(0x20);
+      sink.end();
+      pending_space = false;
+    }
+    sink.begin();
+    sink.add(cp);
+    sink.end();
+    any = true;
+  }
+  inline void finish() {}
+};
+
+inline void append_utf8(uint32_t cp, std::vector<uint8_t>& out) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<uint8_t>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<uint8_t>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<uint8_t>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {  // lone surrogates too: encoded as CESU-style 3 bytes, never ambiguous
+    out.push_back(static_cast<uint8_t>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<uint8_t>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<uint8_t>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<uint8_t>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// Collects each token's UTF-8 bytes and emits its hash T.
+struct HashSink {
+  std::vector<uint64_t>& tokens;
+  std::vector<uint8_t>& bytes;
+  inline void begin() { bytes.clear(); }
+  inline void add(uint32_t cp) { append_utf8(cp, bytes); }
+  inline void end() {
+    tokens.push_back(token_hash<false>(bytes.data(), bytes.size(), bytes.data() + bytes.size()));
+  }
+};
+
+struct TextSink {
+  std::u32string& text;
+  inline void begin() {
+    if (!text.empty()) text.push_back(U' ');
+  }
+  inline void add(uint32_t cp) { text.push_back(cp); }
+  inline void end() {}
+};
+
+// Words of an ASCII text, without a branch per byte: a 64-bit mask of word bytes per 64-byte block
+// (SIMD), then one step per word start and end. Each word is hashed straight from the text.
+template <bool kLower>
+void ascii_word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask,
+                       std::vector<uint64_t>& tokens) {
+  const uint8_t* end = s + n;
+  size_t open = SIZE_MAX;  // start of a word that runs into the next block
+  uint64_t carry = 0;      // was the last byte of the previous block a word byte
+  alignas(64) uint8_t last[64];
+  for (size_t base = 0; base < n; base += 64) {
+    uint64_t m;
+    if (n - base >= 64) {
+      m = word_mask(s + base);
+    } else {
+      std::memset(last, ' ', sizeof last);
+      std::memcpy(last, s + base, n - base);
+      m = word_mask(last);
+    }
+    const uint64_t shifted = (m << 1) | carry;
+    uint64_t starts = m & ~shifted;
+    uint64_t ends = ~m & shifted;
+    carry = m >> 63;
+    for (;;) {
+      if (open != SIZE_MAX) {
+        if (!ends) break;
+        const size_t e = base + static_cast<size_t>(__builtin_ctzll(ends));
+        ends &= ends - 1;
+        tokens.push_back(token_hash<kLower>(s + open, e - open, end));
+        open = SIZE_MAX;
+      }
+      if (!starts) break;
+      open = base + static_cast<size_t>(__builtin_ctzll(starts));
+      starts &= starts - 1;
+    }
+  }
+  if (open != SIZE_MAX) tokens.push_back(token_hash<kLower>(s + open, n - open, end));
+}
+
+template <typename Tokenizer>
+void tokenize_ascii(const uint8_t* s, size_t n, bool lowercase, Tokenizer& tok) {
+  if (lowercase) {
+    for (size_t i = 0; i < n; ++i) {
+      const uint8_t c = kAscii.lower[s[i]];
+      tok.feed(c, kAscii.flags[c]);
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) tok.feed(s[i], kAscii.flags[s[i]]);
+  }
+  tok.finish();
+}
+
+template <typename Tokenizer>
+void tokenize_codepoints(const std::vector<uint32_t>& cps, Tokenizer& tok) {
+  for (const uint32_t cp : cps) tok.feed(cp, cp < 0x80 ? kAscii.flags[cp] : flags_of(cp));
+  tok.finish();
+}
+
+// The processed code points (NFKC and lower as asked) of a non-ASCII text.
+template <typename CU>
+const std::vector<uint32_t>& prepare(const CU* s, size_t n, const TextOptions& o, TextScratch& sc) {
+  if (o.normalize)
+    nfkc(s, n, sc.tmp, sc.seg, sc.a);
+  else
+    decode(s, n, sc.a);
+  if (!o.lowercase) return sc.a;
+  lower_in(sc.a, sc.b);
+  return sc.b;
+}
+
+template <typename Sink>
+void run_tokenizer(const TextView& t, const TextOptions& o, TextScratch& sc, Sink& sink) {
+  auto go = [&](auto& tok) {
+    if (t.ascii) {
+      tokenize_ascii(static_cast<const uint8_t*>(t.data), t.length, o.lowercase, tok);
+      return;
+    }
+    const std::vector<uint32_t>* cps;
+    if (t.kind == 1)
+      cps = &prepare(static_cast<const uint8_t*>(t.data), t.length, o, sc);
+    else if (t.kind == 2)
+      cps = &prepare(static_cast<const uint16_t*>(t.data), t.length, o, sc);
+    else
+      cps = &prepare(static_cast<const uint32_t*>(t.data), t.length, o, sc);
+    tokenize_codepoints(*cps, tok);
+  };
+  if (o.char_shingles) {
+    CharTokenizer<Sink> tok{sink, o.collapse_whitespace};
+    go(tok);
+  } else {
+    WordTokenizer<Sink> tok{sink};
+    go(tok);
+  }
+}
+
+}  // namespace
+
+void shingle_hashes(const TextView& text, const TextOptions& options, const Kernels& kernels,
+                    TextScratch& scratch, std::vector<uint32_t>& out) {
+  std::vector<uint64_t>& tokens = scratch.tokens;
+  tokens.clear();
+  if (text.ascii && !options.char_shingles) {
+    const uint8_t* s = static_cast<const uint8_t*>(text.data);
+    if (options.lowercase)
+      ascii_word_hashes<true>(s, text.length, kernels.ascii_word_mask, tokens);
+    else
+      ascii_word_hashes<false>(s, text.length, kernels.ascii_word_mask, tokens);
+  } else {
+    HashSink sink{tokens, scratch.utf8};
+    run_tokenizer(text, options, scratch, sink);
+  }
+  const size_t m = tokens.size();
+  const size_t n = static_cast<size_t>(options.size);
+  if (m == 0) return;
+  const size_t width = std::min(m, n);
+  uint64_t s = 0, p_width = 1;
+  for (size_t i = 0; i < width; ++i) {
+    s = s * kShingleP + tokens[i];
+    p_width *= kShingleP;
+  }
+  const size_t count = m - width + 1;
+  const size_t base = out.size();
+  out.resize(base + count);
+  uint32_t* dst = out.data() + base;
+  dst[0] = shingle_key(s);
+  for (size_t j = 1; j < count; ++j) {
+    s = s * kShingleP + tokens[j + width - 1] - tokens[j - 1] * p_width;
+    dst[j] = shingle_key(s);
+  }
+}
+
+std::u32string normalized_text(const TextView& text, const TextOptions& options) {
+  // The words joined by single spaces (word mode), or the processed characters (char mode).
+  std::u32string result;
+  TextScratch scratch;
+  TextSink sink{result};
+  if (options.char_shingles) {
+    struct CharSink {
+      std::u32string& text;
+      void begin() {}
+      void add(uint32_t cp) { text.push_back(cp); }
+      void end() {}
+    } chars{result};
+    run_tokenizer(text, options, scratch, chars);
+  } else {
+    run_tokenizer(text, options, scratch, sink);
+  }
+  return result;
+}
+
+const char* unicode_version() { return unicode::kUnicodeVersion; }
+
+}  // namespace neardup
