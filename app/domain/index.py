@@ -1,25 +1,81 @@
 """The service object: collections and documents over a store, with LSH candidates verified against
-stored signatures and first-seen ordering decided by the store's stamps."""
+stored signatures and first-seen order taken from the store's stamps (one script call per batch)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import math
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+import orjson
+
+from app import sketch
+from app.domain import records
+from app.domain.banding import (
+    Sketches,
+    earlier_in_batch,
+    signature_matrix,
+    sketch_texts,
+    stored_band_keys,
+)
+from app.domain.errors import (
+    CollectionConflict,
+    CollectionNotFound,
+    DocumentNotFound,
+    InvalidInput,
+    InvalidParameters,
+    StoreUnavailable,
+)
 from app.domain.models import (
+    COLLECTION_NAME,
     CheckResult,
     CollectionInfo,
     CollectionParams,
     Document,
     Match,
+    Metadata,
     StoredDocument,
+    check_document,
 )
 from app.storage import RedisStore
+from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
+from app.storage.keys import CollectionKeys
+from app.storage.store import CheckReply, Mode, NeedOldBands
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
 MAX_BATCH = 1000
 #: Per checked document, at most this many *earliest* candidates are verified: a huge cluster of
 #: copies must not make every later check fetch thousands of signatures.
 MAX_CANDIDATES = 256
+#: Attempts when another client changes the same ids (or drops/recreates the collection) meanwhile.
+_ATTEMPTS = 8
+#: Estimates are fractions of num_perm slots held in float32: compare with a little slack so a
+#: similarity of exactly the threshold (e.g. 70/100 vs 0.7) is not lost to rounding.
+_EPSILON = 1e-6
+#: Stamps given to batch documents in read-only checks: after every stored ordinal (< 2^32).
+_VIRTUAL_STAMP = 2**40
+
+
+@dataclass(frozen=True)
+class _Collection:
+    params: CollectionParams
+    keys: CollectionKeys
+
+
+def _encode_params(params: CollectionParams, gen: str) -> bytes:
+    return orjson.dumps({"params": params.to_dict(), "gen": gen}, option=orjson.OPT_SORT_KEYS)
+
+
+def _decode_params(raw: bytes) -> _Collection:
+    data = orjson.loads(raw)
+    params = CollectionParams.from_dict(data["params"])
+    return _Collection(params, CollectionKeys(params.name, data["gen"]))
 
 
 class Index:
@@ -29,32 +85,106 @@ class Index:
         """``threads``: threads the native core may use for one batch's signatures."""
         self._store = store
         self._threads = threads
+        self._collections: dict[str, _Collection] = {}
+
+    # --- plumbing -------------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _storage(self, name: str | None = None) -> AsyncIterator[None]:
+        try:
+            yield
+        except StoreDown as error:
+            raise StoreUnavailable(f"the store is unavailable ({error}); retry shortly") from error
+        except CollectionMissing:
+            assert name is not None
+            self._collections.pop(name, None)
+            raise CollectionNotFound(name) from None
+
+    async def _collection(self, name: str, *, refresh: bool = False) -> _Collection:
+        if not refresh and name in self._collections:
+            return self._collections[name]
+        if not isinstance(name, str) or not COLLECTION_NAME.match(name):
+            raise CollectionNotFound(name)
+        async with self._storage(name):
+            found = await self._store.get_collection(name)
+        if found is None:
+            self._collections.pop(name, None)
+            raise CollectionNotFound(name)
+        collection = _decode_params(found[0])
+        self._collections[name] = collection
+        return collection
 
     async def ping(self) -> None:
         """Readiness: returns if the store answers, else raises StoreUnavailable."""
-        raise NotImplementedError
+        async with self._storage():
+            await self._store.ping()
+
+    # --- collections ----------------------------------------------------------------------------------
 
     async def create_collection(self, params: CollectionParams) -> tuple[CollectionParams, bool]:
         """Create; returns (params, True). Same name and same params again -> (params, False);
         different params -> CollectionConflict."""
-        raise NotImplementedError
+        if not isinstance(params, CollectionParams):
+            raise InvalidParameters("params must be CollectionParams (use CollectionParams.create)")
+        gen = secrets.token_hex(6)
+        async with self._storage(params.name):
+            existing = await self._store.create_collection(params.name, _encode_params(params, gen), gen)
+        if existing is None:
+            self._collections[params.name] = _Collection(params, CollectionKeys(params.name, gen))
+            return params, True
+        current = _decode_params(existing)
+        self._collections[params.name] = current
+        if current.params == params:
+            return current.params, False
+        differences = ", ".join(
+            f"{field}={getattr(current.params, field)!r} (asked {getattr(params, field)!r})"
+            for field in params.to_dict()
+            if getattr(current.params, field) != getattr(params, field)
+        )
+        raise CollectionConflict(
+            f"collection {params.name!r} exists with other parameters: {differences}; "
+            "parameters are fixed at creation: use another name, or delete it first"
+        )
 
     async def ensure_default_collection(self, params: CollectionParams) -> CollectionParams:
         """Create the collection if missing. If it exists (even with other parameters, e.g. the
         configured defaults changed) its stored parameters win and are returned: they are fixed."""
-        raise NotImplementedError
+        try:
+            created, _ = await self.create_collection(params)
+            return created
+        except CollectionConflict:
+            return (await self._collection(params.name, refresh=True)).params
 
     async def get_collection(self, name: str) -> CollectionInfo:
         """Parameters and document count; CollectionNotFound if absent."""
-        raise NotImplementedError
+        if not isinstance(name, str) or not COLLECTION_NAME.match(name):
+            raise CollectionNotFound(name)
+        async with self._storage(name):
+            found = await self._store.get_collection(name)
+        if found is None:
+            self._collections.pop(name, None)
+            raise CollectionNotFound(name)
+        collection = _decode_params(found[0])
+        self._collections[name] = collection
+        return CollectionInfo(collection.params, found[1])
 
     async def list_collections(self) -> list[CollectionInfo]:
         """All collections, sorted by name."""
-        raise NotImplementedError
+        async with self._storage():
+            found = await self._store.list_collections()
+        return [CollectionInfo(_decode_params(raw).params, docs) for raw, docs in found]
 
     async def delete_collection(self, name: str) -> None:
         """Drop the collection and all its documents; CollectionNotFound if absent."""
-        raise NotImplementedError
+        if not isinstance(name, str) or not COLLECTION_NAME.match(name):
+            raise CollectionNotFound(name)
+        self._collections.pop(name, None)
+        async with self._storage(name):
+            dropped = await self._store.drop_collection(name)
+        if not dropped:
+            raise CollectionNotFound(name)
+
+    # --- documents ------------------------------------------------------------------------------------
 
     async def check(
         self,
@@ -67,22 +197,191 @@ class Index:
         """Check (and by default insert) a batch; results in input order. ``min_similarity``
         (0..1) overrides the collection threshold for reporting matches. Raises CollectionNotFound,
         InvalidInput (bad id/metadata, more than MAX_BATCH docs), StoreUnavailable."""
-        raise NotImplementedError
+        docs = list(docs)
+        if len(docs) > MAX_BATCH:
+            raise InvalidInput(f"a batch holds at most {MAX_BATCH} documents, got {len(docs)}")
+        for doc in docs:
+            check_document(doc)
+        _check_similarity(min_similarity)
+        if not docs:
+            await self._collection(name)  # still a 404 for an unknown collection
+            return []
+        metas = [records.encode_metadata(doc.id, doc.metadata) for doc in docs]
+        mode: Mode = "insert" if insert else "read"
+        collection, batch, reply, _ = await self._run(name, docs, metas, mode)
+        threshold = collection.params.threshold if min_similarity is None else min_similarity
+        return self._results(collection, docs, batch, reply, threshold, inserted=insert)
 
     async def query(
         self, name: str, text: str, *, limit: int = 10, min_similarity: float | None = None
     ) -> list[Match]:
         """Read-only: verified matches of ``text``, best first, at most ``limit``."""
-        raise NotImplementedError
+        if not isinstance(text, str):
+            raise InvalidInput("text must be a string")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
+        _check_similarity(min_similarity)
+        # An empty id never names a stored document (ids are non-empty), so nothing is excluded.
+        docs = [Document("", text)]
+        collection, batch, reply, _ = await self._run(name, docs, [b""], "read")
+        threshold = collection.params.threshold if min_similarity is None else min_similarity
+        [result] = self._results(collection, docs, batch, reply, threshold, inserted=False)
+        return result.matches[:limit]
 
     async def put(self, name: str, doc: Document) -> StoredDocument:
         """Insert or replace without reporting matches (it still takes its place in first-seen order)."""
-        raise NotImplementedError
+        check_document(doc)
+        meta = records.encode_metadata(doc.id, doc.metadata)
+        _, _, _, inserted_ms = await self._run(name, [doc], [meta], "put")
+        return StoredDocument(doc.id, doc.metadata, inserted_ms / 1000.0)
 
     async def get_document(self, name: str, doc_id: str) -> StoredDocument:
         """DocumentNotFound / CollectionNotFound if absent."""
-        raise NotImplementedError
+        for attempt in range(_ATTEMPTS):
+            collection = await self._collection(name, refresh=attempt > 0)
+            try:
+                async with self._storage(name):
+                    [found] = await self._store.lookup(
+                        collection.keys, [doc_id.encode("utf-8", "surrogatepass")]
+                    )
+            except GenerationChanged:
+                continue
+            if found is None or not found.record:
+                raise DocumentNotFound(name, doc_id)
+            stored_id, inserted_at, metadata = records.unpack(found.record)
+            return StoredDocument(stored_id, metadata, inserted_at)
+        raise StoreUnavailable("the collection keeps changing under this request; retry")
 
     async def delete_document(self, name: str, doc_id: str) -> None:
         """Remove it everywhere (bands, signature, metadata, stamp); DocumentNotFound if absent."""
-        raise NotImplementedError
+        raw_id = doc_id.encode("utf-8", "surrogatepass")
+        for attempt in range(_ATTEMPTS):
+            collection = await self._collection(name, refresh=attempt > 0)
+            try:
+                async with self._storage(name):
+                    [found] = await self._store.lookup(collection.keys, [raw_id])
+                    while found is not None:
+                        old = stored_band_keys(collection.params, found.signature)
+                        outcome = await self._store.delete(collection.keys, raw_id, found.ordinal, old)
+                        if outcome is True:
+                            return
+                        found = None if outcome is False else outcome
+            except GenerationChanged:
+                continue
+            raise DocumentNotFound(name, doc_id)
+        raise StoreUnavailable("the collection keeps changing under this request; retry")
+
+    # --- the check path -------------------------------------------------------------------------------
+
+    async def _run(
+        self, name: str, docs: list[Document], metas: list[bytes], mode: Mode
+    ) -> tuple[_Collection, Sketches, CheckReply, int]:
+        """Sketch the texts and send the batch; retries when the collection was recreated (new
+        parameters: sketch again) or when stored versions of the ids need their band keys."""
+        texts = [doc.text for doc in docs]
+        ids = [doc.id.encode("utf-8", "surrogatepass") for doc in docs]
+        batch: Sketches | None = None
+        previous: CollectionParams | None = None
+        for attempt in range(_ATTEMPTS):
+            collection = await self._collection(name, refresh=attempt > 0)
+            if batch is None or collection.params != previous:
+                batch = await asyncio.to_thread(sketch_texts, collection.params, texts, self._threads)
+                previous = collection.params
+            inserted_ms = int(time.time() * 1000)
+            recs = [records.pack(inserted_ms, i, m) for i, m in zip(ids, metas, strict=True)]
+            expected = [b""] * len(docs)
+            old_bands = [b""] * len(docs)
+            try:
+                for _ in range(_ATTEMPTS):
+                    async with self._storage(name):
+                        reply = await self._store.check(
+                            collection.keys,
+                            mode,
+                            bands=collection.params.bands,
+                            max_candidates=MAX_CANDIDATES,
+                            band_keys=batch.band_key_bytes,
+                            signatures=batch.signature_bytes,
+                            empties=batch.empty_flags,
+                            ids=ids,
+                            records=recs,
+                            expected=expected,
+                            old_bands=old_bands,
+                        )
+                    if not isinstance(reply, NeedOldBands):
+                        return collection, batch, reply, inserted_ms
+                    for i, (ordinal, signature) in reply.stored.items():
+                        expected[i] = b"%d" % ordinal
+                        old_bands[i] = stored_band_keys(collection.params, signature)
+            except GenerationChanged:
+                continue
+        raise StoreUnavailable("the collection keeps changing under this request; retry")
+
+    def _results(
+        self,
+        collection: _Collection,
+        docs: list[Document],
+        batch: Sketches,
+        reply: CheckReply,
+        threshold: float,
+        *,
+        inserted: bool,
+    ) -> list[CheckResult]:
+        n = len(docs)
+        num_perm = collection.params.num_perm
+        # One matrix of every signature a candidate can point at: the batch's, then the fetched ones.
+        fetched = [
+            (ordinal, sig, rec)
+            for ordinal, (sig, rec) in reply.fetched.items()
+            if len(sig) == 4 * num_perm and rec
+        ]
+        pool = np.concatenate([batch.signatures, signature_matrix([f[1] for f in fetched], num_perm)])
+        # row in pool, stamp (first-seen order), id, metadata of each candidate ordinal
+        known: dict[int, tuple[int, int, str, Metadata | None]] = {}
+        for i, ordinal in enumerate(reply.ordinals):
+            if ordinal:
+                known[ordinal] = (i, ordinal, docs[i].id, docs[i].metadata)
+        for row, (ordinal, _, rec) in enumerate(fetched, start=n):
+            stored_id, _, metadata = records.unpack(rec)
+            known[ordinal] = (row, ordinal, stored_id, metadata)
+        in_batch = earlier_in_batch(batch.band_keys, batch.empty) if not inserted else {}
+
+        results: list[CheckResult] = []
+        for i, doc in enumerate(docs):
+            own = reply.ordinals[i]
+            rows: list[tuple[int, int, str, Metadata | None]] = [
+                known[c] for c in reply.candidates[i] if c in known and c != own
+            ]
+            for j in sorted(in_batch.get(i, ())):
+                rows.append((j, _VIRTUAL_STAMP + j, docs[j].id, docs[j].metadata))
+            if not inserted:  # the stored version of the same id is this document, not an earlier one
+                rows = [r for r in rows if r[2] != doc.id]
+            matches: list[tuple[float, int, Match]] = []
+            if rows and not batch.empty[i]:
+                sims = sketch.similarity(batch.signatures[i], pool, [r[0] for r in rows])
+                for (_, stamp, cand_id, metadata), sim in zip(rows, sims.tolist(), strict=True):
+                    if sim >= threshold - _EPSILON:
+                        matches.append((sim, stamp, Match(cand_id, sim, metadata)))
+            matches.sort(key=lambda m: (-m[0], m[1]))
+            first = min(matches, key=lambda m: m[1])[2].id if matches else None
+            results.append(
+                CheckResult(
+                    id=doc.id,
+                    duplicate=bool(matches),
+                    duplicate_of=first,
+                    matches=[m[2] for m in matches],
+                    inserted=inserted,
+                )
+            )
+        return results
+
+
+def _check_similarity(value: Any) -> None:
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0.0 <= value <= 1.0
+    ):
+        raise InvalidInput(f"min_similarity must be a number from 0 to 1, got {value!r}")
