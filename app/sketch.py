@@ -53,8 +53,15 @@ def _check_isa(isa: str | None) -> str:
 
 
 def _check_num_perm(num_perm: int) -> None:
-    if not isinstance(num_perm, int) or not MIN_PERM <= num_perm <= MAX_PERM:
-        raise ValueError(f"num_perm must be an integer from {MIN_PERM} to {MAX_PERM}, got {num_perm!r}")
+    if (
+        not isinstance(num_perm, int)
+        or isinstance(num_perm, bool)
+        or not MIN_PERM <= num_perm <= MAX_PERM
+        or num_perm % 8
+    ):
+        raise ValueError(
+            f"num_perm must be a multiple of 8 from {MIN_PERM} to {MAX_PERM}, got {num_perm!r}"
+        )
 
 
 def signatures(
@@ -107,6 +114,25 @@ def signatures(
         _check_isa(isa),
     )
     return out
+
+
+def tokens(
+    text: str,
+    *,
+    shingle: Shingle = "word",
+    normalize: bool = True,
+    lowercase: bool = True,
+    collapse_whitespace: bool = True,
+) -> list[str]:
+    """The tokens the core cuts ``text`` into (words, or characters): to see what a signature is of."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be str, got {type(text).__name__}")
+    if shingle not in ("word", "char"):
+        raise ValueError(f"shingle must be 'word' or 'char', got {shingle!r}")
+    joined: str = _native.normalized_text(text, shingle == "char", normalize, lowercase, collapse_whitespace)
+    if shingle == "char":
+        return list(joined)
+    return joined.split(" ") if joined else []
 
 
 def signature(text: str, **options: object) -> U32Array:

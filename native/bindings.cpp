@@ -138,10 +138,13 @@ py::array_t<uint64_t> band_keys(const py::array_t<uint32_t, py::array::c_style>&
   return out;
 }
 
-std::u32string normalized_text(const py::str& text, bool char_mode, bool normalize, bool lowercase,
-                               bool collapse) {
+py::str normalized_text(const py::str& text, bool char_mode, bool normalize, bool lowercase, bool collapse) {
   const TextOptions options = options_of(char_mode, 1, normalize, lowercase, collapse);
-  return neardup::normalized_text(view_of(text.ptr()), options);
+  const std::u32string out = neardup::normalized_text(view_of(text.ptr()), options);
+  // Built from code points directly: lone surrogates pass through, as they came in.
+  PyObject* result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out.data(), static_cast<Py_ssize_t>(out.size()));
+  if (!result) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(result);
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+"""Every instruction-set path against the serial one, bit for bit; similarity semantics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app import sketch
+
+ISAS = sketch.available_isas()
+
+
+def test_serial_is_always_available_and_active_is_one_of_them() -> None:
+    assert ISAS[0] == "serial"
+    assert sketch.active_isa() in ISAS
+
+
+@pytest.mark.parametrize("isa", ISAS[1:] or ["serial"])
+@pytest.mark.parametrize("num_perm", [16, 24, 128, 136, 1024])
+def test_signatures_identical_to_serial(isa: str, num_perm: int) -> None:
+    rng = np.random.default_rng(num_perm)
+    vocab = [f"w{i}" for i in range(500)] + ["Ünï", "ΣΑΣ", "漢字", "x\u0301"]
+    texts = [" ".join(rng.choice(vocab, size=int(rng.integers(0, 400)))) for _ in range(40)]
+    texts += ["", "one", "a b c d e f"]
+    serial = sketch.signatures(texts, num_perm=num_perm, isa="serial")
+    other = sketch.signatures(texts, num_perm=num_perm, isa=isa)  # type: ignore[arg-type]
+    assert np.array_equal(serial, other)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("num_perm", [16, 24, 128, 136])
+def test_similarity_identical_to_serial_and_to_numpy(isa: str, num_perm: int) -> None:
+    rng = np.random.default_rng(7)
+    cands = rng.integers(0, 4, size=(300, num_perm), dtype=np.uint32)
+    query = rng.integers(0, 4, size=num_perm, dtype=np.uint32)
+    expected = ((cands == query).sum(axis=1) / num_perm).astype(np.float32)
+    got = sketch.similarity(query, cands, isa=isa)  # type: ignore[arg-type]
+    assert got.dtype == np.float32 and got.shape == (300,)
+    assert np.array_equal(got, expected)
+    rows = rng.integers(0, 300, size=50)
+    assert np.array_equal(sketch.similarity(query, cands, rows, isa=isa), expected[rows])  # type: ignore[arg-type]
+
+
+def test_similarity_of_real_signatures() -> None:
+    base = " ".join(f"word{i}" for i in range(400))
+    edited = base.replace("word200", "changed")
+    other = " ".join(f"other{i}" for i in range(400))
+    sigs = sketch.signatures([base, edited, other, ""])
+    sims = sketch.similarity(sigs[0], sigs)
+    assert sims[0] == 1.0
+    assert 0.9 < sims[1] < 1.0  # 5 of ~396 shingles differ: J ~ 0.975
+    assert sims[2] < 0.1
+    assert sims[3] == 0.0  # the empty signature matches nothing
+
+
+def test_empty_signature_matches_nothing_not_even_itself() -> None:
+    sigs = sketch.signatures(["", "   ", "!!!", "real words here"])
+    assert sketch.is_empty(sigs).tolist() == [True, True, True, False]
+    assert sketch.similarity(sigs[0], sigs).tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert (sketch.band_keys(sigs, 4, 8)[:3] == 0).all()
+    assert (sketch.band_keys(sigs, 4, 8)[3] != 0).all()
+
+
+def test_real_signatures_never_hold_the_empty_slot_value() -> None:
+    sigs = sketch.signatures([f"doc {i}" for i in range(2000)], num_perm=16)
+    assert not (sigs == sketch.EMPTY_SLOT).any()
+
+
+def test_band_keys_depend_on_band_and_rows() -> None:
+    sig = np.tile(np.arange(4, dtype=np.uint32), 8).reshape(1, 32)  # every band holds the same rows
+    keys = sketch.band_keys(sig, 8, 4)[0]
+    assert len(set(keys.tolist())) == 8  # the band index is part of the key
+    a, b = sketch.signatures(["same text here for both", "same text here for both"])
+    assert np.array_equal(sketch.band_keys(a, 16, 8), sketch.band_keys(b, 16, 8))
