@@ -16,6 +16,8 @@ from types import TracebackType
 from typing import Literal
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 #: Server settings the store depends on. Set the same on an external Redis/Valkey for the same memory:
 #: ``hash-max-listpack-value 600`` keeps the hashes that group signatures (512-byte values at
@@ -149,7 +151,7 @@ class EmbeddedValkey:
 
     def _wait_ready(self, timeout: float) -> str | None:
         deadline = time.monotonic() + timeout
-        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1.0)
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1.0, retry=Retry(NoBackoff(), 0))
         try:
             while time.monotonic() < deadline:
                 if self._process is None or self._process.poll() is not None:
@@ -188,7 +190,10 @@ class EmbeddedValkey:
         if process is None:
             return
         if process.poll() is None:
-            client = redis.Redis(host=self.host, port=self.port, socket_timeout=2.0)
+            # No retries: the server closing the connection is SHUTDOWN succeeding, not an error.
+            client = redis.Redis(
+                host=self.host, port=self.port, socket_timeout=2.0, retry=Retry(NoBackoff(), 0)
+            )
             try:
                 client.shutdown(nosave=True)  # nosave: no RDB snapshot; the AOF already holds everything
             except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
@@ -233,10 +238,12 @@ def _alive(pid: int) -> bool:
 
 
 def _is_valkey_on(pid: int, data_dir: Path) -> bool:
-    # Only stop a process that is a valkey-server started on this very data directory: a stale
-    # pidfile may name a pid the OS has since given to something else.
+    # Only stop a process that is a valkey-server working in this very data directory (it chdirs to
+    # its "dir"): a stale pidfile may name a pid the OS has since given to something else. The
+    # command line cannot tell, the server rewrites its process title.
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        exe = os.readlink(f"/proc/{pid}/exe")
+        cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         return False
-    return bool(cmdline) and cmdline[0].endswith(b"valkey-server") and str(data_dir).encode() in cmdline
+    return Path(exe).name == "valkey-server" and Path(cwd) == data_dir

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import redis.asyncio as aioredis
 from redis import exceptions as rx
+from redis.backoff import ConstantBackoff
+from redis.retry import Retry
 
 from app.storage import keys
 from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
@@ -62,13 +64,15 @@ class RedisStore:
     @classmethod
     def from_url(cls, url: str, *, timeout: float = 5.0, max_connections: int = 64) -> RedisStore:
         """``redis://``, ``rediss://`` or ``unix://`` URL; ``timeout`` bounds connecting and each command.
-        Commands that fail on a broken connection are retried once by redis-py."""
+        A command that fails on a broken connection is retried once (a restarted server leaves stale
+        pooled connections); beyond that the caller gets StoreDown at once, not after long backoffs."""
         client = aioredis.Redis.from_url(
             url,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             max_connections=max_connections,
             health_check_interval=30,
+            retry=Retry(ConstantBackoff(0.05), 1),
         )
         return cls(client)
 

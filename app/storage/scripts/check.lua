@@ -116,11 +116,13 @@ for i = 1, n do
     end
   end
   candidates[i] = found
+  if writes then
+    -- Split after every document, not once per batch: a group that outgrows the listpack limits is
+    -- converted to a hashtable, and the server never converts it back.
+    grow(st.band)
+    grow(st.id)
+  end
 end
 
-if writes then
-  grow(st.band)
-  grow(st.id)
-  save_state(st)
-end
+if writes then save_state(st) end
 return {'ok', ordinals, candidates, fetched}

@@ -1,0 +1,97 @@
+"""The embedded server: durability across a crash (append-only file), no orphans, store-down errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from app.storage import EmbeddedValkey, RedisStore
+from app.storage.embedded import PIDFILE, find_free_port
+from app.storage.errors import StoreDown
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose.
+    return "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+
+
+def test_acknowledged_write_survives_sigkill(data_dir: Path) -> None:
+    server = EmbeddedValkey(data_dir)
+    server.start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        client.hset("h", "f", "v")
+        client.close()
+        server.kill()  # a crash: no SHUTDOWN, no final fsync by the server
+        assert not server.running
+        server.start()
+        client = redis.Redis.from_url(server.url)
+        assert client.hget("h", "f") == b"v"
+        assert client.config_get("appendonly") == {"appendonly": "yes"}
+        client.close()
+    finally:
+        server.stop()
+    assert not (data_dir / PIDFILE).exists()
+
+
+def test_server_dies_with_the_process_that_started_it(data_dir: Path) -> None:
+    code = (
+        "import sys, time; from app.storage import EmbeddedValkey; "
+        f"s = EmbeddedValkey({str(data_dir)!r}); s.start(); print(s.pid, flush=True); time.sleep(60)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert parent.stdout is not None
+    pid = int(parent.stdout.readline())
+    parent.stdout.close()
+    assert _alive(pid)
+    parent.send_signal(signal.SIGKILL)  # the service is killed outright
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def test_leftover_server_on_the_data_dir_is_stopped_before_a_new_start(data_dir: Path) -> None:
+    first = EmbeddedValkey(data_dir)
+    first.start()
+    old_pid = first.pid
+    assert old_pid is not None
+    second = EmbeddedValkey(data_dir)  # e.g. a restarted service that lost track of the first one
+    second.start()
+    try:
+        leftover, first._process = first._process, None  # forget it: the second start handled it
+        assert leftover is not None
+        leftover.wait(5)  # reap it (it is our child here); raises if it was not stopped
+        deadline = time.monotonic() + 5
+        while _alive(old_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(old_pid)
+        assert redis.Redis.from_url(second.url).ping()
+    finally:
+        second.stop()
+
+
+@pytest.mark.anyio
+async def test_unreachable_store_raises_store_down() -> None:
+    store = RedisStore.from_url(f"redis://127.0.0.1:{find_free_port()}/0", timeout=0.5)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreDown):
+            await store.ping()
+        with pytest.raises(StoreDown):
+            await store.get_collection("c")
+        assert time.monotonic() - started < 5
+    finally:
+        await store.close()

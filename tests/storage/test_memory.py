@@ -1,0 +1,49 @@
+"""Redis memory per document, measured: INFO used_memory before and after inserting 20,000 documents
+(random 128-slot signatures, 16 bands, 36-character ids, records as the domain packs them)."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+import redis
+
+from app.storage import RedisStore
+from app.storage.keys import CollectionKeys
+from app.storage.store import CheckReply
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+DOCS, BANDS, PERM, BATCH = 20_000, 16, 128, 500
+BUDGET = 1000  # bytes per document, stored signature included (the issue's limit)
+
+
+async def test_bytes_per_document_within_budget(store: RedisStore, sync_redis: redis.Redis) -> None:
+    rng = np.random.default_rng(1)
+    assert await store.create_collection("mem", b"{}", "g") is None
+    k = CollectionKeys("mem", "g")
+    before = int(sync_redis.info("memory")["used_memory"])
+    for start in range(0, DOCS, BATCH):
+        sigs = rng.integers(0, 2**32 - 2, size=(BATCH, PERM), dtype=np.uint32)
+        bands = rng.integers(1, 2**64 - 1, size=(BATCH, BANDS), dtype=np.uint64)
+        ids = [str(uuid.UUID(int=int(x))).encode() for x in rng.integers(0, 2**62, size=BATCH)]
+        reply = await store.check(
+            k,
+            "insert",
+            bands=BANDS,
+            max_candidates=256,
+            band_keys=bands.tobytes(),
+            signatures=sigs.tobytes(),
+            empties=b"0" * BATCH,
+            ids=ids,
+            records=[b"1760000000000:36:" + i for i in ids],
+            expected=[b""] * BATCH,
+            old_bands=[b""] * BATCH,
+        )
+        assert isinstance(reply, CheckReply)
+    after = int(sync_redis.info("memory")["used_memory"])
+    per_doc = (after - before) / DOCS
+    print(f"\nredis memory: {per_doc:.0f} bytes/document ({DOCS} documents, {BANDS} bands, num_perm {PERM})")
+    assert sync_redis.hget(k.state, "docs") == str(DOCS).encode()
+    assert per_doc <= BUDGET

@@ -1,0 +1,209 @@
+"""The store against a real valkey-server: round trips, replace/delete, group splits, scripts reload.
+Signatures and band keys are random numpy arrays here: the store does not care what they mean."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import redis
+
+from app.storage import RedisStore
+from app.storage.keys import CollectionKeys
+from app.storage.store import CheckReply, Mode, NeedOldBands
+
+pytestmark = pytest.mark.anyio
+
+BANDS, PERM = 16, 128
+rng = np.random.default_rng(7)
+
+
+async def new_collection(store: RedisStore, name: str = "c") -> CollectionKeys:
+    assert await store.create_collection(name, b'{"params": 1}', "g1") is None
+    return CollectionKeys(name, "g1")
+
+
+def random_batch(n: int) -> tuple[np.ndarray, np.ndarray]:
+    sigs = rng.integers(0, 2**32 - 2, size=(n, PERM), dtype=np.uint32)
+    bands = rng.integers(1, 2**64 - 1, size=(n, BANDS), dtype=np.uint64)
+    return sigs, bands
+
+
+async def send(
+    store: RedisStore,
+    k: CollectionKeys,
+    ids: list[str],
+    sigs: np.ndarray,
+    bands: np.ndarray,
+    mode: Mode = "insert",
+    empty: list[bool] | None = None,
+    old: dict[int, bytes] | None = None,
+    expected: dict[int, int] | None = None,
+) -> CheckReply | NeedOldBands:
+    n = len(ids)
+    flags = b"".join(b"1" if e else b"0" for e in (empty or [False] * n))
+    return await store.check(
+        k,
+        mode,
+        bands=BANDS,
+        max_candidates=256,
+        band_keys=bands.astype("<u8").tobytes(),
+        signatures=sigs.astype("<u4").tobytes(),
+        empties=flags,
+        ids=[i.encode() for i in ids],
+        records=[b"0:%d:%s" % (len(i), i.encode()) for i in ids],
+        expected=[b"%d" % (expected or {}).get(i, 0) if i in (expected or {}) else b"" for i in range(n)],
+        old_bands=[(old or {}).get(i, b"") for i in range(n)],
+    )
+
+
+async def test_collection_registry_round_trip(store: RedisStore) -> None:
+    assert await store.create_collection("a", b"A", "g1") is None
+    assert await store.create_collection("a", b"other", "g2") == b"A"
+    assert await store.get_collection("a") == (b"A", 0)
+    assert await store.get_collection("nope") is None
+    assert await store.create_collection("b", b"B", "g3") is None
+    assert await store.list_collections() == [(b"A", 0), (b"B", 0)]
+    assert await store.drop_collection("a") is True
+    assert await store.drop_collection("a") is False
+    assert await store.list_collections() == [(b"B", 0)]
+
+
+async def test_later_document_sees_earlier_one_in_shared_bucket(store: RedisStore) -> None:
+    k = await new_collection(store)
+    sigs, bands = random_batch(3)
+    bands[1, 5] = bands[0, 5]  # doc 1 shares one bucket with doc 0; doc 2 shares nothing
+    reply = await send(store, k, ["a", "b", "c"], sigs, bands)
+    assert isinstance(reply, CheckReply)
+    assert reply.ordinals == [1, 2, 3]
+    assert reply.candidates == [[], [1], []]
+    assert reply.fetched == {}  # the candidate is in the batch: the caller has its signature
+    # A later batch gets the stored signature and record of its candidates.
+    sigs2, bands2 = random_batch(1)
+    bands2[0, 5] = bands[0, 5]
+    reply2 = await send(store, k, ["d"], sigs2, bands2)
+    assert isinstance(reply2, CheckReply)
+    assert reply2.candidates == [[1, 2]]
+    assert reply2.fetched[1] == (sigs[0].astype("<u4").tobytes(), b"0:1:a")
+    assert (await store.get_collection("c")) == (b'{"params": 1}', 4)
+
+
+async def test_read_mode_writes_nothing(store: RedisStore, sync_redis: redis.Redis) -> None:
+    k = await new_collection(store)
+    sigs, bands = random_batch(2)
+    await send(store, k, ["a"], sigs[:1], bands[:1])
+    before = sorted(sync_redis.keys())
+    bands[1, 0] = bands[0, 0]
+    reply = await send(store, k, ["q"], sigs[1:], bands[1:], mode="read")
+    assert isinstance(reply, CheckReply)
+    assert reply.ordinals == [0] and reply.candidates == [[1]]
+    assert sorted(sync_redis.keys()) == before
+    assert sync_redis.hget(k.state, "docs") == b"1"
+
+
+async def test_empty_documents_have_no_band_entries(store: RedisStore) -> None:
+    k = await new_collection(store)
+    sigs, bands = random_batch(2)
+    bands[1] = bands[0]
+    reply = await send(store, k, ["e", "f"], sigs, bands, empty=[True, False])
+    assert isinstance(reply, CheckReply)
+    assert reply.candidates == [[], []]  # f shares every key with e's (ignored) keys
+    [found] = await store.lookup(k, [b"e"])
+    assert found is not None and found.ordinal == 1  # stored all the same
+
+
+async def test_replace_needs_old_bands_then_removes_old_entries(store: RedisStore) -> None:
+    k = await new_collection(store)
+    sigs, bands = random_batch(2)
+    await send(store, k, ["a"], sigs[:1], bands[:1])
+    need = await send(store, k, ["a"], sigs[1:], bands[1:])
+    assert isinstance(need, NeedOldBands)
+    assert need.stored == {0: (1, sigs[0].astype("<u4").tobytes())}
+    assert (await store.get_collection("c")) == (b'{"params": 1}', 1)  # nothing written yet
+    reply = await send(store, k, ["a"], sigs[1:], bands[1:], old={0: bands[0].tobytes()}, expected={0: 1})
+    assert isinstance(reply, CheckReply) and reply.ordinals == [2]
+    # The old version's buckets are empty now; the new one is found in its own.
+    probe = await send(store, k, ["q"], sigs[:1], bands[:1], mode="read")
+    assert isinstance(probe, CheckReply) and probe.candidates == [[]]
+    probe = await send(store, k, ["q"], sigs[1:], bands[1:], mode="read")
+    assert isinstance(probe, CheckReply) and probe.candidates == [[2]]
+    [found] = await store.lookup(k, [b"a"])
+    assert found is not None and found.ordinal == 2 and found.signature == sigs[1].astype("<u4").tobytes()
+    assert (await store.get_collection("c")) == (b'{"params": 1}', 1)
+
+
+async def test_same_id_twice_in_a_batch_keeps_the_later(store: RedisStore) -> None:
+    k = await new_collection(store)
+    sigs, bands = random_batch(2)
+    reply = await send(store, k, ["a", "a"], sigs, bands)
+    assert isinstance(reply, CheckReply) and reply.ordinals == [1, 2]
+    probe = await send(store, k, ["q"], sigs[:1], bands[:1], mode="read")
+    assert isinstance(probe, CheckReply) and probe.candidates == [[]]
+    assert (await store.get_collection("c")) == (b'{"params": 1}', 1)
+
+
+async def test_delete_removes_everything(store: RedisStore, sync_redis: redis.Redis) -> None:
+    k = await new_collection(store)
+    sigs, bands = random_batch(2)
+    bands[1, 3] = bands[0, 3]
+    await send(store, k, ["a", "b"], sigs, bands)
+    assert await store.delete(k, b"a", 1, bands[0].tobytes()) is True
+    assert await store.delete(k, b"a", 1, bands[0].tobytes()) is False
+    assert await store.lookup(k, [b"a", b"b"]) == [None, (await store.lookup(k, [b"b"]))[0]]
+    probe = await send(store, k, ["q"], sigs[:1], bands[:1], mode="read")
+    assert isinstance(probe, CheckReply) and probe.candidates == [[2]]  # only b's shared bucket
+    assert sync_redis.hget(k.state, "docs") == b"1"
+    assert sync_redis.hget(k.state, "bN") == str(BANDS).encode()  # b's 16 entries, none of a's
+    assert sync_redis.hlen(k.sig_group(0)) == 1 and sync_redis.hlen(k.doc_group(0)) == 1
+
+
+async def test_delete_of_a_replaced_version_reports_the_current_one(store: RedisStore) -> None:
+    k = await new_collection(store)
+    sigs, bands = random_batch(1)
+    await send(store, k, ["a"], sigs, bands)
+    outcome = await store.delete(k, b"a", 99, b"")
+    assert not isinstance(outcome, bool) and outcome.ordinal == 1
+    assert (await store.get_collection("c")) == (b'{"params": 1}', 1)
+
+
+async def test_groups_split_and_every_entry_stays_findable(
+    store: RedisStore, sync_redis: redis.Redis
+) -> None:
+    k = await new_collection(store)
+    n = 3000
+    sigs, bands = random_batch(n)
+    for start in range(0, n, 500):
+        ids = [f"doc-{i}" for i in range(start, start + 500)]
+        reply = await send(store, k, ids, sigs[start : start + 500], bands[start : start + 500], mode="put")
+        assert isinstance(reply, CheckReply)
+    state = {f.decode(): int(v) for f, v in sync_redis.hgetall(k.state).items() if f != b"gen"}
+    groups = 2 ** state["bL"] + state["bS"]
+    assert state["bN"] == n * BANDS
+    assert state["bN"] / groups <= 32  # split as it grew, with no size declared up front
+    assert sync_redis.object("encoding", k.band_group(0)) == b"listpack"
+    assert sync_redis.object("encoding", k.sig_group(0)) == b"listpack"
+    probe = await send(store, k, [f"q{i}" for i in range(0, n, 97)], sigs[::97], bands[::97], mode="read")
+    assert isinstance(probe, CheckReply)
+    assert probe.candidates == [[i + 1] for i in range(0, n, 97)]
+    found = await store.lookup(k, [f"doc-{i}".encode() for i in range(0, n, 97)])
+    assert [f.ordinal if f else None for f in found] == [i + 1 for i in range(0, n, 97)]
+    # Dropping the collection removes every key it had, found from its state alone.
+    assert await store.drop_collection("c") is True
+    assert sync_redis.dbsize() == 0
+
+
+async def test_stale_generation_and_missing_collection_are_reported(store: RedisStore) -> None:
+    from app.storage.errors import CollectionMissing, GenerationChanged
+
+    k = await new_collection(store)
+    sigs, bands = random_batch(1)
+    with pytest.raises(GenerationChanged):
+        await send(store, CollectionKeys("c", "other"), ["a"], sigs, bands)
+    await store.drop_collection("c")
+    with pytest.raises(CollectionMissing):
+        await send(store, k, ["a"], sigs, bands)
+
+
+async def test_scripts_are_reloaded_after_script_flush(store: RedisStore, sync_redis: redis.Redis) -> None:
+    k = await new_collection(store)
+    sync_redis.script_flush()
+    assert await store.lookup(k, [b"a"]) == [None]
