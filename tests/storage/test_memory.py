@@ -24,7 +24,7 @@ async def test_bytes_per_document_within_budget(store: RedisStore, sync_redis: r
     assert await store.create_collection("mem", b"{}", "g") is None
     k = CollectionKeys("mem", "g")
     before = int(sync_redis.info("memory")["used_memory"])
-    for start in range(0, DOCS, BATCH):
+    for _ in range(0, DOCS, BATCH):
         sigs = rng.integers(0, 2**32 - 2, size=(BATCH, PERM), dtype=np.uint32)
         bands = rng.integers(1, 2**64 - 1, size=(BATCH, BANDS), dtype=np.uint64)
         ids = [str(uuid.UUID(int=int(x))).encode() for x in rng.integers(0, 2**62, size=BATCH)]
