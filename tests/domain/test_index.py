@@ -25,7 +25,23 @@ from app.storage.embedded import find_free_port
 
 pytestmark = pytest.mark.anyio
 
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+]
 
 
 def text(seed: int, length: int = 120) -> str:
@@ -59,7 +75,7 @@ async def test_params_are_validated_and_filled() -> None:
         dict(name="x", size=0),
     ):
         with pytest.raises(InvalidParameters):
-            CollectionParams.create(**bad)  # type: ignore[arg-type]
+            CollectionParams.create(**bad)
 
 
 async def test_collection_lifecycle(index: Index) -> None:
@@ -165,7 +181,7 @@ async def test_empty_documents_are_stored_but_never_match(index: Index) -> None:
 
 
 async def test_bad_input_is_reported(index: Index) -> None:
-    for doc in (Document("", "x"), Document("a" * 600, "x"), Document("a", "x", {"f": {1, 2}})):  # type: ignore[dict-item]
+    for doc in (Document("", "x"), Document("a" * 600, "x"), Document("a", "x", {"f": {1, 2}})):
         with pytest.raises(InvalidInput):
             await index.check("c", [doc])
     with pytest.raises(InvalidInput):

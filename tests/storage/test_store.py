@@ -175,7 +175,11 @@ async def test_groups_split_and_every_entry_stays_findable(
         ids = [f"doc-{i}" for i in range(start, start + 500)]
         reply = await send(store, k, ids, sigs[start : start + 500], bands[start : start + 500], mode="put")
         assert isinstance(reply, CheckReply)
-    state = {f.decode(): int(v) for f, v in sync_redis.hgetall(k.state).items() if f != b"gen"}
+    state = {
+        str(f, "ascii") if isinstance(f, bytes) else f: int(v)
+        for f, v in sync_redis.hgetall(k.state).items()
+        if f != b"gen"
+    }
     groups = 2 ** state["bL"] + state["bS"]
     assert state["bN"] == n * BANDS
     assert state["bN"] / groups <= 32  # split as it grew, with no size declared up front
