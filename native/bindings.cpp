@@ -67,10 +67,18 @@ py::array_t<uint32_t> signatures(const py::list& texts, int num_perm, bool char_
     py::gil_scoped_release release;
     const neardup::HashFamily family = neardup::make_hash_family(num_perm, seed);
     auto work = [&](size_t begin, size_t end) {
-      neardup::TextScratch scratch;
-      std::vector<uint32_t> hashes;
+      // Per thread and kept between calls: growing buffers for every batch costs page faults.
+      // Plain references taken once: code inlined below would otherwise look the thread-local
+      // address up again at every use.
+      thread_local neardup::TextScratch tls_scratch;
+      thread_local std::vector<uint32_t> tls_hashes;
+      neardup::TextScratch& scratch = tls_scratch;
+      std::vector<uint32_t>& hashes = tls_hashes;
       for (size_t i = begin; i < end; ++i)
         neardup::text_signature(views[i], options, family, kernels, scratch, hashes, dst + i * k);
+      constexpr size_t kKeep = size_t{32} << 20;
+      scratch.trim(kKeep);
+      if (hashes.capacity() * sizeof(uint32_t) > kKeep) std::vector<uint32_t>().swap(hashes);
     };
     const size_t workers = std::min(static_cast<size_t>(threads), std::max<size_t>(n, 1));
     if (workers <= 1) {

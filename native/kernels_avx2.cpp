@@ -13,24 +13,23 @@ namespace neardup {
 namespace {
 
 struct Family8 {
-  __m256i alo, alo_odd, ahi, blo_even, blo_odd, bhi;
+  __m256i alo, alo_odd, ahi, b_even, b_odd;  // b_even/b_odd: the whole 64-bit B of even/odd slots
 };
 
+// hi32(A*x + B) = hi32(a_lo*x + B) + a_hi*x (mod 2^32), a_lo*x + B from 32x32->64 multiplies.
 NEARDUP_TARGET inline __attribute__((always_inline)) __m256i hash8(const Family8& f, uint32_t xj) {
   const __m256i xv = _mm256_set1_epi32(static_cast<int>(xj));
-  const __m256i pe = _mm256_add_epi64(_mm256_mul_epu32(f.alo, xv), f.blo_even);
-  const __m256i po = _mm256_add_epi64(_mm256_mul_epu32(f.alo_odd, xv), f.blo_odd);
+  const __m256i pe = _mm256_add_epi64(_mm256_mul_epu32(f.alo, xv), f.b_even);
+  const __m256i po = _mm256_add_epi64(_mm256_mul_epu32(f.alo_odd, xv), f.b_odd);
   const __m256i hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
-  return _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(f.ahi, xv), f.bhi), hi);
+  return _mm256_add_epi32(_mm256_mullo_epi32(f.ahi, xv), hi);
 }
 
 }  // namespace
 
-// h = hi32(A*x + B) for 8 slots: hi32(a_lo*x + b_lo) from two 32x32->64 multiplies (even and odd
-// slots), plus a_hi*x + b_hi in 32-bit arithmetic. Exactly the serial integers.
+// h = hi32(A*x + B) for 8 slots at a time: exactly the serial integers.
 NEARDUP_TARGET void minhash_avx2(const uint32_t* x, size_t n, const HashFamily& f, uint32_t* signature) {
   const size_t k = static_cast<size_t>(f.num_perm);
-  const __m256i low32 = _mm256_set1_epi64x(0xffffffffll);
   constexpr size_t kChunk = 4096;
   for (size_t start = 0; start < n; start += kChunk) {
     const size_t end = std::min(n, start + kChunk);
@@ -39,8 +38,9 @@ NEARDUP_TARGET void minhash_avx2(const uint32_t* x, size_t n, const HashFamily& 
       const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f.a_hi.data() + i));
       const __m256i blo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f.b_lo.data() + i));
       const __m256i bhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f.b_hi.data() + i));
-      const Family8 fam{alo, _mm256_srli_epi64(alo, 32), ahi, _mm256_and_si256(blo, low32),
-                        _mm256_srli_epi64(blo, 32), bhi};
+      const Family8 fam{alo, _mm256_srli_epi64(alo, 32), ahi,
+                        _mm256_blend_epi32(blo, _mm256_slli_epi64(bhi, 32), 0xAA),
+                        _mm256_blend_epi32(_mm256_srli_epi64(blo, 32), bhi, 0xAA)};
       __m256i acc0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(signature + i));
       __m256i acc1 = acc0;
       size_t j = start;
@@ -76,18 +76,21 @@ NEARDUP_TARGET void similarity_avx2(const uint32_t* query, const uint32_t* candi
   }
 }
 
-NEARDUP_TARGET uint64_t ascii_word_mask_avx2(const uint8_t* p) {
-  uint64_t mask = 0;
+NEARDUP_TARGET uint64_t ascii_word_mask_avx2(const uint8_t* p, uint64_t* high) {
+  uint64_t mask = 0, top = 0;
   for (unsigned half = 0; half < 2; ++half) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * half));
-    const __m256i folded = _mm256_or_si256(v, _mm256_set1_epi8(0x20));  // ASCII only: signed compares are fine
+    // Bytes >= 0x80 are negative as signed bytes: they fail every range test below, as they should.
+    const __m256i folded = _mm256_or_si256(v, _mm256_set1_epi8(0x20));
     const __m256i alpha = _mm256_and_si256(_mm256_cmpgt_epi8(folded, _mm256_set1_epi8('a' - 1)),
                                            _mm256_cmpgt_epi8(_mm256_set1_epi8('z' + 1), folded));
     const __m256i digit = _mm256_and_si256(_mm256_cmpgt_epi8(v, _mm256_set1_epi8('0' - 1)),
                                            _mm256_cmpgt_epi8(_mm256_set1_epi8('9' + 1), v));
     const uint32_t bits = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(alpha, digit)));
     mask |= static_cast<uint64_t>(bits) << (32 * half);
+    top |= static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(v))) << (32 * half);
   }
+  *high = top;
   return mask;
 }
 

@@ -13,24 +13,23 @@ namespace neardup {
 namespace {
 
 struct Family16 {
-  __m512i alo, alo_odd, ahi, blo_even, blo_odd, bhi;
+  __m512i alo, alo_odd, ahi, b_even, b_odd;  // b_even/b_odd: the whole 64-bit B of even/odd slots
 };
 
-// The same integers as the serial path: hi32(a_lo*x + b_lo) from even/odd 32x32->64 multiplies,
-// plus a_hi*x + b_hi modulo 2^32.
+// The same integers as the serial path: hi32(A*x + B) = hi32(a_lo*x + B) + a_hi*x (mod 2^32), with
+// a_lo*x + B from even/odd 32x32->64 multiplies and 64-bit adds, then one shuffle to line them up.
 NEARDUP_TARGET inline __attribute__((always_inline)) __m512i hash16(const Family16& f, uint32_t xj) {
   const __m512i xv = _mm512_set1_epi32(static_cast<int>(xj));
-  const __m512i pe = _mm512_add_epi64(_mm512_mul_epu32(f.alo, xv), f.blo_even);
-  const __m512i po = _mm512_add_epi64(_mm512_mul_epu32(f.alo_odd, xv), f.blo_odd);
-  const __m512i hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
-  return _mm512_add_epi32(_mm512_add_epi32(_mm512_mullo_epi32(f.ahi, xv), f.bhi), hi);
+  const __m512i pe = _mm512_add_epi64(_mm512_mul_epu32(f.alo, xv), f.b_even);
+  const __m512i po = _mm512_add_epi64(_mm512_mul_epu32(f.alo_odd, xv), f.b_odd);
+  const __m512i hi = _mm512_mask_shuffle_epi32(po, 0x5555, pe, _MM_PERM_DDBB);
+  return _mm512_add_epi32(_mm512_mullo_epi32(f.ahi, xv), hi);
 }
 
 }  // namespace
 
 NEARDUP_TARGET void minhash_avx512(const uint32_t* x, size_t n, const HashFamily& f, uint32_t* signature) {
   const size_t k = static_cast<size_t>(f.num_perm);
-  const __m512i low32 = _mm512_set1_epi64(0xffffffffll);
   constexpr size_t kChunk = 4096;
   for (size_t start = 0; start < n; start += kChunk) {
     const size_t end = std::min(n, start + kChunk);
@@ -41,8 +40,9 @@ NEARDUP_TARGET void minhash_avx512(const uint32_t* x, size_t n, const HashFamily
       const __m512i ahi = _mm512_maskz_loadu_epi32(m, f.a_hi.data() + i);
       const __m512i blo = _mm512_maskz_loadu_epi32(m, f.b_lo.data() + i);
       const __m512i bhi = _mm512_maskz_loadu_epi32(m, f.b_hi.data() + i);
-      const Family16 fam{alo, _mm512_srli_epi64(alo, 32), ahi, _mm512_and_si512(blo, low32),
-                         _mm512_srli_epi64(blo, 32), bhi};
+      const Family16 fam{alo, _mm512_srli_epi64(alo, 32), ahi,
+                         _mm512_mask_blend_epi32(0xAAAA, blo, _mm512_slli_epi64(bhi, 32)),
+                         _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(blo, 32), bhi)};
       __m512i acc0 = _mm512_maskz_loadu_epi32(m, signature + i);
       __m512i acc1 = acc0;
       size_t j = start;
@@ -76,8 +76,9 @@ NEARDUP_TARGET void similarity_avx512(const uint32_t* query, const uint32_t* can
   }
 }
 
-NEARDUP_TARGET uint64_t ascii_word_mask_avx512(const uint8_t* p) {
+NEARDUP_TARGET uint64_t ascii_word_mask_avx512(const uint8_t* p, uint64_t* high) {
   const __m512i v = _mm512_loadu_si512(p);
+  *high = _mm512_movepi8_mask(v);
   const __m512i folded = _mm512_or_si512(v, _mm512_set1_epi8(0x20));
   const __m512i a = _mm512_sub_epi8(folded, _mm512_set1_epi8('a'));
   const __m512i d = _mm512_sub_epi8(v, _mm512_set1_epi8('0'));

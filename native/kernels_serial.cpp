@@ -34,14 +34,16 @@ void similarity_serial(const uint32_t* query, const uint32_t* candidates, size_t
   }
 }
 
-uint64_t ascii_word_mask_serial(const uint8_t* p) {
-  uint64_t mask = 0;
+uint64_t ascii_word_mask_serial(const uint8_t* p, uint64_t* high) {
+  uint64_t mask = 0, top = 0;
   for (unsigned i = 0; i < 64; ++i) {
     const uint8_t c = p[i];
     const uint8_t folded = c | 0x20;
     const bool word = (c >= '0' && c <= '9') || (folded >= 'a' && folded <= 'z');
     mask |= static_cast<uint64_t>(word) << i;
+    top |= static_cast<uint64_t>(c >> 7) << i;
   }
+  *high = top;
   return mask;
 }
 

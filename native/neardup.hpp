@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,27 @@ struct TextView {
 
 // Appends one 32-bit hash per shingle of `text` to `out` (repeats included: MinHash ignores them).
 // `scratch` is reused between calls to avoid allocations. Nothing is appended for a featureless text.
+// A growable byte buffer that is not zero-filled on growth (it is always written before it is read).
+struct ByteBuffer {
+  std::unique_ptr<uint8_t[]> data;
+  size_t size = 0, capacity = 0;
+  uint8_t* reserve(size_t n) {
+    if (n > capacity) {
+      data.reset(new uint8_t[n]);
+      capacity = n;
+    }
+    return data.get();
+  }
+};
+
+// Buffers reused from one text to the next (and, per thread, from one call to the next).
 struct TextScratch {
   std::vector<uint32_t> a, b, seg, tmp;
   std::vector<uint64_t> tokens;
-  std::vector<uint8_t> utf8;
+  std::vector<uint8_t> bytes;
+  ByteBuffer utf8;
+  // Drop buffers that a huge text grew past `limit` bytes, so one 10 MB text does not pin memory.
+  void trim(size_t limit);
 };
 void shingle_hashes(const TextView& text, const TextOptions& options, const Kernels& kernels,
                     TextScratch& scratch, std::vector<uint32_t>& out);
@@ -73,12 +91,13 @@ void similarity_avx512(const uint32_t*, const uint32_t*, size_t, const int64_t*,
 
 // ---- dispatch ------------------------------------------------------------------------------------
 
-// Bit i set when byte i of the 64 at p is an ASCII letter or digit (p holds ASCII only).
-using AsciiWordMaskKernel = uint64_t (*)(const uint8_t* p);
-uint64_t ascii_word_mask_serial(const uint8_t* p);
+// For the 64 bytes at p: bit i of the result is set when byte i is an ASCII letter or digit, and bit
+// i of *high when byte i is >= 0x80 (part of a multi-byte UTF-8 sequence).
+using AsciiWordMaskKernel = uint64_t (*)(const uint8_t* p, uint64_t* high);
+uint64_t ascii_word_mask_serial(const uint8_t* p, uint64_t* high);
 #ifdef NEARDUP_X86
-uint64_t ascii_word_mask_avx2(const uint8_t* p);
-uint64_t ascii_word_mask_avx512(const uint8_t* p);
+uint64_t ascii_word_mask_avx2(const uint8_t* p, uint64_t* high);
+uint64_t ascii_word_mask_avx512(const uint8_t* p, uint64_t* high);
 #endif
 
 struct Kernels {

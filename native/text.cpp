@@ -8,6 +8,7 @@
 //   of the text with white space runs collapsed to one space. Fewer than n tokens: one shingle of all.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "neardup.hpp"
 #include "unicode_tables.inc"
@@ -27,15 +28,18 @@ inline uint8_t flags_of(uint32_t cp) { return props(cp).flags; }
 
 // ---- hashing of tokens and shingles (part of the signature format) -------------------------------
 //
-// token hash  T(w) = fmix64(fold of w's UTF-8 bytes, 8 at a time, little-endian, zero-padded):
-//               h = K0 ^ (len * K1); per block v: h = (h ^ v) * M; h ^= h >> 32
+// token hash  T(w) = fold of w's UTF-8 bytes, 8 at a time, little-endian, zero-padded:
+//               h = K0 ^ (len * K1); per block v: h = (h ^ v) * M; h ^= h >> 32;
+//               then h = (h * M2) ^ ((h * M2) >> 29)
 // shingle     S = sum_i T(w_i) * P^(n-1-i) mod 2^64 over its n tokens (a rolling polynomial, so the
-//               next shingle costs two multiplies), x = high 32 bits of fmix64(S).
+//               next shingle costs two multiplies), x = high 32 bits of (S ^ (S >> 31)) * M3.
 
 constexpr uint64_t kTokenK0 = 0x243f6a8885a308d3ull;
 constexpr uint64_t kTokenK1 = 0x9e3779b97f4a7c15ull;
 constexpr uint64_t kTokenM = 0xbf58476d1ce4e5b9ull;
 constexpr uint64_t kShingleP = 0x9fb21c651e98df25ull;
+constexpr uint64_t kTokenM2 = 0x94d049bb133111ebull;
+constexpr uint64_t kShingleM3 = 0xd6e8feb86659fd93ull;
 
 inline uint64_t fmix64(uint64_t h) {  // MurmurHash3's finalizer: full avalanche
   h ^= h >> 33;
@@ -64,35 +68,70 @@ inline uint64_t ascii_lower8(uint64_t v) {
   return v | (upper >> 2);
 }
 
+inline uint64_t token_step(uint64_t h, uint64_t v) {
+  h = (h ^ v) * kTokenM;
+  return h ^ (h >> 32);
+}
+
+// Mask of the low `bytes` bytes of a word (0 to 8), without a branch.
+inline uint64_t low_bytes_mask(size_t bytes) {
+  return bytes ? ~0ull >> ((64 - 8 * bytes) & 63) : 0;
+}
+
+// Up to 8 bytes at p (fewer when len < 8), zero-padded; reads past p+len only inside the buffer.
+inline uint64_t load_upto8(const uint8_t* p, size_t len, const uint8_t* end) {
+  if (end - p >= 8) return load_le64(p) & low_bytes_mask(len < 8 ? len : 8);
+  uint8_t tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::memcpy(tail, p, len < 8 ? len : 8);
+  return load_le64(tail);
+}
+
 // T over bytes [p, p+len) of a buffer ending at `end`; ASCII bytes are lower-cased first when asked.
+// Words of up to 16 bytes (nearly all) take no data-dependent branch: both steps are computed and
+// the right one kept, which is the same value as the loop below.
 template <bool kLower>
 inline uint64_t token_hash(const uint8_t* p, size_t len, const uint8_t* end) {
   uint64_t h = kTokenK0 ^ (len * kTokenK1);
-  while (len >= 8) {
-    uint64_t v = load_le64(p);
-    if (kLower) v = ascii_lower8(v);
-    h = (h ^ v) * kTokenM;
-    h ^= h >> 32;
-    p += 8;
-    len -= 8;
-  }
-  if (len) {
-    uint64_t v;
-    if (end - p >= 8) {
-      v = load_le64(p) & (~0ull >> (64 - 8 * len));
+  if (len <= 16) {
+    uint64_t v1, v2;
+    if (end - p >= 16) {
+      v1 = load_le64(p);
+      v2 = load_le64(p + 8);
     } else {
-      uint8_t tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      std::memcpy(tail, p, len);
-      v = load_le64(tail);
+      uint8_t tail[16] = {0};
+      std::memcpy(tail, p, static_cast<size_t>(std::min<ptrdiff_t>(end - p, 16)));
+      v1 = load_le64(tail);
+      v2 = load_le64(tail + 8);
     }
-    if (kLower) v = ascii_lower8(v);
-    h = (h ^ v) * kTokenM;
-    h ^= h >> 32;
+    const size_t second = len > 8 ? len - 8 : 0;
+    v1 &= low_bytes_mask(len - second);
+    v2 &= low_bytes_mask(second);
+    if (kLower) {
+      v1 = ascii_lower8(v1);
+      v2 = ascii_lower8(v2);
+    }
+    const uint64_t one = token_step(h, v1);
+    const uint64_t two = token_step(one, v2);
+    h = second ? two : one;
+  } else {
+    while (len >= 8) {
+      uint64_t v = load_le64(p);
+      if (kLower) v = ascii_lower8(v);
+      h = token_step(h, v);
+      p += 8;
+      len -= 8;
+    }
+    if (len) {
+      uint64_t v = load_upto8(p, len, end);
+      if (kLower) v = ascii_lower8(v);
+      h = token_step(h, v);
+    }
   }
-  return fmix64(h);
+  h *= kTokenM2;
+  return h ^ (h >> 29);
 }
 
-inline uint32_t shingle_key(uint64_t s) { return static_cast<uint32_t>(fmix64(s) >> 32); }
+inline uint32_t shingle_key(uint64_t s) { return static_cast<uint32_t>(((s ^ (s >> 31)) * kShingleM3) >> 32); }
 
 // ---- ASCII tables, derived from the generated ones so both paths agree ---------------------------
 
@@ -197,70 +236,29 @@ void decode(const CU* s, size_t n, std::vector<uint32_t>& out) {
   for (size_t i = 0; i < n; ++i) out[i] = s[i];
 }
 
-// NFKC of the whole text: stable code points are copied; each run of unstable ones is normalized with
-// the stable starter before it (which it may combine with).
+inline bool stable(uint32_t cp) { return cp < 0x80 || (flags_of(cp) & unicode::STABLE); }
+
+// NFKC of the whole text: runs of stable code points are copied; each run of unstable ones is
+// normalized with the stable starter before it (which it may combine with).
 template <typename CU>
 void nfkc(const CU* s, size_t n, std::vector<uint32_t>& tmp, std::vector<uint32_t>& seg,
           std::vector<uint32_t>& out) {
   out.clear();
-  out.reserve(n + n / 8);
+  out.reserve(n + n / 8 + 16);
   size_t i = 0;
   while (i < n) {
-    const uint32_t cp = s[i];
-    if (cp < 0x80 || (flags_of(cp) & unicode::STABLE)) {
-      out.push_back(cp);
-      ++i;
-      continue;
-    }
+    size_t j = i;
+    while (j < n && stable(s[j])) ++j;
+    out.insert(out.end(), s + i, s + j);
+    if (j == n) break;
     seg.clear();
-    if (i > 0) {  // the previous code point was stable (or this loop would have consumed it)
+    if (j > 0) {  // the stable starter before the run (every run ends before a stable code point)
       seg.push_back(out.back());
       out.pop_back();
     }
-    size_t k = i;
-    while (k < n && !(s[k] < 0x80 || (flags_of(s[k]) & unicode::STABLE))) seg.push_back(s[k++]);
+    while (j < n && !stable(s[j])) seg.push_back(s[j++]);
     normalize_segment(seg.data(), seg.size(), tmp, out);
-    i = k;
-  }
-}
-
-// str.lower(): per-character mapping, U+0130 to two characters, capital sigma by its context.
-void lower_in(const std::vector<uint32_t>& in, std::vector<uint32_t>& out) {
-  out.clear();
-  out.reserve(in.size() + 4);
-  const size_t n = in.size();
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t cp = in[i];
-    if (cp < 0x80) {
-      out.push_back(kAscii.lower[cp]);
-      continue;
-    }
-    const Props& p = props(cp);
-    if (!(p.flags & unicode::LOWER_SPECIAL)) {
-      out.push_back(static_cast<uint32_t>(static_cast<int64_t>(cp) + p.lower_delta));
-      continue;
-    }
-    if (cp == 0x03A3) {  // CPython's Final_Sigma: cased, case-ignorable*, SIGMA, not (ci*, cased)
-      long j = static_cast<long>(i) - 1;
-      while (j >= 0 && (flags_of(in[static_cast<size_t>(j)]) & unicode::CASE_IGNORABLE)) --j;
-      bool final_sigma = j >= 0 && (flags_of(in[static_cast<size_t>(j)]) & unicode::CASED);
-      if (final_sigma) {
-        size_t k = i + 1;
-        while (k < n && (flags_of(in[k]) & unicode::CASE_IGNORABLE)) ++k;
-        final_sigma = k == n || !(flags_of(in[k]) & unicode::CASED);
-      }
-      out.push_back(final_sigma ? 0x03C2 : 0x03C3);
-      continue;
-    }
-    const uint32_t* keys = unicode::kLowerSpecialKeys;
-    const size_t nkeys = sizeof(unicode::kLowerSpecialKeys) / sizeof(keys[0]);
-    const uint32_t* it = std::lower_bound(keys, keys + nkeys, cp);
-    if (it != keys + nkeys && *it == cp) {
-      for (const uint32_t v : unicode::kLowerSpecialValues[it - keys])
-        if (v) out.push_back(v);
-    } else {
-      out.push_back(cp);
-    }
+    i = j;
   }
 }
 
@@ -361,28 +359,108 @@ struct TextSink {
   inline void end() {}
 };
 
-// Words of an ASCII text, without a branch per byte: a 64-bit mask of word bytes per 64-byte block
-// (SIMD), then one step per word start and end. Each word is hashed straight from the text.
+// ---- words of UTF-8 text, without a branch per byte ----------------------------------------------
+//
+// Per 64-byte block: W, a bit per byte inside a word, and S, a bit per forced word start (a character
+// of a script without spaces, or the first letter after one). Pure ASCII blocks get W from one SIMD
+// kernel call; blocks with multi-byte characters are classified code point by code point with the
+// same rules as WordTokenizer. Word starts and ends then come from bit arithmetic, one step per word,
+// and each word is hashed straight from the buffer.
+
+struct WordState {
+  bool in_word = false;
+  bool single = false;
+};
+
+inline uint32_t decode_utf8(const uint8_t* p, size_t& len) {
+  const uint8_t c = p[0];
+  if (c < 0x80) {
+    len = 1;
+    return c;
+  }
+  if (c < 0xE0) {
+    len = 2;
+    return (static_cast<uint32_t>(c & 0x1F) << 6) | (p[1] & 0x3F);
+  }
+  if (c < 0xF0) {
+    len = 3;
+    return (static_cast<uint32_t>(c & 0x0F) << 12) | (static_cast<uint32_t>(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+  }
+  len = 4;
+  return (static_cast<uint32_t>(c & 0x07) << 18) | (static_cast<uint32_t>(p[1] & 0x3F) << 12) |
+         (static_cast<uint32_t>(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
+}
+
+// Classifies the code points that start in [from, min(n, base + 64)); returns where the next block's
+// first code point starts. Bits of a character running past the block go to `spill` (next block's W).
+inline size_t classify_block(const uint8_t* s, size_t n, size_t base, size_t from, WordState& st,
+                             uint64_t& w, uint64_t& starts, uint64_t& spill) {
+  const size_t limit = std::min(n, base + 64);
+  size_t pos = from;
+  while (pos < limit) {
+    size_t len;
+    const uint32_t cp = decode_utf8(s + pos, len);
+    const uint8_t f = cp < 0x80 ? kAscii.flags[cp] : flags_of(cp);
+    bool word = false;
+    if (f & unicode::ALNUM) {
+      word = true;
+      if (!st.in_word || st.single || (f & unicode::NOSPACE)) {
+        starts |= uint64_t{1} << (pos - base);
+        st.in_word = true;
+        st.single = (f & unicode::NOSPACE) != 0;
+      }
+    } else if (st.in_word && (f & unicode::MARK)) {
+      word = true;
+    } else {
+      st.in_word = false;
+    }
+    if (word) {
+      const size_t offset = pos - base;
+      if (offset + len <= 64) {
+        w |= ((uint64_t{1} << len) - 1) << offset;
+      } else {
+        w |= ~uint64_t{0} << offset;
+        spill |= (uint64_t{1} << (offset + len - 64)) - 1;
+      }
+    }
+    pos += len;
+  }
+  return pos;
+}
+
+// kLower: lower-case ASCII bytes while hashing (only for pure ASCII text; UTF-8 arrives lowered).
 template <bool kLower>
-void ascii_word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask,
-                       std::vector<uint64_t>& tokens) {
+void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, std::vector<uint64_t>& tokens) {
   const uint8_t* end = s + n;
   size_t open = SIZE_MAX;  // start of a word that runs into the next block
-  uint64_t carry = 0;      // was the last byte of the previous block a word byte
+  uint64_t carry = 0;      // was the last byte of the previous block inside a word
+  uint64_t spill = 0;
+  size_t from = 0;  // where the next code point starts
+  WordState st;
   alignas(64) uint8_t last[64];
   for (size_t base = 0; base < n; base += 64) {
-    uint64_t m;
+    uint64_t high, w, forced = 0;
     if (n - base >= 64) {
-      m = word_mask(s + base);
+      w = word_mask(s + base, &high);
     } else {
       std::memset(last, ' ', sizeof last);
       std::memcpy(last, s + base, n - base);
-      m = word_mask(last);
+      w = word_mask(last, &high);
     }
-    const uint64_t shifted = (m << 1) | carry;
-    uint64_t starts = m & ~shifted;
-    uint64_t ends = ~m & shifted;
-    carry = m >> 63;
+    if ((high | spill) == 0) {
+      if (st.in_word && st.single && (w & 1)) forced = 1;  // a letter right after a space-less one
+      st.in_word = (w >> 63) != 0;
+      st.single = false;
+      from = base + 64;
+    } else {
+      w = spill;
+      spill = 0;
+      from = classify_block(s, n, base, from, st, w, forced, spill);
+    }
+    const uint64_t shifted = (w << 1) | carry;
+    uint64_t starts = (w & ~shifted) | forced;
+    uint64_t ends = (~w & shifted) | (forced & shifted);
+    carry = w >> 63;
     for (;;) {
       if (open != SIZE_MAX) {
         if (!ends) break;
@@ -397,6 +475,125 @@ void ascii_word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask
     }
   }
   if (open != SIZE_MAX) tokens.push_back(token_hash<kLower>(s + open, n - open, end));
+}
+
+inline uint8_t* put_utf8(uint8_t* o, uint32_t cp) {
+  if (cp < 0x80) {
+    *o++ = static_cast<uint8_t>(cp);
+  } else if (cp < 0x800) {
+    *o++ = static_cast<uint8_t>(0xC0 | (cp >> 6));
+    *o++ = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {  // lone surrogates too, as 3 bytes (like Python's surrogatepass)
+    *o++ = static_cast<uint8_t>(0xE0 | (cp >> 12));
+    *o++ = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+    *o++ = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+  } else {
+    *o++ = static_cast<uint8_t>(0xF0 | (cp >> 18));
+    *o++ = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
+    *o++ = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+    *o++ = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+  }
+  return o;
+}
+
+template <typename CU>
+bool final_sigma(const CU* in, size_t n, size_t i) {  // CPython's Final_Sigma rule
+  long j = static_cast<long>(i) - 1;
+  while (j >= 0 && (flags_of(in[static_cast<size_t>(j)]) & unicode::CASE_IGNORABLE)) --j;
+  if (j < 0 || !(flags_of(in[static_cast<size_t>(j)]) & unicode::CASED)) return false;
+  size_t k = i + 1;
+  while (k < n && (flags_of(in[k]) & unicode::CASE_IGNORABLE)) ++k;
+  return k == n || !(flags_of(in[k]) & unicode::CASED);
+}
+
+// The lower case of a character whose str.lower() is more than one character (U+0130).
+template <typename Emit>
+void lower_special(uint32_t cp, Emit&& emit) {
+  const uint32_t* keys = unicode::kLowerSpecialKeys;
+  const size_t nkeys = sizeof(unicode::kLowerSpecialKeys) / sizeof(keys[0]);
+  const uint32_t* it = std::lower_bound(keys, keys + nkeys, cp);
+  if (it == keys + nkeys || *it != cp) {
+    emit(cp);
+    return;
+  }
+  for (const uint32_t v : unicode::kLowerSpecialValues[it - keys])
+    if (v) emit(v);
+}
+
+// str.lower() as code points (the character-shingle and debug paths).
+void lower_in(const std::vector<uint32_t>& in, std::vector<uint32_t>& out) {
+  out.clear();
+  out.reserve(in.size() + 4);
+  const size_t n = in.size();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t cp = in[i];
+    if (cp < 0x80) {
+      out.push_back(kAscii.lower[cp]);
+      continue;
+    }
+    const Props& p = props(cp);
+    if (!(p.flags & unicode::LOWER_SPECIAL))
+      out.push_back(static_cast<uint32_t>(static_cast<int64_t>(cp) + p.lower_delta));
+    else if (cp == 0x03A3)
+      out.push_back(final_sigma(in.data(), n, i) ? 0x03C2 : 0x03C3);
+    else
+      lower_special(cp, [&](uint32_t v) { out.push_back(v); });
+  }
+}
+
+// str.lower() (when asked) and UTF-8 encoding in one pass.
+template <typename CU>
+void lower_encode(const CU* in, size_t n, bool lowercase, ByteBuffer& out) {
+  size_t capacity = 4 * n + 64;
+  uint8_t* o = out.reserve(capacity);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t cp = in[i];
+    if (cp < 0x80) {
+      *o++ = lowercase ? kAscii.lower[cp] : static_cast<uint8_t>(cp);
+      continue;
+    }
+    if (!lowercase) {
+      o = put_utf8(o, cp);
+      continue;
+    }
+    const Props& p = props(cp);
+    if (!(p.flags & unicode::LOWER_SPECIAL)) {
+      o = put_utf8(o, static_cast<uint32_t>(static_cast<int64_t>(cp) + p.lower_delta));
+    } else if (cp == 0x03A3) {
+      o = put_utf8(o, final_sigma(in, n, i) ? 0x03C2 : 0x03C3);
+    } else {
+      const size_t used = static_cast<size_t>(o - out.data.get());
+      if (capacity - used < 4 * (n - i) + 64) {  // an expanding lower case (U+0130): grow, keep bytes
+        ByteBuffer grown;
+        capacity += 64 + capacity / 2;
+        std::memcpy(grown.reserve(capacity), out.data.get(), used);
+        out = std::move(grown);
+        o = out.data.get() + used;
+      }
+      lower_special(cp, [&](uint32_t v) { o = put_utf8(o, v); });
+    }
+  }
+  out.size = static_cast<size_t>(o - out.data.get());
+}
+
+template <typename CU>
+bool needs_nfkc(const CU* s, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!stable(s[i])) return true;
+  return false;
+}
+
+// Word tokens of a non-ASCII text: NFKC only if some character needs it, lower + UTF-8, then words.
+template <typename CU>
+void general_word_hashes(const CU* s, size_t n, const TextOptions& o, const Kernels& kernels,
+                         TextScratch& sc, std::vector<uint64_t>& tokens) {
+  if (o.normalize && needs_nfkc(s, n)) {
+    nfkc(s, n, sc.tmp, sc.seg, sc.a);
+    lower_encode(sc.a.data(), sc.a.size(), o.lowercase, sc.utf8);
+  } else {
+    lower_encode(s, n, o.lowercase, sc.utf8);
+  }
+  word_hashes<false>(sc.utf8.data.get(), sc.utf8.size, kernels.ascii_word_mask, tokens);
 }
 
 template <typename Tokenizer>
@@ -461,14 +658,21 @@ void shingle_hashes(const TextView& text, const TextOptions& options, const Kern
                     TextScratch& scratch, std::vector<uint32_t>& out) {
   std::vector<uint64_t>& tokens = scratch.tokens;
   tokens.clear();
-  if (text.ascii && !options.char_shingles) {
+  if (!options.char_shingles && text.ascii) {
     const uint8_t* s = static_cast<const uint8_t*>(text.data);
     if (options.lowercase)
-      ascii_word_hashes<true>(s, text.length, kernels.ascii_word_mask, tokens);
+      word_hashes<true>(s, text.length, kernels.ascii_word_mask, tokens);
     else
-      ascii_word_hashes<false>(s, text.length, kernels.ascii_word_mask, tokens);
+      word_hashes<false>(s, text.length, kernels.ascii_word_mask, tokens);
+  } else if (!options.char_shingles) {
+    if (text.kind == 1)
+      general_word_hashes(static_cast<const uint8_t*>(text.data), text.length, options, kernels, scratch, tokens);
+    else if (text.kind == 2)
+      general_word_hashes(static_cast<const uint16_t*>(text.data), text.length, options, kernels, scratch, tokens);
+    else
+      general_word_hashes(static_cast<const uint32_t*>(text.data), text.length, options, kernels, scratch, tokens);
   } else {
-    HashSink sink{tokens, scratch.utf8};
+    HashSink sink{tokens, scratch.bytes};
     run_tokenizer(text, options, scratch, sink);
   }
   const size_t m = tokens.size();
@@ -511,5 +715,18 @@ std::u32string normalized_text(const TextView& text, const TextOptions& options)
 }
 
 const char* unicode_version() { return unicode::kUnicodeVersion; }
+
+void TextScratch::trim(size_t limit) {
+  auto drop = [limit](auto& v) {
+    if (v.capacity() * sizeof(v[0]) > limit) std::decay_t<decltype(v)>().swap(v);
+  };
+  drop(a);
+  drop(b);
+  drop(seg);
+  drop(tmp);
+  drop(tokens);
+  drop(bytes);
+  if (utf8.capacity > limit) utf8 = ByteBuffer();
+}
 
 }  // namespace neardup

@@ -9,7 +9,8 @@ from app import sketch
 
 def make_pair(rng: np.random.Generator, shared: int, only_a: int, only_b: int) -> tuple[str, str, float]:
     # Distinct words, so word 1-shingles are exactly the word sets: J = shared / (shared + a + b).
-    words = [f"t{n}" for n in rng.permutation(10**6)[: shared + only_a + only_b]]
+    first = int(rng.integers(0, 10**9))
+    words = [f"t{n}" for n in range(first, first + shared + only_a + only_b)]
     common, a_only, b_only = words[:shared], words[shared : shared + only_a], words[shared + only_a :]
     a = common + a_only
     b = common + b_only
