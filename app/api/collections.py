@@ -27,9 +27,7 @@ router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=O
     },
     summary="Create a collection",
 )
-async def create_collection(
-    body: CollectionCreate, service: ServiceDep, settings: SettingsDep
-) -> Response:
+async def create_collection(body: CollectionCreate, service: ServiceDep, settings: SettingsDep) -> Response:
     """Parameters left out take the server's defaults; `bands` and `rows` are chosen from the
     threshold (minimizing false positive + false negative probability) unless given."""
     if problem := collection_name_problem(body.name):

@@ -52,7 +52,9 @@ _HTTP_CODES: dict[int, str] = {
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None, **extra: Any
 ) -> JSONBytesResponse:
-    return JSONBytesResponse({"error": code, "message": message, **extra}, status_code=status, headers=headers)
+    return JSONBytesResponse(
+        {"error": code, "message": message, **extra}, status_code=status, headers=headers
+    )
 
 
 def invalid(loc: Sequence[str | int], message: str) -> RequestValidationError:
@@ -108,7 +110,10 @@ def _validation_error(request: Request, exc: Exception) -> Response:
         if error.get("type") == "json_invalid":
             ctx = error.get("ctx") or {}
             position = item["loc"][1] if len(item["loc"]) > 1 else "?"
-            item = {"loc": ["body"], "msg": f"not valid JSON at byte {position}: {ctx.get('error', 'decode error')}"}
+            item = {
+                "loc": ["body"],
+                "msg": f"not valid JSON at byte {position}: {ctx.get('error', 'decode error')}",
+            }
         elif item["loc"] == ["body"] and isinstance(error.get("input"), (bytes, str)):
             # FastAPI hands the raw bytes on when the Content-Type is not JSON.
             item["msg"] = "send a JSON object with the header Content-Type: application/json"

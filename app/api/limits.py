@@ -59,7 +59,9 @@ class Limits:
 
     def text_problem(self, text: str) -> str | None:
         if len(text) * MAX_UTF8_BYTES_PER_CHAR > self.max_text_bytes:
-            size = len(text) if len(text) > self.max_text_bytes else len(text.encode("utf-8", "surrogatepass"))
+            size = (
+                len(text) if len(text) > self.max_text_bytes else len(text.encode("utf-8", "surrogatepass"))
+            )
             if size > self.max_text_bytes:
                 return (
                     f"text is at least {size} bytes of UTF-8; send at most {self.max_text_bytes} "
@@ -103,7 +105,9 @@ class Limits:
                 ("metadata", self.metadata_problem(doc.metadata)),
             ):
                 if problem:
-                    errors.append({"type": "value_error", "loc": (*loc, field), "msg": problem, "input": None})
+                    errors.append(
+                        {"type": "value_error", "loc": (*loc, field), "msg": problem, "input": None}
+                    )
             if len(errors) >= 10:
                 break
         if errors:

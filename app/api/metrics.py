@@ -37,7 +37,7 @@ class Metrics:
 
     def __init__(self) -> None:
         # The `*_created` timestamp series double the output and nobody graphs them.
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "neardup_http_requests",
@@ -61,7 +61,9 @@ class Metrics:
             registry=self.registry,
         )
         self.duplicates = Counter(
-            "neardup_duplicates_found", "Checked documents found to be near-duplicates", registry=self.registry
+            "neardup_duplicates_found",
+            "Checked documents found to be near-duplicates",
+            registry=self.registry,
         )
 
     def record_checks(self, checked: int, inserted: int, duplicates: int) -> None:
@@ -76,7 +78,7 @@ class Metrics:
         if multiprocess_dir() is not None:
             # Every worker writes its own files; read them all, not just this process's registry.
             registry = CollectorRegistry()
-            multiprocess.MultiProcessCollector(registry)
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             return generate_latest(registry), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 

@@ -16,7 +16,8 @@ Metadata = dict[str, Any]
 
 _ID = Field(
     min_length=1,
-    description="the document's id: printable, unique per collection, at most NEARDUP_MAX_ID_LENGTH bytes of UTF-8",
+    description="the document's id: printable, unique per collection, "
+    "at most NEARDUP_MAX_ID_LENGTH bytes of UTF-8",
 )
 _TEXT = Field(description="the document's text (UTF-8); its size is capped by NEARDUP_MAX_TEXT_BYTES")
 _METADATA = Field(default=None, description="any JSON object, returned with matches and fetches")
@@ -44,7 +45,10 @@ class CollectionCreate(RequestBody):
         examples=["pages"],
     )
     threshold: float | None = Field(
-        default=None, gt=0.0, lt=1.0, description="near-duplicate threshold on estimated Jaccard (default 0.8)"
+        default=None,
+        gt=0.0,
+        lt=1.0,
+        description="near-duplicate threshold on estimated Jaccard (default 0.8)",
     )
     num_perm: int | None = Field(default=None, ge=16, le=1024, description="signature length (default 128)")
     shingle: Literal["word", "char"] | None = Field(
@@ -52,7 +56,9 @@ class CollectionCreate(RequestBody):
     )
     size: int | None = Field(default=None, ge=1, le=64, description="n of the n-grams (default 5)")
     bands: int | None = Field(default=None, ge=1, description="LSH bands; chosen from the threshold if unset")
-    rows: int | None = Field(default=None, ge=1, description="slots per band; chosen from the threshold if unset")
+    rows: int | None = Field(
+        default=None, ge=1, description="slots per band; chosen from the threshold if unset"
+    )
 
 
 class CollectionOut(BaseModel):
@@ -98,7 +104,9 @@ class BatchCheckRequest(RequestBody):
 
 class QueryRequest(RequestBody):
     text: str = _TEXT
-    limit: int = Field(default=10, ge=1, description="most matches to return (capped by NEARDUP_MAX_QUERY_LIMIT)")
+    limit: int = Field(
+        default=10, ge=1, description="most matches to return (capped by NEARDUP_MAX_QUERY_LIMIT)"
+    )
     min_similarity: float | None = _MIN_SIMILARITY
 
 

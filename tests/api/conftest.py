@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
+from typing import Any
 
 import httpx
 import pytest
@@ -16,7 +17,7 @@ from app.main import create_app
 from app.settings import Settings
 
 #: Small limits, so the tests can cross them with small bodies.
-TEST_LIMITS = {
+TEST_LIMITS: dict[str, Any] = {
     "max_text_bytes": 20_000,
     "max_batch_documents": 50,
     "max_id_length": 100,

@@ -18,7 +18,13 @@ async def test_a_light_edit_is_a_duplicate_of_the_first_copy(client: AsyncClient
     original = texts.words(1)
     first = await client.post(CHECK, json={"id": "a", "text": original, "metadata": {"url": "https://a"}})
     assert first.status_code == 200, first.text
-    assert first.json() == {"id": "a", "duplicate": False, "duplicate_of": None, "matches": [], "inserted": True}
+    assert first.json() == {
+        "id": "a",
+        "duplicate": False,
+        "duplicate_of": None,
+        "matches": [],
+        "inserted": True,
+    }
 
     second = (await client.post(CHECK, json={"id": "b", "text": texts.edited(original)})).json()
     assert second["duplicate"] is True and second["duplicate_of"] == "a" and second["inserted"] is True
@@ -30,7 +36,9 @@ async def test_a_light_edit_is_a_duplicate_of_the_first_copy(client: AsyncClient
     assert unrelated["duplicate"] is False and unrelated["matches"] == []
 
 
-async def test_matches_are_best_first_and_duplicate_of_is_the_earliest(client: AsyncClient, texts: Any) -> None:
+async def test_matches_are_best_first_and_duplicate_of_is_the_earliest(
+    client: AsyncClient, texts: Any
+) -> None:
     original = texts.words(3)
     await client.post(CHECK, json={"id": "old", "text": texts.edited(original, 10)})
     await client.post(CHECK, json={"id": "new", "text": original})
@@ -55,10 +63,13 @@ async def test_min_similarity_overrides_the_threshold(client: AsyncClient, texts
     [match] = (await client.post(CHECK, json={"id": "b", "text": edited, "insert": False})).json()["matches"]
     similarity = match["similarity"]
     assert 0.8 <= similarity < 1.0
-    at = await client.post(CHECK, json={"id": "b", "text": edited, "insert": False, "min_similarity": similarity})
+    at = await client.post(
+        CHECK, json={"id": "b", "text": edited, "insert": False, "min_similarity": similarity}
+    )
     assert [m["id"] for m in at.json()["matches"]] == ["a"]
     above = await client.post(
-        CHECK, json={"id": "b", "text": edited, "insert": False, "min_similarity": min(1.0, similarity + 0.01)}
+        CHECK,
+        json={"id": "b", "text": edited, "insert": False, "min_similarity": min(1.0, similarity + 0.01)},
     )
     assert above.json()["matches"] == [] and above.json()["duplicate"] is False
     query = await client.post(QUERY, json={"text": edited, "min_similarity": min(1.0, similarity + 0.01)})
@@ -107,7 +118,9 @@ async def test_batch_limits_and_shape(client: AsyncClient) -> None:
     assert (await client.post(BATCH, json={"documents": "no"})).status_code == 422
     assert (await client.post(BATCH, json=[{"id": "a", "text": "t"}])).status_code == 422
 
-    mixed = {"documents": [{"id": "ok", "text": "t"}, {"id": "", "text": "t"}, {"id": "c", "text": "x" * 20_001}]}
+    mixed = {
+        "documents": [{"id": "ok", "text": "t"}, {"id": "", "text": "t"}, {"id": "c", "text": "x" * 20_001}]
+    }
     response = await client.post(BATCH, json=mixed)
     assert response.status_code == 422
     locs = [d["loc"] for d in response.json()["detail"]]

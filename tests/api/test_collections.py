@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from httpx import AsyncClient
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_default_collection_exists_from_the_start_with_the_configured_defaults(client: AsyncClient) -> None:
+async def test_default_collection_exists_from_the_start_with_the_configured_defaults(
+    client: AsyncClient,
+) -> None:
     response = await client.get("/v1/collections/default")
     assert response.status_code == 200
     body = response.json()
@@ -19,8 +23,12 @@ async def test_default_collection_exists_from_the_start_with_the_configured_defa
     assert names == ["default"]
 
 
-async def test_create_is_201_then_200_with_the_same_parameters_then_409_with_others(client: AsyncClient) -> None:
-    created = await client.post("/v1/collections", json={"name": "pages", "threshold": 0.7, "shingle": "char"})
+async def test_create_is_201_then_200_with_the_same_parameters_then_409_with_others(
+    client: AsyncClient,
+) -> None:
+    created = await client.post(
+        "/v1/collections", json={"name": "pages", "threshold": 0.7, "shingle": "char"}
+    )
     assert created.status_code == 201, created.text
     params = created.json()
     assert params["name"] == "pages" and params["threshold"] == 0.7 and params["shingle"] == "char"
@@ -73,7 +81,9 @@ async def test_names_that_could_reach_other_keys_are_refused(client: AsyncClient
         assert "collection name" in response.json()["message"]
 
 
-async def test_get_counts_documents_and_delete_removes_the_collection(client: AsyncClient, texts: type) -> None:
+async def test_get_counts_documents_and_delete_removes_the_collection(
+    client: AsyncClient, texts: Any
+) -> None:
     assert (await client.post("/v1/collections", json={"name": "c"})).status_code == 201
     for i in range(3):
         response = await client.post("/v1/collections/c/check", json={"id": f"d{i}", "text": texts.words(i)})

@@ -44,7 +44,9 @@ async def test_put_replaces_and_deleted_documents_stop_matching(client: AsyncCli
     assert (await client.get(f"{DOCS}/a")).json()["metadata"] == {"v": 2}
     query = "/v1/collections/default/query"
     assert (await client.post(query, json={"text": texts.words(3)})).json()["matches"] == []
-    assert [m["id"] for m in (await client.post(query, json={"text": texts.words(4)})).json()["matches"]] == ["a"]
+    assert [m["id"] for m in (await client.post(query, json={"text": texts.words(4)})).json()["matches"]] == [
+        "a"
+    ]
     await client.delete(f"{DOCS}/a")
     assert (await client.post(query, json={"text": texts.words(4)})).json()["matches"] == []
 

@@ -70,8 +70,12 @@ async def test_a_body_that_is_not_json_says_to_send_json(client: AsyncClient) ->
 async def test_wrong_types_and_missing_fields_name_the_field(client: AsyncClient) -> None:
     assert_error(await client.post(CHECK, json={"id": 5, "text": "t"}), 422, "body.id")
     assert_error(await client.post(CHECK, json={"id": "a"}), 422, "body.text")
-    assert_error(await client.post(CHECK, json={"id": "a", "text": "t", "insert": "maybe"}), 422, "body.insert")
-    assert_error(await client.post(CHECK, json={"id": "a", "text": "t", "metadata": "m"}), 422, "body.metadata")
+    assert_error(
+        await client.post(CHECK, json={"id": "a", "text": "t", "insert": "maybe"}), 422, "body.insert"
+    )
+    assert_error(
+        await client.post(CHECK, json={"id": "a", "text": "t", "metadata": "m"}), 422, "body.metadata"
+    )
     assert_error(await client.post(CHECK, json={"id": "a", "text": "t", "extra": 1}), 422, "body.extra")
 
 
@@ -93,7 +97,9 @@ async def test_oversized_text_and_metadata_are_422_with_the_limit(client: AsyncC
 
 
 async def test_oversized_bodies_are_413(client: AsyncClient) -> None:
-    response = await client.post(CHECK, content=b'{"id": "a", "text": "' + b"x" * 300_000 + b'"}', headers=JSON)
+    response = await client.post(
+        CHECK, content=b'{"id": "a", "text": "' + b"x" * 300_000 + b'"}', headers=JSON
+    )
     assert_error(response, 413, "200000 bytes", "NEARDUP_MAX_BODY_BYTES")
 
     async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the limit is enforced while reading
@@ -158,7 +164,9 @@ async def test_the_service_recovers_when_the_store_comes_back(
     url = server.start()
     try:
         client = await make_client(Settings(redis_url=url, store_timeout=1.0))
-        assert (await client.post(CHECK, json={"id": "a", "text": "one two three four five six"})).status_code == 200
+        assert (
+            await client.post(CHECK, json={"id": "a", "text": "one two three four five six"})
+        ).status_code == 200
         server.stop()
         assert_error(await client.get("/readyz"), 503)
         assert_error(await client.post(CHECK, json={"id": "b", "text": "t"}), 503)

@@ -15,7 +15,9 @@ async def test_health_and_readiness(client: AsyncClient) -> None:
     assert (await client.get("/readyz")).json() == {"status": "ready"}
 
 
-async def test_metrics_count_requests_per_route_template_and_documents(client: AsyncClient, texts: Any) -> None:
+async def test_metrics_count_requests_per_route_template_and_documents(
+    client: AsyncClient, texts: Any
+) -> None:
     text = texts.words(1)
     await client.post("/v1/collections/default/check", json={"id": "a", "text": text})
     await client.post(
@@ -34,14 +36,25 @@ async def test_metrics_count_requests_per_route_template_and_documents(client: A
         [line] = [line for line in lines if line.startswith(prefix + " ") or line == prefix]
         return float(line.rsplit(" ", 1)[1])
 
-    assert value('neardup_http_requests_total{method="POST",route="/v1/collections/{name}/check",status="200"}') == 1
+    assert (
+        value('neardup_http_requests_total{method="POST",route="/v1/collections/{name}/check",status="200"}')
+        == 1
+    )
     assert value('neardup_http_requests_total{method="GET",route="/v1/collections/{name}",status="404"}') == 1
-    assert value(
-        'neardup_http_requests_total{method="GET",route="/v1/collections/{name}/documents/{doc_id:path}",'
-        'status="404"}'
-    ) == 1
+    assert (
+        value(
+            'neardup_http_requests_total{method="GET",route="/v1/collections/{name}/documents/{doc_id:path}",'
+            'status="404"}'
+        )
+        == 1
+    )
     assert value('neardup_http_requests_total{method="GET",route="unmatched",status="404"}') == 1
-    assert value('neardup_http_request_duration_seconds_count{method="POST",route="/v1/collections/{name}/check"}') == 1
+    assert (
+        value(
+            'neardup_http_request_duration_seconds_count{method="POST",route="/v1/collections/{name}/check"}'
+        )
+        == 1
+    )
     assert value("neardup_documents_checked_total") == 3
     assert value("neardup_documents_inserted_total") == 3
     assert value("neardup_duplicates_found_total") == 1
@@ -65,4 +78,6 @@ async def test_openapi_documents_every_route(client: AsyncClient) -> None:
     }
     check = paths["/v1/collections/{name}/check"]["post"]
     assert "requestBody" in check
-    assert check["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("CheckResultOut")
+    assert check["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "CheckResultOut"
+    )

@@ -74,9 +74,12 @@ class Service:
         command = [
             *neardup_command(),
             "serve",
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
-            "--data-dir", str(self.data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
             *self.extra_args,
         ]
         with open(self.log_path, "ab") as log:

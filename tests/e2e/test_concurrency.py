@@ -9,6 +9,8 @@ import random
 
 import httpx
 
+from tests.e2e.conftest import Service
+
 GROUPS = 300
 VARIANTS = 4
 CLIENTS = 32
@@ -26,8 +28,8 @@ def group_texts(rng: random.Random, vocabulary: list[str]) -> list[str]:
     return [" ".join(words), recased, " ".join(replaced), " ".join(inserted)]
 
 
-def test_exactly_one_original_per_group_with_32_concurrent_clients(service: object) -> None:
-    url = getattr(service, "url")
+def test_exactly_one_original_per_group_with_32_concurrent_clients(service: Service) -> None:
+    url = service.url
     rng = random.Random(20240611)
     letters = "abcdefghijklmnopqrstuvwxyz"
     vocabulary = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 10))) for _ in range(20_000)]
@@ -50,7 +52,9 @@ def test_exactly_one_original_per_group_with_32_concurrent_clients(service: obje
                     doc_id, _, text = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                response = await http.post("/v1/collections/e2e-race/check", json={"id": doc_id, "text": text})
+                response = await http.post(
+                    "/v1/collections/e2e-race/check", json={"id": doc_id, "text": text}
+                )
                 assert response.status_code == 200, response.text
                 results[doc_id] = response.json()
 

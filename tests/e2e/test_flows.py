@@ -50,7 +50,12 @@ def test_collections_lifecycle(http: httpx.Client) -> None:
     assert http.get("/v1/collections/default").json()["name"] == "default"
     created = http.post("/v1/collections", json={"name": "e2e-pages", "threshold": 0.7, "shingle": "char"})
     assert created.status_code == 201
-    assert http.post("/v1/collections", json={"name": "e2e-pages", "threshold": 0.7, "shingle": "char"}).status_code == 200
+    assert (
+        http.post(
+            "/v1/collections", json={"name": "e2e-pages", "threshold": 0.7, "shingle": "char"}
+        ).status_code
+        == 200
+    )
     assert http.post("/v1/collections", json={"name": "e2e-pages", "threshold": 0.9}).status_code == 409
     names = {c["name"] for c in http.get("/v1/collections").json()["collections"]}
     assert {"default", "e2e-pages"} <= names
@@ -58,11 +63,15 @@ def test_collections_lifecycle(http: httpx.Client) -> None:
     assert http.get("/v1/collections/e2e-pages").status_code == 404
 
 
-def test_a_lightly_edited_copy_of_real_prose_is_a_duplicate_and_other_prose_is_not(http: httpx.Client) -> None:
+def test_a_lightly_edited_copy_of_real_prose_is_a_duplicate_and_other_prose_is_not(
+    http: httpx.Client,
+) -> None:
     assert http.post("/v1/collections", json={"name": "e2e-prose"}).status_code == 201
     check = "/v1/collections/e2e-prose/check"
 
-    first = http.post(check, json={"id": "lighthouse", "text": LIGHTHOUSE, "metadata": {"source": "a"}}).json()
+    first = http.post(
+        check, json={"id": "lighthouse", "text": LIGHTHOUSE, "metadata": {"source": "a"}}
+    ).json()
     assert first["duplicate"] is False and first["inserted"] is True
 
     copy = http.post(check, json={"id": "lighthouse-copy", "text": LIGHTHOUSE_EDITED}).json()
@@ -73,7 +82,9 @@ def test_a_lightly_edited_copy_of_real_prose_is_a_duplicate_and_other_prose_is_n
     other = http.post(check, json={"id": "bread", "text": BREAD}).json()
     assert other["duplicate"] is False and other["matches"] == []
 
-    found = http.post("/v1/collections/e2e-prose/query", json={"text": LIGHTHOUSE, "limit": 5}).json()["matches"]
+    found = http.post("/v1/collections/e2e-prose/query", json={"text": LIGHTHOUSE, "limit": 5}).json()[
+        "matches"
+    ]
     assert [m["id"] for m in found] == ["lighthouse", "lighthouse-copy"]
     assert found[0]["similarity"] == 1.0
 
@@ -86,8 +97,15 @@ def test_batch_check_in_order(http: httpx.Client) -> None:
         {"id": "b2", "text": BREAD.replace("patience", "care")},
         {"id": "l2", "text": LIGHTHOUSE_EDITED},
     ]
-    results = http.post("/v1/collections/e2e-batch/check/batch", json={"documents": documents}).json()["results"]
-    assert [(r["id"], r["duplicate_of"]) for r in results] == [("b1", None), ("l1", None), ("b2", "b1"), ("l2", "l1")]
+    results = http.post("/v1/collections/e2e-batch/check/batch", json={"documents": documents}).json()[
+        "results"
+    ]
+    assert [(r["id"], r["duplicate_of"]) for r in results] == [
+        ("b1", None),
+        ("l1", None),
+        ("b2", "b1"),
+        ("l2", "l1"),
+    ]
 
 
 def test_documents_put_get_delete(http: httpx.Client) -> None:
@@ -95,8 +113,14 @@ def test_documents_put_get_delete(http: httpx.Client) -> None:
     path = "/v1/collections/e2e-docs/documents/https%3A%2F%2Fexample.org%2Fbread"
     assert http.put(path, json={"text": BREAD, "metadata": {"lang": "en"}}).status_code == 200
     got = http.get(path).json()
-    assert got["id"] == "https://example.org/bread" and got["metadata"] == {"lang": "en"} and got["inserted_at"] > 0
-    checked = http.post("/v1/collections/e2e-docs/check", json={"id": "again", "text": BREAD, "insert": False})
+    assert (
+        got["id"] == "https://example.org/bread"
+        and got["metadata"] == {"lang": "en"}
+        and got["inserted_at"] > 0
+    )
+    checked = http.post(
+        "/v1/collections/e2e-docs/check", json={"id": "again", "text": BREAD, "insert": False}
+    )
     assert checked.json()["duplicate_of"] == "https://example.org/bread"
     assert http.delete(path).status_code == 204
     assert http.get(path).status_code == 404

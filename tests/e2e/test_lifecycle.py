@@ -126,11 +126,15 @@ def test_a_port_in_use_fails_cleanly_and_stops_the_embedded_server(tmp_path: Pat
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run_cli("serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(tmp_path / "d"))
+        result = run_cli(
+            "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(tmp_path / "d")
+        )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert "address already in use" in result.stderr.lower()
-    pid = int((tmp_path / "d" / "valkey.pid").read_text()) if (tmp_path / "d" / "valkey.pid").exists() else None
+    pid = (
+        int((tmp_path / "d" / "valkey.pid").read_text()) if (tmp_path / "d" / "valkey.pid").exists() else None
+    )
     assert pid is None or not alive(pid)
 
 
