@@ -1,0 +1,30 @@
+"""Type stub of the compiled sketch core (native/bindings.cpp). Use app.sketch, not this module."""
+
+import numpy as np
+import numpy.typing as npt
+
+UNICODE_VERSION: str
+
+def active_isa() -> str: ...
+def available_isas() -> list[str]: ...
+def signatures(
+    texts: list[str],
+    num_perm: int,
+    char_mode: bool,
+    size: int,
+    seed: int,
+    normalize: bool,
+    lowercase: bool,
+    collapse: bool,
+    threads: int,
+    isa: str,
+) -> npt.NDArray[np.uint32]: ...
+def similarity(
+    query: npt.NDArray[np.uint32],
+    candidates: npt.NDArray[np.uint32],
+    rows: npt.NDArray[np.int64],
+    use_rows: bool,
+    isa: str,
+) -> npt.NDArray[np.float32]: ...
+def band_keys(signatures: npt.NDArray[np.uint32], bands: int, rows: int) -> npt.NDArray[np.uint64]: ...
+def normalized_text(text: str, char_mode: bool, normalize: bool, lowercase: bool, collapse: bool) -> str: ...
