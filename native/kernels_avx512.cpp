@@ -56,11 +56,50 @@ NEARDUP_TARGET void minhash_avx512(const uint32_t* x, size_t n, const HashFamily
   }
 }
 
+namespace {
+
+// Equal slots of one row against a query held in registers: B blocks of 16 slots, fully unrolled;
+// the 16-bit compare masks are joined into 64-bit ones before counting.
+template <int B>
+NEARDUP_TARGET inline __attribute__((always_inline)) uint32_t equal_slots(const __m512i* q, const uint32_t* c) {
+  uint32_t equal = 0;
+  for (int b = 0; b < B; b += 4) {
+    const __mmask16 m0 = _mm512_cmpeq_epi32_mask(q[b], _mm512_loadu_si512(c + 16 * b));
+    const __mmask16 m1 = b + 1 < B ? _mm512_cmpeq_epi32_mask(q[b + 1], _mm512_loadu_si512(c + 16 * (b + 1))) : 0;
+    const __mmask16 m2 = b + 2 < B ? _mm512_cmpeq_epi32_mask(q[b + 2], _mm512_loadu_si512(c + 16 * (b + 2))) : 0;
+    const __mmask16 m3 = b + 3 < B ? _mm512_cmpeq_epi32_mask(q[b + 3], _mm512_loadu_si512(c + 16 * (b + 3))) : 0;
+    const __mmask64 joined = _mm512_kunpackd(_mm512_kunpackw(m3, m2), _mm512_kunpackw(m1, m0));
+    equal += static_cast<uint32_t>(__builtin_popcountll(_cvtmask64_u64(joined)));
+  }
+  return equal;
+}
+
+template <int B>
+NEARDUP_TARGET void similarity_blocks(const uint32_t* query, const uint32_t* candidates, const int64_t* rows,
+                                      size_t n, float* out) {
+  constexpr size_t k = 16 * B;
+  __m512i q[B];
+  for (int b = 0; b < B; ++b) q[b] = _mm512_loadu_si512(query + 16 * b);
+  for (size_t j = 0; j < n; ++j) {
+    const uint32_t* c = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * k;
+    if (rows && j + 1 < n) _mm_prefetch(reinterpret_cast<const char*>(candidates + rows[j + 1] * k), _MM_HINT_T0);
+    out[j] = static_cast<float>(equal_slots<B>(q, c)) / static_cast<float>(k);
+  }
+}
+
+}  // namespace
+
 NEARDUP_TARGET void similarity_avx512(const uint32_t* query, const uint32_t* candidates, size_t k,
                                       const int64_t* rows, size_t n, float* out) {
   if (k == 0 || query[0] == kEmptySlot) {
     std::fill(out, out + n, 0.0f);
     return;
+  }
+  switch (k) {  // the common signature lengths: query in registers, rows fully unrolled
+    case 64: return similarity_blocks<4>(query, candidates, rows, n, out);
+    case 128: return similarity_blocks<8>(query, candidates, rows, n, out);
+    case 256: return similarity_blocks<16>(query, candidates, rows, n, out);
+    default: break;
   }
   for (size_t j = 0; j < n; ++j) {
     const uint32_t* c = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * k;

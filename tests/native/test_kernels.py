@@ -28,7 +28,7 @@ def test_signatures_identical_to_serial(isa: str, num_perm: int) -> None:
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("num_perm", [16, 24, 128, 136])
+@pytest.mark.parametrize("num_perm", [16, 24, 64, 128, 136, 256])
 def test_similarity_identical_to_serial_and_to_numpy(isa: str, num_perm: int) -> None:
     rng = np.random.default_rng(7)
     cands = rng.integers(0, 4, size=(300, num_perm), dtype=np.uint32)
