@@ -72,3 +72,30 @@ def test_band_keys_depend_on_band_and_rows() -> None:
     assert len(set(keys.tolist())) == 8  # the band index is part of the key
     a, b = sketch.signatures(["same text here for both", "same text here for both"])
     assert np.array_equal(sketch.band_keys(a, 16, 8), sketch.band_keys(b, 16, 8))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_force_isa_environment_variable_picks_the_path(isa: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = "from app import sketch; print(sketch.active_isa())"
+    env = {**os.environ, "NEARDUP_FORCE_ISA": isa}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == isa
+
+
+def test_forcing_an_unknown_isa_fails_the_import_with_advice() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NEARDUP_FORCE_ISA": "neon9000"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import app.sketch"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode != 0
+    assert "NEARDUP_FORCE_ISA=neon9000 is not available" in out.stderr
+    assert "serial" in out.stderr
