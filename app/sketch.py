@@ -137,7 +137,9 @@ def tokens(
 
 def signature(text: str, **options: object) -> U32Array:
     """The signature of one text: uint32 array of shape ``(num_perm,)``. Options as ``signatures``."""
-    return signatures([text], **options)[0]  # type: ignore[arg-type]
+    matrix: U32Array = signatures([text], **options)  # type: ignore[arg-type]
+    row: U32Array = matrix[0]
+    return row
 
 
 def _as_signature_matrix(name: str, value: object) -> U32Array:

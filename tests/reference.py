@@ -94,7 +94,9 @@ def plain_words(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", unicodedata.normalize("NFKC", text).lower())
 
 
-def char_tokens(text: str, *, normalize: bool = True, lowercase: bool = True, collapse: bool = True) -> list[str]:
+def char_tokens(
+    text: str, *, normalize: bool = True, lowercase: bool = True, collapse: bool = True
+) -> list[str]:
     text = prepare(text, normalize=normalize, lowercase=lowercase)
     if collapse:
         text = " ".join(text.split())
@@ -184,7 +186,7 @@ def signature(text: str, *, num_perm: int = 128, seed: int = 1, size: int = 5, s
     x = np.array(keys, dtype=np.uint64)
     with np.errstate(over="ignore"):
         values = (a[:, None] * x[None, :] + b[:, None]) >> np.uint64(32)
-    sig = values.min(axis=1).astype(np.uint32)
+    sig: np.ndarray = values.min(axis=1).astype(np.uint32)
     sig[sig == EMPTY_SLOT] = EMPTY_SLOT - 1
     return sig
 

@@ -26,7 +26,7 @@ def test_estimate_is_unbiased_with_binomial_error() -> None:
     for _ in range(600):
         total = int(rng.integers(50, 400))
         j = float(rng.uniform(0.05, 0.95))
-        shared = int(round(total * j))
+        shared = round(total * j)
         rest = total - shared
         only_a = int(rng.integers(0, rest + 1))
         a, b, exact = make_pair(rng, shared, only_a, rest - only_a)

@@ -12,7 +12,7 @@ from app import sketch
     ("call", "message"),
     [
         (lambda: sketch.signatures("one string"), "sequence of str"),
-        (lambda: sketch.signatures([b"bytes"]), "expected str"),
+        (lambda: sketch.signatures([b"bytes"]), "expected str"),  # type: ignore[list-item]
         (lambda: sketch.signatures(["x"], num_perm=8), "multiple of 8"),
         (lambda: sketch.signatures(["x"], num_perm=130), "multiple of 8"),
         (lambda: sketch.signatures(["x"], num_perm=2048), "multiple of 8"),
@@ -25,7 +25,7 @@ from app import sketch
         (lambda: sketch.similarity(np.zeros(8, np.uint32), np.zeros((2, 8), np.float32)), "dtype uint32"),
         (lambda: sketch.similarity(np.zeros(8, np.uint32), np.zeros((2, 16), np.uint32)), "same num_perm"),
         (lambda: sketch.similarity(np.zeros(8, np.uint32), np.zeros((2, 8), np.uint32), [5]), "indices"),
-        (lambda: sketch.similarity(np.zeros(8, np.uint32), [[1, 2]]), "numpy uint32 array"),
+        (lambda: sketch.similarity(np.zeros(8, np.uint32), [[1, 2]]), "numpy uint32 array"),  # type: ignore[arg-type]
         (lambda: sketch.band_keys(np.zeros((2, 16), np.uint32), 4, 5), "exceeds"),
         (lambda: sketch.band_keys(np.zeros((2, 16), np.uint32), 0, 5), "positive"),
         (lambda: sketch.band_keys(np.zeros((2, 2, 16), np.uint32), 4, 4), "2-D"),
