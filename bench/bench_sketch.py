@@ -112,29 +112,39 @@ def one_cpu() -> Iterator[None]:
         os.sched_setaffinity(0, previous)
 
 
-def timed(fn: Callable[[], object], repeats: int, *, inner: int = 1) -> dict[str, Any]:
-    """Run ``fn`` ``inner`` times per repeat; seconds per call of each repeat, their median, and the
-    CPU/wall ratio (about 1.0 for one thread: a check that nothing ran in parallel)."""
-    fn()  # warm-up: page faults, lazy tables, caches
-    seconds: list[float] = []
-    cpu_seconds: list[float] = []
-    cpu_ratios: list[float] = []
+def timed_rounds(
+    cases: dict[str, tuple[Callable[[], object], int]], repeats: int
+) -> dict[str, dict[str, Any]]:
+    """Time several cases in interleaved rounds: each round runs every case once (``inner`` calls of
+    its function), so a burst of other work on a shared machine hits all of them alike instead of
+    all the repeats of one. Per case: seconds per call of each round, their median, CPU time, and
+    the CPU/wall ratio (about 1.0 for one thread when nothing else took the CPU)."""
+    for fn, _ in cases.values():
+        fn()  # warm-up: page faults, lazy tables, caches
+    seconds: dict[str, list[float]] = {name: [] for name in cases}
+    cpu_seconds: dict[str, list[float]] = {name: [] for name in cases}
+    cpu_ratios: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):
-        gc.collect()
-        wall0, cpu0 = time.perf_counter(), time.process_time()
-        for _ in range(inner):
-            fn()
-        wall = time.perf_counter() - wall0
-        cpu = time.process_time() - cpu0
-        seconds.append(wall / inner)
-        cpu_seconds.append(cpu / inner)
-        cpu_ratios.append(cpu / wall if wall > 0 else 0.0)
+        for name, (fn, inner) in cases.items():
+            gc.collect()
+            wall0, cpu0 = time.perf_counter(), time.process_time()
+            for _ in range(inner):
+                fn()
+            wall = time.perf_counter() - wall0
+            cpu = time.process_time() - cpu0
+            seconds[name].append(wall / inner)
+            cpu_seconds[name].append(cpu / inner)
+            cpu_ratios[name].append(cpu / wall if wall > 0 else 0.0)
     return {
-        "median_s": statistics.median(seconds),
-        "repeats_s": [round(s, 6) for s in seconds],
-        # CPU time of this process: less sensitive than wall time to other work on a shared machine.
-        "cpu_median_s": statistics.median(cpu_seconds),
-        "cpu_per_wall": round(statistics.median(cpu_ratios), 2),
+        name: {
+            "median_s": statistics.median(seconds[name]),
+            "repeats_s": [round(x, 6) for x in seconds[name]],
+            # CPU time of this process: less sensitive than wall time to other work on the machine.
+            "cpu_median_s": statistics.median(cpu_seconds[name]),
+            "cpu_per_wall": round(statistics.median(cpu_ratios[name]), 2),
+            "calls_per_repeat": cases[name][1],
+        }
+        for name in cases
     }
 
 
@@ -299,29 +309,36 @@ def bench_signatures(
         "shingles": sum(len(s) for s in shingle_lists),
     }
     with one_cpu():
-        results["neardup"] = throughput(
-            timed(lambda: sketch.signatures(texts, num_perm=K, size=SHINGLE_SIZE), settings.repeats), nbytes
+        timings = timed_rounds(
+            {
+                "neardup": (lambda: sketch.signatures(texts, num_perm=K, size=SHINGLE_SIZE), 1),
+                "rensa_batch": (lambda: rensa_signatures_batch(shingle_lists), 1),
+                "rensa_objects": (lambda: rensa_signatures_objects(shingle_lists), 1),
+                "datasketch": (lambda: datasketch_signatures(subset), 1),
+            },
+            settings.repeats,
         )
-        results["rensa_batch"] = throughput(
-            timed(lambda: rensa_signatures_batch(shingle_lists), settings.repeats), nbytes
-        )
-        results["rensa_batch"]["api"] = "RMinHash.digest_matrix_from_token_sets(shingle_lists, 128, seed)"
-        results["rensa_objects"] = throughput(
-            timed(lambda: rensa_signatures_objects(shingle_lists), settings.repeats), nbytes
-        )
-        results["rensa_objects"]["api"] = "RMinHash(128, seed).update(shingles); .digest() per document"
-        datasketch = throughput(
-            timed(lambda: datasketch_signatures(subset), max(3, settings.repeats // 2)), subset_bytes
-        )
-        datasketch.update({"documents": len(subset), "mb": round(subset_bytes / 1e6, 2)})
-        datasketch["api"] = "MinHash(128, seed).update_batch([s.encode() for s in shingles]) per document"
-        results["datasketch"] = datasketch
-    # Context only: the same batch over every core there is (this machine: os.cpu_count()).
+    for name in ("neardup", "rensa_batch", "rensa_objects"):
+        results[name] = throughput(timings[name], nbytes)
+    results["rensa_batch"]["api"] = "RMinHash.digest_matrix_from_token_sets(shingle_lists, 128, seed)"
+    results["rensa_objects"]["api"] = "RMinHash(128, seed).update(shingles); .digest() per document"
+    datasketch = throughput(timings["datasketch"], subset_bytes)
+    datasketch.update({"documents": len(subset), "mb": round(subset_bytes / 1e6, 2)})
+    datasketch["api"] = "MinHash(128, seed).update_batch([s.encode() for s in shingles]) per document"
+    results["datasketch"] = datasketch
+    # Context only: the same batch over every core there is (this machine: os.cpu_count()), not
+    # pinned; on a machine busy with other work this shows the contention more than the threading.
     threads = min(2, os.cpu_count() or 1)
     results[f"neardup_threads_{threads}"] = throughput(
-        timed(
-            lambda: sketch.signatures(texts, num_perm=K, size=SHINGLE_SIZE, threads=threads), settings.repeats
-        ),
+        timed_rounds(
+            {
+                "threads": (
+                    lambda: sketch.signatures(texts, num_perm=K, size=SHINGLE_SIZE, threads=threads),
+                    1,
+                )
+            },
+            settings.repeats,
+        )["threads"],
         nbytes,
     )
     # rensa's best path is the reference: whichever of its two APIs was faster in this run.
@@ -382,22 +399,30 @@ def similarity_at(sketch: ModuleType, n: int, repeats: int) -> dict[str, Any]:
     def run_neardup(isa: str | None = None) -> object:
         return sketch.similarity(query, candidates, isa=isa)
 
-    entry: dict[str, Any] = {"n": n, "k": K, "mb": round(nbytes / 1e6, 1), "calls_per_repeat": inner}
-    with one_cpu():
-        entry["numpy"] = timed(run_numpy, repeats, inner=max(1, inner // 10))
+    entry: dict[str, Any] = {"n": n, "k": K, "mb": round(nbytes / 1e6, 1)}
+    cases: dict[str, tuple[Callable[[], object], int]] = {
+        "numpy": (run_numpy, max(1, inner // 10)),
         # Context for the targets: one SIMD pass over the same bytes with numpy (max of a uint64
         # view), a rough floor for any kernel that has to read every stored signature.
-        entry["numpy_read_pass"] = timed(run_read_pass, repeats, inner=inner)
-        entry["neardup"] = timed(run_neardup, repeats, inner=inner)
-        per_isa: dict[str, Any] = {}
-        for isa in sketch.available_isas():
-            got = np.asarray(run_neardup(isa), dtype=np.float64)
-            measured = timed(functools.partial(run_neardup, isa), repeats, inner=inner)
-            measured["gb_per_s"] = round(nbytes / measured["median_s"] / 1e9, 2)
-            measured["max_abs_diff_vs_numpy"] = float(np.max(np.abs(got - expected)))
-            measured["speedup_vs_numpy"] = round(entry["numpy"]["median_s"] / measured["median_s"], 2)
-            per_isa[isa] = measured
-        entry["neardup_per_isa"] = per_isa
+        "numpy_read_pass": (run_read_pass, inner),
+        "neardup": (run_neardup, inner),
+    }
+    for isa in sketch.available_isas():
+        cases[f"isa_{isa}"] = (functools.partial(run_neardup, isa), inner)
+    with one_cpu():
+        timings = timed_rounds(cases, repeats)
+    entry["numpy"] = timings["numpy"]
+    entry["numpy_read_pass"] = timings["numpy_read_pass"]
+    entry["neardup"] = timings["neardup"]
+    per_isa: dict[str, Any] = {}
+    for isa in sketch.available_isas():
+        measured = timings[f"isa_{isa}"]
+        got = np.asarray(run_neardup(isa), dtype=np.float64)
+        measured["gb_per_s"] = round(nbytes / measured["median_s"] / 1e9, 2)
+        measured["max_abs_diff_vs_numpy"] = float(np.max(np.abs(got - expected)))
+        measured["speedup_vs_numpy"] = round(entry["numpy"]["median_s"] / measured["median_s"], 2)
+        per_isa[isa] = measured
+    entry["neardup_per_isa"] = per_isa
     for key in ("numpy", "numpy_read_pass", "neardup"):
         entry[key]["gb_per_s"] = round(nbytes / entry[key]["median_s"] / 1e9, 2)
     entry["active_isa"] = sketch.active_isa()
