@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app.api import routers
+from app.api.auth import ApiKeys, AuthMiddleware, install_auth
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.errors import CatchAllMiddleware, install_error_handlers
 from app.api.limits import Limits
@@ -99,9 +100,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in routers:
         app.include_router(router)
     install_error_handlers(app)
-    # Added innermost first: the catch-all sits next to the routes, metrics see every final status,
-    # and oversized bodies are refused before anything reads them.
+    keys = ApiKeys.parse(settings.api_keys.get_secret_value()) if settings.api_keys else ApiKeys(())
+    install_auth(app, keys)
+    # Added innermost first: the catch-all sits next to the routes, API keys are checked before any
+    # route runs, metrics see every final status (401s too), and oversized bodies are refused before
+    # anything reads them.
     app.add_middleware(CatchAllMiddleware)
+    app.add_middleware(AuthMiddleware, keys=keys)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     return app

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: URL schemes redis-py can connect with; anything else is a typo we should report at start-up.
@@ -19,7 +19,10 @@ REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 class Settings(BaseSettings):
     """Everything the service can be configured with. Environment: ``NEARDUP_<FIELD>``."""
 
-    model_config = SettingsConfigDict(env_prefix="NEARDUP_", extra="ignore", validate_default=True)
+    # Errors never echo the input: it can be an API key or a URL with a password.
+    model_config = SettingsConfigDict(
+        env_prefix="NEARDUP_", extra="ignore", validate_default=True, hide_input_in_errors=True
+    )
 
     # --- where the data lives ---------------------------------------------------------------------
     redis_url: str | None = Field(
@@ -38,6 +41,13 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8000, ge=1, le=65535)
     workers: int = Field(default=1, ge=1, le=256)
+
+    # --- access ---------------------------------------------------------------------------------
+    api_keys: SecretStr | None = Field(
+        default=None,
+        description="comma-separated 'rw:KEY' (read-write) and 'ro:KEY' (read-only) API keys; unset => "
+        "no authentication. Clients send 'Authorization: Bearer KEY'",
+    )
 
     # --- the `default` collection (and defaults of POST /v1/collections) ---------------------------
     default_threshold: float = Field(default=0.8, gt=0, lt=1)
@@ -68,6 +78,22 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"redis_url must start with one of {', '.join(REDIS_URL_SCHEMES)}, got {value!r}"
             )
+        return value
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _blank_keys_are_unset(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip(" ,"):
+            return None
+        return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _keys_parse(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            from app.api.auth import ApiKeys  # the format lives with the code that uses it
+
+            ApiKeys.parse(value.get_secret_value())  # ApiKeyError is a ValueError, keyless
         return value
 
     @model_validator(mode="after")

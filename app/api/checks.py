@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
+from app.api.auth import READ, WRITE_IF_INSERT, CallerDep
 from app.api.convert import check_dict, match_dict
 from app.api.deps import CollectionName, LimitsDep, MetricsDep, ServiceDep
+from app.api.errors import error_responses
 from app.api.models import (
     BatchCheckRequest,
     BatchCheckResultOut,
@@ -21,6 +23,8 @@ from app.domain import CheckResult, Document
 
 router = APIRouter(prefix="/v1/collections/{name}", tags=["checks"], route_class=OrjsonRoute)
 
+_ERRORS = error_responses(401, 403, 404, 413, 422, 503)
+
 
 def _count(metrics: MetricsDep, results: list[CheckResult]) -> None:
     inserted = duplicates = 0
@@ -30,13 +34,26 @@ def _count(metrics: MetricsDep, results: list[CheckResult]) -> None:
     metrics.record_checks(len(results), inserted, duplicates)
 
 
-@router.post("/check", response_model=CheckResultOut, summary="Check one document (and insert it)")
+@router.post(
+    "/check",
+    response_model=CheckResultOut,
+    responses=_ERRORS,
+    openapi_extra=WRITE_IF_INSERT,
+    summary="Check one document (and insert it)",
+)
 async def check(
-    name: CollectionName, body: CheckRequest, service: ServiceDep, limits: LimitsDep, metrics: MetricsDep
+    name: CollectionName,
+    body: CheckRequest,
+    service: ServiceDep,
+    limits: LimitsDep,
+    metrics: MetricsDep,
+    caller: CallerDep,
 ) -> Response:
     """Verified matches among documents inserted before this one, best first; `duplicate_of` is the
     earliest of them. With `insert` (the default) the document is stored, replacing its id's old
-    version; a document never matches itself."""
+    version; a document never matches itself. A read-only API key may check with `"insert": false`."""
+    if body.insert:
+        caller.require_write("check with insert")
     limits.check_document(("body",), body.id, body.text, body.metadata)
     results = await service.check(
         name,
@@ -49,13 +66,24 @@ async def check(
 
 
 @router.post(
-    "/check/batch", response_model=BatchCheckResultOut, summary="Check a batch of documents, in order"
+    "/check/batch",
+    response_model=BatchCheckResultOut,
+    responses=_ERRORS,
+    openapi_extra=WRITE_IF_INSERT,
+    summary="Check a batch of documents, in order",
 )
 async def check_batch(
-    name: CollectionName, body: BatchCheckRequest, service: ServiceDep, limits: LimitsDep, metrics: MetricsDep
+    name: CollectionName,
+    body: BatchCheckRequest,
+    service: ServiceDep,
+    limits: LimitsDep,
+    metrics: MetricsDep,
+    caller: CallerDep,
 ) -> Response:
     """Results in input order; a later document of the batch sees the earlier ones (as if they had
     been sent one by one). Up to NEARDUP_MAX_BATCH_DOCUMENTS documents per request."""
+    if body.insert:
+        caller.require_write("check/batch with insert")
     limits.check_batch(body.documents)
     results = await service.check(
         name,
@@ -67,7 +95,13 @@ async def check_batch(
     return JSONBytesResponse({"results": [check_dict(result) for result in results]})
 
 
-@router.post("/query", response_model=QueryResultOut, summary="Find stored near-duplicates of a text")
+@router.post(
+    "/query",
+    response_model=QueryResultOut,
+    responses=error_responses(401, 404, 413, 422, 503),
+    openapi_extra=READ,
+    summary="Find stored near-duplicates of a text",
+)
 async def query(name: CollectionName, body: QueryRequest, service: ServiceDep, limits: LimitsDep) -> Response:
     """Read-only: verified matches of `text`, best first, at most `limit`."""
     limits.check_document(("body",), None, body.text, None)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
+from app.api.auth import WRITE
 from app.api.convert import collection_dict, params_dict
 from app.api.deps import CollectionName, ServiceDep, SettingsDep
-from app.api.errors import invalid
+from app.api.errors import error_responses, invalid
 from app.api.limits import collection_name_problem
 from app.api.models import CollectionCreate, CollectionList, CollectionOut
 from app.api.responses import JSONBytesResponse
@@ -23,8 +24,9 @@ router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=O
     status_code=201,
     responses={
         200: {"model": CollectionOut, "description": "exists already with the same parameters"},
-        409: {"description": "exists with different parameters (they are fixed at creation)"},
+        **error_responses(401, 403, 409, 413, 422, 503),
     },
+    openapi_extra=WRITE,
     summary="Create a collection",
 )
 async def create_collection(body: CollectionCreate, service: ServiceDep, settings: SettingsDep) -> Response:
@@ -51,18 +53,31 @@ async def create_collection(body: CollectionCreate, service: ServiceDep, setting
     return JSONBytesResponse(params_dict(stored, documents), status_code=200)
 
 
-@router.get("", response_model=CollectionList, summary="List collections")
+@router.get(
+    "", response_model=CollectionList, responses=error_responses(401, 503), summary="List collections"
+)
 async def list_collections(service: ServiceDep) -> Response:
     infos = await service.list_collections()
     return JSONBytesResponse({"collections": [collection_dict(info) for info in infos]})
 
 
-@router.get("/{name}", response_model=CollectionOut, summary="A collection's parameters and size")
+@router.get(
+    "/{name}",
+    response_model=CollectionOut,
+    responses=error_responses(401, 404, 422, 503),
+    summary="A collection's parameters and size",
+)
 async def get_collection(name: CollectionName, service: ServiceDep) -> Response:
     return JSONBytesResponse(collection_dict(await service.get_collection(name)))
 
 
-@router.delete("/{name}", status_code=204, summary="Delete a collection and all its documents")
+@router.delete(
+    "/{name}",
+    status_code=204,
+    responses=error_responses(401, 403, 404, 422, 503),
+    openapi_extra=WRITE,
+    summary="Delete a collection and all its documents",
+)
 async def delete_collection(name: CollectionName, service: ServiceDep) -> Response:
     await service.delete_collection(name)
     return Response(status_code=204)

@@ -6,8 +6,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
+from app.api.auth import WRITE
 from app.api.convert import document_dict
 from app.api.deps import CollectionName, DocumentId, LimitsDep, MetricsDep, ServiceDep
+from app.api.errors import error_responses
 from app.api.models import DocumentOut, DocumentPut
 from app.api.responses import JSONBytesResponse
 from app.api.routing import OrjsonRoute
@@ -16,7 +18,13 @@ from app.domain import Document
 router = APIRouter(prefix="/v1/collections/{name}/documents", tags=["documents"], route_class=OrjsonRoute)
 
 
-@router.put("/{doc_id:path}", response_model=DocumentOut, summary="Insert or replace a document, unchecked")
+@router.put(
+    "/{doc_id:path}",
+    response_model=DocumentOut,
+    responses=error_responses(401, 403, 404, 413, 422, 503),
+    openapi_extra=WRITE,
+    summary="Insert or replace a document, unchecked",
+)
 async def put_document(
     name: CollectionName,
     doc_id: DocumentId,
@@ -33,12 +41,23 @@ async def put_document(
     return JSONBytesResponse(document_dict(stored))
 
 
-@router.get("/{doc_id:path}", response_model=DocumentOut, summary="A stored document's metadata")
+@router.get(
+    "/{doc_id:path}",
+    response_model=DocumentOut,
+    responses=error_responses(401, 404, 422, 503),
+    summary="A stored document's metadata",
+)
 async def get_document(name: CollectionName, doc_id: DocumentId, service: ServiceDep) -> Response:
     return JSONBytesResponse(document_dict(await service.get_document(name, doc_id)))
 
 
-@router.delete("/{doc_id:path}", status_code=204, summary="Delete a document")
+@router.delete(
+    "/{doc_id:path}",
+    status_code=204,
+    responses=error_responses(401, 403, 404, 422, 503),
+    openapi_extra=WRITE,
+    summary="Delete a document",
+)
 async def delete_document(name: CollectionName, doc_id: DocumentId, service: ServiceDep) -> Response:
     await service.delete_document(name, doc_id)
     return Response(status_code=204)

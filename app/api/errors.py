@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.models import ErrorOut
 from app.api.responses import JSONBytesResponse
 from app.domain.errors import (
     CollectionConflict,
@@ -47,6 +48,33 @@ _HTTP_CODES: dict[int, str] = {
     422: "invalid_request",
     503: "store_unavailable",
 }
+
+
+#: What each error status means, for the OpenAPI document (the bodies are all ``ErrorOut``).
+_ERROR_DESCRIPTIONS: dict[int, str] = {
+    401: "no API key, or an unknown one (when NEARDUP_API_KEYS is set)",
+    403: "the API key is read-only and this call writes",
+    404: "no such collection or document",
+    409: "the collection exists with other parameters",
+    413: "the request body is larger than NEARDUP_MAX_BODY_BYTES",
+    422: "the request is invalid: the message and `detail` say which field and what to change",
+    503: "the store cannot be reached or timed out; retry after Retry-After seconds",
+}
+_ERROR_HEADERS: dict[int, dict[str, Any]] = {
+    401: {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
+    503: {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}},
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` of a route that can answer these error statuses."""
+    documented: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        entry: dict[str, Any] = {"model": ErrorOut, "description": _ERROR_DESCRIPTIONS[status]}
+        if status in _ERROR_HEADERS:
+            entry["headers"] = _ERROR_HEADERS[status]
+        documented[status] = entry
+    return documented
 
 
 def error_response(

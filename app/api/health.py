@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from starlette.responses import Response
 
 from app.api.deps import MetricsDep, ServiceDep
+from app.api.errors import error_responses
 from app.api.models import Status
 from app.api.responses import JSONBytesResponse
 
@@ -20,7 +21,7 @@ async def healthz() -> Response:
 @router.get(
     "/readyz",
     response_model=Status,
-    responses={503: {"description": "the store cannot be reached (with Retry-After)"}},
+    responses=error_responses(503),
     summary="The store answers",
 )
 async def readyz(service: ServiceDep) -> Response:
@@ -28,7 +29,12 @@ async def readyz(service: ServiceDep) -> Response:
     return JSONBytesResponse({"status": "ready"})
 
 
-@router.get("/metrics", summary="Prometheus metrics (text format)", response_class=Response)
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (text format)",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **error_responses(401)},
+)
 async def metrics(metrics: MetricsDep) -> Response:
     body, content_type = metrics.exposition()
     return Response(body, media_type=content_type)

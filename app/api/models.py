@@ -151,3 +151,20 @@ class DocumentOut(BaseModel):
 
 class Status(BaseModel):
     status: str
+
+
+# --- errors -----------------------------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    loc: list[str | int] = Field(description="where the problem is: body, path or query, then field names")
+    msg: str
+    input: Any = Field(default=None, description="the offending value, shortened (absent for big values)")
+
+
+class ErrorOut(BaseModel):
+    """Every error answer: a code and a message that says what to change."""
+
+    error: str = Field(description="a stable code: not_found, conflict, invalid_request, unauthorized, ...")
+    message: str = Field(description="what went wrong and what to change, for people")
+    detail: list[ErrorDetail] | None = Field(default=None, description="validation errors, one per field")

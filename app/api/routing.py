@@ -4,6 +4,9 @@ A batch of 1,000 documents of 7 KB is 7 MB of JSON; orjson parses it several tim
 refuses lone surrogates (``"\\ud800"``), which could not be encoded to UTF-8 further down.
 ``orjson.JSONDecodeError`` subclasses ``json.JSONDecodeError``, so FastAPI still reports a malformed
 body as a 422 with the position of the error.
+
+It also refuses a write to a read-only API key before the body is read, so such a caller gets its 403
+whatever it sent (routes that write only sometimes, like ``check`` with ``insert``, decide themselves).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any
 import orjson
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
+
+from app.api.auth import require_write, route_access
 
 
 class OrjsonRequest(Request):
@@ -26,8 +31,12 @@ class OrjsonRequest(Request):
 class OrjsonRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        writes = route_access(next(iter(self.methods or {"GET"})), self.openapi_extra) == "write"
+        action = f"{self.name.replace('_', ' ')}"
 
         async def orjson_handler(request: Request) -> Response:
+            if writes:
+                require_write(request.scope, action)
             return await handler(OrjsonRequest(request.scope, request.receive))
 
         return orjson_handler
