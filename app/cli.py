@@ -1,5 +1,7 @@
 """The ``neardup`` command. ``neardup serve`` runs the HTTP service with uvicorn; without a Redis URL it
 first starts the embedded Valkey (once, in this process, even with several workers) and stops it on exit.
+``load``, ``dedup``, ``params`` and ``bench`` live in ``app.commands``; their exit codes are
+``app.commands.common.ExitCode``.
 
 Flags override ``NEARDUP_*`` environment variables; both are validated by ``app.settings.Settings``.
 Errors are reported in one line, without a traceback.
@@ -9,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import logging
 import os
 import shutil
@@ -22,6 +23,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.commands.common import EXIT_CODES_HELP, ExitCode
+from app.commands.common import CliError as CommandError
+from app.logs import log_config
 from app.settings import Settings
 
 PROG = "neardup"
@@ -45,9 +49,37 @@ class CliError(Exception):
         self.status = status
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line (with where to find help), exit status 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class HelpFormat(argparse.HelpFormatter):
+    """Wraps prose paragraphs like argparse does, but keeps paragraphs with line breaks (examples, the
+    exit status table) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(
+            paragraph if "\n" in paragraph else super(HelpFormat, self)._fill_text(paragraph, width, indent)
+            for paragraph in text.split("\n\n")
+        )
+
+
+HELP_FORMAT = HelpFormat
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="Near-duplicate lookup service.")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = Parser(
+        prog=PROG,
+        description="Near-duplicate lookup service: MinHash signatures, LSH band tables in Redis/Valkey, "
+        "verified matches.",
+        epilog=EXIT_CODES_HELP + "\nRun 'neardup COMMAND --help' for the options of a command.",
+        formatter_class=HELP_FORMAT,
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     serve = commands.add_parser(
         "serve",
         help="run the HTTP service",
@@ -69,7 +101,202 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--access-log", action="store_true", help="log every request (costs throughput)")
+    serve.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=os.environ.get("NEARDUP_LOG_FORMAT") or "text",
+        help="text (uvicorn's) or json: one object per line with the request id (X-Request-ID) "
+        "(default text; env NEARDUP_LOG_FORMAT)",
+    )
+    add_load(commands)
+    add_dedup(commands)
+    add_params(commands)
+    add_bench(commands)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("neardup")
+    except PackageNotFoundError:
+        return "(source tree)"
+
+
+def _input_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--format",
+        choices=["auto", "jsonl", "csv", "text"],
+        default="auto",
+        help="auto (default): a folder is read as plain text files (id = relative path), *.csv/*.tsv "
+        "as CSV with a header, anything else (and -) as JSON lines",
+    )
+    command.add_argument("--id-field", default="id", help="field or column of the document id (default id)")
+    command.add_argument("--text-field", default="text", help="field or column of the text (default text)")
+    command.add_argument(
+        "--metadata-field",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="copy this field into the document's metadata (repeatable)",
+    )
+    progress = command.add_mutually_exclusive_group()
+    progress.add_argument(
+        "--progress", dest="progress", action="store_true", default=None, help="draw the progress bar"
+    )
+    progress.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress bar (default off a terminal)",
+    )
+    command.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
+
+def _collection_options(command: argparse.ArgumentParser, defaults: bool) -> None:
+    hint = " (default 0.8)" if defaults else " (default: the server's)"
+    command.add_argument(
+        "--threshold", type=float, default=0.8 if defaults else None, help="Jaccard threshold" + hint
+    )
+    command.add_argument(
+        "--num-perm",
+        type=int,
+        default=128 if defaults else None,
+        help="signature length" + hint.replace("0.8", "128"),
+    )
+    command.add_argument(
+        "--shingle",
+        choices=["word", "char"],
+        default="word" if defaults else None,
+        help="word or character n-grams" + hint.replace("0.8", "word"),
+    )
+    command.add_argument(
+        "--size",
+        type=int,
+        default=5 if defaults else None,
+        help="n of the n-grams" + hint.replace("0.8", "5"),
+    )
+
+
+def add_load(commands: Any) -> None:
+    load = commands.add_parser(
+        "load",
+        help="stream documents into a running service",
+        formatter_class=HELP_FORMAT,
+        description="Check and insert documents into a collection of a running service, through its batch "
+        "endpoint, with a progress bar, retries on 503 and connection errors, and a summary. After each "
+        "acknowledged batch a checkpoint is written next to the input (FILE.neardup-checkpoint): after an "
+        "interruption, the same command resumes where it stopped; it is removed when the load completes.",
+        epilog="examples:\n"
+        "  neardup load pages.jsonl --collection pages --create --threshold 0.7\n"
+        "  zcat dump.jsonl.gz | neardup load - --collection pages --checkpoint dump.ckpt\n"
+        "  neardup load docs/ --collection manuals          # every file of a folder, id = path\n"
+        "  neardup load rows.csv --collection c --id-field url --text-field body\n\n" + EXIT_CODES_HELP,
+    )
+    load.add_argument(
+        "input", metavar="FILE", help="JSON lines file, CSV file, folder of text files, or - for stdin"
+    )
+    load.add_argument("--collection", "-c", required=True, help="the collection to load into")
+    load.add_argument(
+        "--url",
+        default=os.environ.get("NEARDUP_URL") or "http://127.0.0.1:8000",
+        help="the service (default http://127.0.0.1:8000; env NEARDUP_URL)",
+    )
+    load.add_argument("--api-key", default=None, help="API key sent as a Bearer token (env NEARDUP_API_KEY)")
+    load.add_argument("--create", action="store_true", help="create the collection if it does not exist")
+    _collection_options(load, defaults=False)
+    _input_options(load)
+    load.add_argument("--batch-size", type=int, default=500, help="documents per request (default 500)")
+    load.add_argument(
+        "--max-batch-bytes",
+        type=int,
+        default=8 << 20,
+        help="also end a batch at this many characters of text (default 8 Mi)",
+    )
+    load.add_argument(
+        "--retries", type=int, default=8, help="retries of a request on 503/connection errors (default 8)"
+    )
+    load.add_argument(
+        "--backoff", type=float, default=0.5, help="first retry delay in seconds, doubled each time"
+    )
+    load.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to wait for one answer (default 120)"
+    )
+    load.add_argument(
+        "--checkpoint",
+        default=None,
+        help="checkpoint file (default FILE.neardup-checkpoint; stdin is resumable only with this)",
+    )
+    load.add_argument("--restart", action="store_true", help="ignore an existing checkpoint and start over")
+
+
+def add_dedup(commands: Any) -> None:
+    dedup = commands.add_parser(
+        "dedup",
+        help="deduplicate a file offline (no service needed)",
+        formatter_class=HELP_FORMAT,
+        description="Deduplicate a file without a running service: the native core and the service's own "
+        "index over a throwaway embedded Valkey. Documents are checked in input order; verified matches are "
+        "joined in groups (union-find, so matching is transitive); each group keeps its earliest document. "
+        "--out gets the kept records (unchanged lines for JSONL), --duplicates one JSON line per group.",
+        epilog="example:\n"
+        "  neardup dedup crawl.jsonl --out kept.jsonl --duplicates dups.jsonl --threshold 0.9\n\n"
+        + EXIT_CODES_HELP,
+    )
+    dedup.add_argument(
+        "input", metavar="FILE", help="JSON lines file, CSV file, folder of text files, or - for stdin"
+    )
+    dedup.add_argument("--out", "-o", required=True, help="where the kept records go (- for stdout)")
+    dedup.add_argument("--duplicates", "-d", default=None, help="where the duplicate groups go (JSON lines)")
+    _collection_options(dedup, defaults=True)
+    dedup.add_argument(
+        "--bands", type=int, default=None, help="LSH bands (default: chosen from the threshold)"
+    )
+    dedup.add_argument(
+        "--rows", type=int, default=None, help="rows per band (default: chosen from the threshold)"
+    )
+    _input_options(dedup)
+
+
+def add_params(commands: Any) -> None:
+    params = commands.add_parser(
+        "params",
+        help="show the LSH parameters chosen for a threshold, with their S-curve",
+        formatter_class=HELP_FORMAT,
+        description="The bands and rows neardup chooses for a threshold and signature length (minimizing the "
+        "weighted false positive and false negative probabilities under P(s) = 1 - (1 - s^r)^b), those "
+        "probabilities, P(s) at a few similarities, and the S-curve.",
+        epilog="examples:\n  neardup params --threshold 0.8 --num-perm 128\n"
+        "  neardup params --threshold 0.9 --fn-weight 0.8 --fp-weight 0.2   # fewer missed duplicates\n"
+        "  neardup params --threshold 0.8 --bands 16 --rows 8 --json",
+    )
+    params.add_argument("--threshold", "-t", type=float, default=0.8, help="Jaccard threshold (default 0.8)")
+    params.add_argument("--num-perm", "-k", type=int, default=128, help="signature length (default 128)")
+    params.add_argument(
+        "--fp-weight", type=float, default=0.5, help="weight of false positives (default 0.5)"
+    )
+    params.add_argument(
+        "--fn-weight", type=float, default=0.5, help="weight of false negatives (default 0.5)"
+    )
+    params.add_argument("--bands", type=int, default=None, help="evaluate these bands instead of choosing")
+    params.add_argument("--rows", type=int, default=None, help="evaluate these rows instead of choosing")
+    params.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_bench(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="run the benchmarks of a source checkout (bench/)",
+        formatter_class=HELP_FORMAT,
+        description="Run bench/bench_sketch.py (signatures, similarity, accuracy vs rensa and datasketch) or "
+        "bench/bench_service.py (the HTTP service under load) with this Python; every further argument is "
+        "passed to the script. The exit status is the script's.",
+        epilog="examples:\n  neardup bench sketch --quick\n  neardup bench service -- --help\n"
+        "  neardup bench all --quick",
+    )
+    bench.add_argument("target", choices=["sketch", "service", "all"], help="which benchmark")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -87,15 +314,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
             for error in exc.errors()
         )
         raise CliError(f"invalid settings: {problems}", status=2) from None
-
-
-def log_config(level: str) -> dict[str, Any]:
-    """uvicorn's logging config plus our own logger, applied in every worker process too."""
-    from uvicorn.config import LOGGING_CONFIG
-
-    config = copy.deepcopy(LOGGING_CONFIG)
-    config["loggers"]["neardup"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
-    return config
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -146,8 +364,9 @@ def serve(args: argparse.Namespace) -> int:
                 port=settings.port,
                 workers=settings.workers,
                 log_level=args.log_level,
-                log_config=log_config(args.log_level),
-                access_log=args.access_log,
+                log_config=log_config(args.log_level, args.log_format, args.access_log),
+                # With JSON logs the access log is ours (request id, route, duration), not uvicorn's.
+                access_log=args.access_log and args.log_format == "text",
                 timeout_graceful_shutdown=10,
             )
     finally:
@@ -160,18 +379,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # load's requests are in its progress bar
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     try:
         if args.command == "serve":
             return serve(args)
+        if args.command in ("load", "dedup", "params", "bench"):
+            import importlib
+
+            module = importlib.import_module(f"app.commands.{args.command}")
+            status: int = module.run(args)
+            return status
         raise CliError(f"unknown command {args.command!r}", status=2)
-    except CliError as exc:
+    except (CliError, CommandError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exc.status
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:  # `neardup dedup ... --out - | head`: the reader left; not an error of ours
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps Python's exit flush quiet
+        return ExitCode.OK
     except Exception as exc:  # a one-line report beats a traceback for someone starting a server
         print(f"{PROG}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

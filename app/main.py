@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app.api import routers
+from app.api.access_log import AccessLogMiddleware
 from app.api.auth import ApiKeys, AuthMiddleware, install_auth
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.errors import CatchAllMiddleware, install_error_handlers
@@ -76,7 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             url = embedded.start()
             log.info("embedded valkey on %s, data in %s", url, settings.data_dir)
         store = RedisStore.from_url(url, timeout=settings.store_timeout)
-        index = Index(store)
+        index = Index(store, observer=metrics)
         default = DefaultCollection(default_params(settings))
         await default.ensure(index)
         app.state.service = index
@@ -109,4 +110,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(AuthMiddleware, keys=keys)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # Outermost: every response (413s too) carries X-Request-ID, every log line of a request its id.
+    app.add_middleware(AccessLogMiddleware)
     return app

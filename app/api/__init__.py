@@ -5,8 +5,8 @@
 
 from fastapi import APIRouter
 
-from app.api import checks, collections, documents, health
+from app.api import checks, collections, documents, health, web
 
-routers: list[APIRouter] = [collections.router, checks.router, documents.router, health.router]
+routers: list[APIRouter] = [collections.router, checks.router, documents.router, health.router, web.router]
 
 __all__ = ["routers"]

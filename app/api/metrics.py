@@ -1,4 +1,5 @@
-"""Prometheus metrics: per-route request counts and latencies, and document counters.
+"""Prometheus metrics: per-route request counts and latencies, document counters, and what the index
+reports through its observer hook (signature time, store latency and errors, candidates verified).
 
 Each app gets its own registry (tests build many apps in one process). With several workers the CLI
 sets ``PROMETHEUS_MULTIPROC_DIR`` before they start, and ``/metrics`` then sums every worker's files.
@@ -22,6 +23,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: Latency buckets in seconds: single checks take ~1 ms, batches of 1,000 documents ~100 ms.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Store calls and signature batches: from a fraction of a millisecond up to the store timeout.
+FAST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
+#: Candidates found in a document's buckets (at most MAX_CANDIDATES = 256 are verified).
+CANDIDATE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: Label of requests that matched no route, so scanners cannot grow the label set without bound.
 UNMATCHED = "unmatched"
 #: Methods kept as label values; any other method a client invents is counted as "OTHER".
@@ -65,6 +70,54 @@ class Metrics:
             "Checked documents found to be near-duplicates",
             registry=self.registry,
         )
+
+        self.signature_seconds = Histogram(
+            "neardup_signature_batch_duration_seconds",
+            "Time to compute the signatures and band keys of one batch of texts (C++ core)",
+            buckets=FAST_BUCKETS,
+            registry=self.registry,
+        )
+        self.signatures = Counter(
+            "neardup_signatures_computed", "Texts sketched into signatures", registry=self.registry
+        )
+        self.store_seconds = Histogram(
+            "neardup_store_call_duration_seconds",
+            "Time of one call to Redis/Valkey (a script or command), failed calls included",
+            buckets=FAST_BUCKETS,
+            registry=self.registry,
+        )
+        self.store_errors = Counter(
+            "neardup_store_errors",
+            "Store calls that failed: unreachable, timed out or loading (answered 503)",
+            registry=self.registry,
+        )
+        self.candidates = Histogram(
+            "neardup_candidates_per_document",
+            "Bucket candidates of one checked or queried document, before verification",
+            buckets=CANDIDATE_BUCKETS,
+            registry=self.registry,
+        )
+        self.rejected = Counter(
+            "neardup_candidates_rejected",
+            "Bucket candidates that verification against the full signature rejected (below threshold)",
+            registry=self.registry,
+        )
+
+    # --- the index's observer hook (app.domain.observer.IndexObserver) -----------------------------
+
+    def signatures_computed(self, documents: int, seconds: float) -> None:
+        self.signatures.inc(documents)
+        self.signature_seconds.observe(seconds)
+
+    def store_call(self, seconds: float, failed: bool) -> None:
+        self.store_seconds.observe(seconds)
+        if failed:
+            self.store_errors.inc()
+
+    def candidates_verified(self, candidates: int, rejected: int) -> None:
+        self.candidates.observe(candidates)
+        if rejected:
+            self.rejected.inc(rejected)
 
     def record_checks(self, checked: int, inserted: int, duplicates: int) -> None:
         self.documents_checked.inc(checked)

@@ -43,6 +43,7 @@ from app.domain.models import (
     StoredDocument,
     check_document,
 )
+from app.domain.observer import IndexObserver, NullObserver
 from app.storage import RedisStore
 from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from app.storage.keys import CollectionKeys
@@ -81,24 +82,30 @@ def _decode_params(raw: bytes) -> _Collection:
 class Index:
     """Near-duplicate index over a store. One instance per process; safe for concurrent use."""
 
-    def __init__(self, store: RedisStore, *, threads: int = 1) -> None:
-        """``threads``: threads the native core may use for one batch's signatures."""
+    def __init__(self, store: RedisStore, *, threads: int = 1, observer: IndexObserver | None = None) -> None:
+        """``threads``: threads the native core may use for one batch's signatures. ``observer`` is told
+        about signature time, store calls and verification (metrics)."""
         self._store = store
         self._threads = threads
+        self._observer: IndexObserver = observer or NullObserver()
         self._collections: dict[str, _Collection] = {}
 
     # --- plumbing -------------------------------------------------------------------------------------
 
     @asynccontextmanager
     async def _storage(self, name: str | None = None) -> AsyncIterator[None]:
+        started = time.perf_counter()
         try:
             yield
         except StoreDown as error:
+            self._observer.store_call(time.perf_counter() - started, failed=True)
             raise StoreUnavailable(f"the store is unavailable ({error}); retry shortly") from error
         except CollectionMissing:
             assert name is not None
             self._collections.pop(name, None)
             raise CollectionNotFound(name) from None
+        else:
+            self._observer.store_call(time.perf_counter() - started, failed=False)
 
     async def _collection(self, name: str, *, refresh: bool = False) -> _Collection:
         if not refresh and name in self._collections:
@@ -285,7 +292,9 @@ class Index:
         for attempt in range(_ATTEMPTS):
             collection = await self._collection(name, refresh=attempt > 0)
             if batch is None or collection.params != previous:
+                started = time.perf_counter()
                 batch = await asyncio.to_thread(sketch_texts, collection.params, texts, self._threads)
+                self._observer.signatures_computed(len(texts), time.perf_counter() - started)
                 previous = collection.params
             inserted_ms = int(time.time() * 1000)
             recs = [records.pack(inserted_ms, i, m) for i, m in zip(ids, metas, strict=True)]
@@ -361,6 +370,7 @@ class Index:
                 for (_, stamp, cand_id, metadata), sim in zip(rows, sims.tolist(), strict=True):
                     if sim >= threshold - _EPSILON:
                         matches.append((sim, stamp, Match(cand_id, sim, metadata)))
+            self._observer.candidates_verified(len(rows), len(rows) - len(matches))
             matches.sort(key=lambda m: (-m[0], m[1]))
             first = min(matches, key=lambda m: m[1])[2].id if matches else None
             results.append(

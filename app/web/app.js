@@ -1,0 +1,167 @@
+// neardup's try-it page: lists the collections, shows the chosen one's parameters and S-curve, and
+// sends the pasted text to POST /v1/collections/{name}/query. Every value from the service goes into
+// the page as text (textContent), never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const SVG = "http://www.w3.org/2000/svg";
+let collections = new Map();
+
+function headers() {
+  const h = { "content-type": "application/json", "accept": "application/json" };
+  const key = $("api-key").value.trim();
+  if (key) h["authorization"] = "Bearer " + key;
+  return h;
+}
+
+async function api(method, path, body) {
+  const response = await fetch(path, {
+    method, headers: headers(), body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data = null;
+  try { data = await response.json(); } catch (_) { /* empty or not JSON */ }
+  if (!response.ok) {
+    const message = data && data.message ? data.message : response.status + " " + response.statusText;
+    throw new Error(message);
+  }
+  return data;
+}
+
+function setStatus(text, isError) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "";
+}
+
+// P(s) = 1 - (1 - s^r)^b: the chance two documents of similarity s share at least one band.
+function candidateProbability(s, bands, rows) {
+  return 1 - Math.pow(1 - Math.pow(s, rows), bands);
+}
+
+function svgElement(name, attrs, text) {
+  const el = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+function drawCurve(c) {
+  const svg = $("s-curve");
+  svg.replaceChildren();
+  const left = 36, top = 10, width = 270, height = 170;
+  const x = (s) => left + s * width;
+  const y = (p) => top + (1 - p) * height;
+  for (let i = 0; i <= 10; i += 2) {
+    const v = i / 10;
+    svg.append(svgElement("line", { class: "grid", x1: x(0), x2: x(1), y1: y(v), y2: y(v) }));
+    svg.append(svgElement("text", { x: left - 6, y: y(v) + 3, "text-anchor": "end" }, v.toFixed(1)));
+    svg.append(svgElement("text", { x: x(v), y: top + height + 14, "text-anchor": "middle" }, v.toFixed(1)));
+  }
+  svg.append(svgElement("line", { class: "axis", x1: x(0), x2: x(1), y1: y(0), y2: y(0) }));
+  svg.append(svgElement("line", { class: "axis", x1: x(0), x2: x(0), y1: y(0), y2: y(1) }));
+  svg.append(svgElement("text", { x: x(0.5), y: top + height + 28, "text-anchor": "middle" }, "Jaccard similarity s"));
+  const points = [];
+  for (let i = 0; i <= 200; i++) {
+    const s = i / 200;
+    points.push(x(s).toFixed(2) + "," + y(candidateProbability(s, c.bands, c.rows)).toFixed(2));
+  }
+  svg.append(svgElement("polyline", { class: "curve", points: points.join(" ") }));
+  svg.append(svgElement("line", { class: "threshold", x1: x(c.threshold), x2: x(c.threshold), y1: y(0), y2: y(1) }));
+  svg.append(svgElement("text", { x: x(c.threshold) + 4, y: top + 10 }, "t = " + c.threshold));
+}
+
+function showParams(c) {
+  $("params-name").textContent = c.name;
+  const list = $("params-list");
+  list.replaceChildren();
+  const rows = [
+    ["documents", c.documents === null ? "?" : c.documents.toLocaleString()],
+    ["threshold", c.threshold],
+    ["signature", c.num_perm + " slots"],
+    ["shingles", c.shingle + " " + c.size + "-grams"],
+    ["bands x rows", c.bands + " x " + c.rows],
+    ["P(t)", candidateProbability(c.threshold, c.bands, c.rows).toFixed(3)],
+  ];
+  for (const [k, v] of rows) {
+    list.append(Object.assign(document.createElement("dt"), { textContent: k }));
+    list.append(Object.assign(document.createElement("dd"), { textContent: String(v) }));
+  }
+  drawCurve(c);
+}
+
+async function loadCollections() {
+  const select = $("collection");
+  const previous = select.value || new URLSearchParams(location.search).get("collection");
+  const data = await api("GET", "/v1/collections");
+  collections = new Map(data.collections.map((c) => [c.name, c]));
+  select.replaceChildren();
+  for (const c of data.collections) {
+    select.append(Object.assign(document.createElement("option"), { value: c.name, textContent: c.name }));
+  }
+  if (previous && collections.has(previous)) select.value = previous;
+  if (select.value) showParams(collections.get(select.value));
+}
+
+async function refreshCollection(name) {
+  const c = await api("GET", "/v1/collections/" + encodeURIComponent(name));
+  collections.set(name, c);
+  showParams(c);
+}
+
+function showMatches(matches) {
+  const table = $("matches");
+  const body = table.querySelector("tbody");
+  body.replaceChildren();
+  for (const m of matches) {
+    const tr = document.createElement("tr");
+    tr.className = "match";
+    tr.dataset.id = m.id;
+    tr.append(Object.assign(document.createElement("td"), { className: "id", textContent: m.id }));
+    tr.append(Object.assign(document.createElement("td"), { className: "similarity", textContent: m.similarity.toFixed(3) }));
+    tr.append(Object.assign(document.createElement("td"), {
+      className: "metadata", textContent: m.metadata ? JSON.stringify(m.metadata) : "",
+    }));
+    body.append(tr);
+  }
+  table.hidden = matches.length === 0;
+  $("no-matches").hidden = matches.length !== 0;
+}
+
+async function onSubmit(event) {
+  event.preventDefault();
+  const name = $("collection").value;
+  const body = { text: $("text").value, limit: Number($("limit").value) || 10 };
+  const min = $("min-similarity").value;
+  if (min) body.min_similarity = Number(min);
+  $("find").disabled = true;
+  setStatus("Searching…");
+  const started = performance.now();
+  try {
+    const data = await api("POST", "/v1/collections/" + encodeURIComponent(name) + "/query", body);
+    showMatches(data.matches);
+    const n = data.matches.length;
+    setStatus(n + " match" + (n === 1 ? "" : "es") + " in " + Math.round(performance.now() - started) + " ms");
+    refreshCollection(name).catch(() => {});
+  } catch (error) {
+    setStatus(error.message, true);
+  } finally {
+    $("find").disabled = false;
+  }
+}
+
+function start() {
+  const key = $("api-key");
+  key.value = sessionStorage.getItem("neardup-api-key") || "";
+  key.addEventListener("change", () => {
+    sessionStorage.setItem("neardup-api-key", key.value.trim());
+    loadCollections().then(() => setStatus("")).catch((e) => setStatus(e.message, true));
+  });
+  $("collection").addEventListener("change", (e) => {
+    const c = collections.get(e.target.value);
+    if (c) showParams(c);
+    refreshCollection(e.target.value).catch((err) => setStatus(err.message, true));
+  });
+  $("query-form").addEventListener("submit", onSubmit);
+  loadCollections().catch((e) => setStatus("Could not list collections: " + e.message, true));
+}
+
+start();

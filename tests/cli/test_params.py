@@ -1,0 +1,92 @@
+"""``neardup params`` and the CLI's conventions: help everywhere, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from app import sketch
+from app.cli import main
+
+COMMANDS = ["serve", "load", "dedup", "params", "bench"]
+
+
+def test_params_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["params", "--threshold", "0.8", "--num-perm", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "12 bands x 10 rows" in out
+    fp, fn = sketch.error_probabilities(0.8, 12, 10)
+    assert f"{fp:.4f}" in out and f"{fn:.4f}" in out
+    assert "0.80    0.7441  <- threshold" in out
+    plot = [line for line in out.splitlines() if "|" in line]
+    assert len(plot) == 17 and plot[0].startswith("1.00 |") and plot[-1].startswith("0.00 |")
+    assert plot[-1].split("|", 1)[1].startswith("*")  # P(0) = 0
+    assert plot[0].rstrip().endswith("*")  # P(1) = 1
+
+
+def test_params_json_and_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["params", "-t", "0.9", "-k", "256", "--fn-weight", "0.8", "--fp-weight", "0.2", "--json"]) == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert (data["bands"], data["rows"]) == sketch.optimal_bands(0.9, 256, 0.2, 0.8)
+    assert data["candidate_probability"]["0.9"] == pytest.approx(
+        float(sketch.collision_probability(0.9, data["bands"], data["rows"]))
+    )
+    assert main(["params", "-t", "0.8", "--bands", "16", "--rows", "8", "--json"]) == 0
+    given = json.loads(capsys.readouterr().out)
+    assert (given["bands"], given["rows"]) == (16, 8)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["params", "--threshold", "1.5"], "threshold must be"),
+        (["params", "--bands", "4"], "both --bands and --rows"),
+        (["params", "--bands", "20", "--rows", "10"], "at most --num-perm"),
+        (["params", "--threshold", "abc"], "invalid float value"),
+        (["nonsense"], "invalid choice"),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(args: list[str], words: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("neardup") and words in line
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_everywhere(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: neardup {command}")
+    if command in ("load", "dedup"):
+        assert ("exit status:" in out and "examples:" in out) or "example:" in out
+
+
+def test_top_level_help_lists_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for code in ("0 ", "1 ", "2 ", "3 ", "4 ", "130"):
+        assert f"\n  {code}" in out
+
+
+def test_bench_passes_arguments_through(capsys: pytest.CaptureFixture[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "bench", "sketch", "--", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--quick" in result.stdout
