@@ -1,0 +1,636 @@
+"""The report users read: runs the quality harness and the speed benchmarks (or reuses their JSON),
+writes ``bench/results/*.json``, PNG plots in ``bench/results/`` and ``BENCHMARKS.md``.
+
+    python bench/corpus.py && python bench/truth.py       # once: the corpus and its exact truth
+    python bench/report.py                                # ~20 minutes: quality + speed, then the report
+    python bench/report.py --quality bench/results/quality.json --skip-speed   # redraw from saved JSON
+    python bench/report.py --tiny 300 --skip-speed --results /tmp/r --markdown /tmp/r/B.md   # CI-sized
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(ROOT))
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import mutations  # noqa: E402
+import quality  # noqa: E402
+
+from app import sketch  # noqa: E402
+from app.domain import index as domain_index  # noqa: E402
+from app.domain.models import CollectionParams  # noqa: E402
+
+RESULTS = HERE / "results"
+HEADLINE = f"{quality.HEADLINE:.1f}"
+
+
+# --- inputs ------------------------------------------------------------------------------------------
+
+
+def tiny_corpus(path: Path, count: int = 300, seed: int = 1) -> list[dict[str, str]]:
+    """A small corpus from Python's own standard library sources (no network, no packages): distinct
+    modules, and edited copies of some of them (1% to 30% of words) so that pairs span the Jaccard
+    range. Written as corpus.jsonl to ``path``; returned as the list of documents."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in stdlib.glob("*.py") if 2_000 <= p.stat().st_size <= 60_000)
+    rng = random.Random(seed)
+    originals = rng.sample(files, min(len(files), max(2, count * 2 // 3)))
+    docs = [{"id": f"stdlib/{p.name}", "text": p.read_text(encoding="utf-8", errors="replace")} for p in originals]
+    vocabulary = sorted({w for d in docs[:20] for w in d["text"].split() if w.isalpha()}) or ["word"]
+    k = 0
+    while len(docs) < count:
+        base = docs[k % len(originals)]
+        rate = (0.0, 0.01, 0.03, 0.06, 0.1, 0.2, 0.3)[k % 7]
+        text, _ = mutations.mutate(base["text"], rate, random.Random(f"{seed}:{k}"), vocabulary)
+        docs.append({"id": f"{base['id']}~{k}", "text": text})
+        k += 1
+    docs.sort(key=lambda d: d["id"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for d in docs:
+            out.write(json.dumps({**d, "source": "stdlib"}) + "\n")
+    return docs
+
+
+def run_json(command: Sequence[str], timeout: float = 1800) -> dict[str, Any]:
+    """Run a benchmark script and parse the JSON it prints on stdout."""
+    proc = subprocess.run(
+        [sys.executable, *command], capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
+    text = proc.stdout
+    result: dict[str, Any] = json.loads(text[text.index("{") :])
+    return result
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=False
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "active_isa": sketch.active_isa(),
+        "commit": commit,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+# --- extraction --------------------------------------------------------------------------------------
+
+
+def tool_curves(q: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    """{tool label: {threshold: {precision, recall, precision_non_identical, recall_non_identical}}}."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    keys = ("precision", "recall", "precision_non_identical", "recall_non_identical")
+    service = q.get("neardup_service", {}).get("thresholds", {})
+    for t, v in service.items():
+        out.setdefault("neardup check (service)", {})[t] = {k: v["check"][k] for k in keys}
+        out.setdefault("neardup query (service)", {})[t] = {k: v["query"][k] for k in keys}
+    for t, runs in q.get("libraries", {}).get("thresholds", {}).items():
+        for label, run in runs.items():
+            generic = _generic_label(label)
+            if generic is None:
+                continue
+            out.setdefault(generic, {})[t] = {k: run["raw"]["check"][k] for k in keys}
+            out.setdefault(generic + " + estimate filter", {})[t] = {
+                k: run["estimate_filtered"]["check"][k] for k in keys
+            }
+    return out
+
+
+def _generic_label(label: str) -> str | None:
+    """Library runs under a name that does not depend on the threshold: the tool's own banding."""
+    if label.startswith("datasketch (b="):
+        return "datasketch MinHashLSH"
+    if label.startswith("datasketch (neardup"):
+        return "datasketch, neardup's b/r"
+    if label.startswith("rensa (b=16"):
+        return "rensa RMinHashLSH b=16"
+    return None
+
+
+def mutation_table(q: dict[str, Any], t: str = HEADLINE) -> dict[str, dict[str, dict[str, Any]]]:
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    service = q.get("neardup_service", {}).get("thresholds", {}).get(t)
+    if service:
+        out["neardup query (service)"] = service["mutations"]
+    for label, run in q.get("libraries", {}).get("thresholds", {}).get(t, {}).items():
+        generic = _generic_label(label)
+        if generic:
+            out[generic] = run["raw"]["mutations"]
+            out[generic + " + estimate filter"] = run["estimate_filtered"]["mutations"]
+    return out
+
+
+def speed_summary(signatures: dict[str, Any] | None, service: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if signatures:
+        sig = signatures.get("signatures", {})
+        out["signature_mb_per_s"] = {
+            "neardup": sig.get("neardup", {}).get("mb_per_s"),
+            "rensa (pre-made shingles)": max(
+                sig.get("rensa_batch", {}).get("mb_per_s") or 0, sig.get("rensa_objects", {}).get("mb_per_s") or 0
+            )
+            or None,
+            "datasketch": sig.get("datasketch", {}).get("mb_per_s"),
+        }
+        out["signature_load_average"] = signatures.get("machine", {}).get("load_average_at_start")
+    if service:
+        workers = service.get("neardup", {})
+        best = workers.get("workers_2") or workers.get("workers_1") or {}
+        batch = best.get("batch", {})
+        ds = service.get("datasketch", {})
+        out["check_docs_per_s"] = {
+            "neardup (service, batch check)": batch.get("docs_per_s"),
+            "datasketch (Redis storage, end to end)": ds.get("docs_per_s_end_to_end"),
+        }
+        out["redis_bytes_per_document"] = {
+            "neardup": batch.get("redis_bytes_per_doc"),
+            "datasketch": ds.get("redis_bytes_per_doc"),
+        }
+        out["service_workers"] = "2" if "workers_2" in workers else "1"
+        out["service_load_average"] = service.get("machine", {}).get("load_average_at_start")
+        out["service_document_bytes"] = service.get("corpus", {}).get("mean_bytes") or service.get(
+            "corpus", {}
+        ).get("bytes_per_document")
+    return out
+
+
+# --- plots -------------------------------------------------------------------------------------------
+
+
+def plot_s_curve(q: dict[str, Any], path: Path) -> None:
+    sc = q["s_curve"]
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    ax.plot(sc["curve"]["s"], sc["curve"]["p"], color="C0", lw=2,
+            label=f"P(s) = 1-(1-s^r)^b, b={sc['bands']}, r={sc['rows']} (defaults)")  # fmt: skip
+    baseline = q.get("baseline_banding")
+    if baseline and (baseline["bands"], baseline["rows"]) != (sc["bands"], sc["rows"]):
+        import numpy as np
+
+        s = np.linspace(0, 1, 101)
+        ax.plot(s, sketch.collision_probability(s, baseline["bands"], baseline["rows"]), color="0.5", ls="--",
+                label=f"previous defaults b={baseline['bands']}, r={baseline['rows']}")  # fmt: skip
+    xs, ys, ns = [], [], []
+    for b in sc["buckets"]:
+        if b["candidate_rate"] is None or b["low"] >= 1.0:
+            continue
+        xs.append(b["mean_jaccard"])
+        ys.append(b["candidate_rate"])
+        ns.append(b["pairs"])
+    ax.scatter(xs, ys, s=[12 + 2 * min(n, 150) for n in ns], color="C3", zorder=3, alpha=0.8,
+               label="measured: candidate rate of true pairs per Jaccard bucket (area ~ pairs)")  # fmt: skip
+    for x, y, n in zip(xs, ys, ns, strict=True):
+        ax.annotate(str(n), (x, y), textcoords="offset points", xytext=(4, -11), fontsize=7, color="C3")
+    t = q["defaults"]["threshold"]
+    ax.axvline(t, color="k", lw=0.8, ls=":")
+    ax.text(t + 0.005, 0.03, f"threshold {t}", fontsize=8)
+    ax.set_xlim(0.3, 1.0)
+    ax.set_ylim(-0.02, 1.04)
+    ax.set_xlabel("true Jaccard of the word 5-gram sets")
+    ax.set_ylabel("probability of becoming a candidate")
+    ax.set_title("LSH S-curve of the default banding vs. measured on the corpus")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_precision_recall(curves: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), dpi=100, sharex=True)
+    styles = {
+        "neardup check (service)": ("C0", "-", "o"),
+        "neardup query (service)": ("C0", ":", "s"),
+        "datasketch MinHashLSH": ("C1", "--", "v"),
+        "datasketch MinHashLSH + estimate filter": ("C1", "-", "v"),
+        "datasketch, neardup's b/r": ("C4", "--", "^"),
+        "datasketch, neardup's b/r + estimate filter": ("C4", "-", "^"),
+        "rensa RMinHashLSH b=16": ("C2", "--", "D"),
+        "rensa RMinHashLSH b=16 + estimate filter": ("C2", "-", "D"),
+    }
+    panels = [
+        ("precision", "precision"),
+        ("recall", "recall"),
+        ("precision_non_identical", "precision, pairs with non-identical sets"),
+        ("recall_non_identical", "recall, pairs with non-identical sets"),
+    ]
+    for ax, (key, title) in zip(axes.flat, panels, strict=True):
+        for label, per_t in curves.items():
+            color, ls, marker = styles.get(label, ("0.4", "-", "."))
+            ts = sorted(per_t, key=float)
+            ax.plot([float(t) for t in ts], [per_t[t][key] for t in ts], color=color, ls=ls, marker=marker,
+                    ms=4, label=label)  # fmt: skip
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.set_ylim(max(0.0, min(ax.get_ylim()[0], 0.9)), 1.005)
+    axes[1, 0].set_xlabel("threshold")
+    axes[1, 1].set_xlabel("threshold")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
+    fig.suptitle("Precision and recall against the exact truth, per threshold and tool")
+    fig.tight_layout(rect=(0, 0.08, 1, 0.97))
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_tradeoff(q: dict[str, Any], path: Path, chosen: tuple[int, int, int]) -> None:
+    points = q["tradeoff"]["points"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), dpi=100)
+    shapes = sorted({(p["bands"], p["rows"]) for p in points})
+    for n, (b, r) in enumerate(shapes):
+        line = sorted((p for p in points if (p["bands"], p["rows"]) == (b, r)), key=lambda p: p["margin_slots"])
+        weights = line[0]["fn_weights"]
+        label = f"b={b}, r={r} (fn weight {weights[0]:g}" + (f"-{weights[-1]:g})" if len(weights) > 1 else ")")
+        for ax, (pk, rk) in zip(axes, (("precision", "recall"), ("precision_non_identical", "recall_non_identical")),
+                                strict=True):  # fmt: skip
+            ax.plot([p[rk] for p in line], [p[pk] for p in line], marker="o", ms=3, color=f"C{n % 10}", label=label)
+            for p in line:
+                ax.annotate(str(p["margin_slots"]), (p[rk], p[pk]), fontsize=6, xytext=(2, 2),
+                            textcoords="offset points")  # fmt: skip
+            if (b, r, None) and (b, r) == chosen[:2]:
+                sel = [p for p in line if p["margin_slots"] == chosen[2]]
+                if sel:
+                    ax.scatter([sel[0][rk]], [sel[0][pk]], s=160, facecolors="none", edgecolors="k", lw=1.5,
+                               zorder=4, label="chosen defaults" if ax is axes[0] else None)  # fmt: skip
+    for ax, title in zip(axes, ("all truth pairs", "pairs with non-identical shingle sets"), strict=True):
+        ax.axhline(quality.TARGETS["precision"], color="k", ls=":", lw=0.8)
+        ax.axvline(quality.TARGETS["recall"], color="k", ls=":", lw=0.8)
+        ax.set_xlabel("recall")
+        ax.set_ylabel("precision")
+        ax.set_title(f"threshold {q['tradeoff']['threshold']}: {title}", fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7, loc="lower left")
+    fig.suptitle("Trade-off of the service's check: banding (fn weight) x verification margin "
+                 "(numbers on points: margin in slots of 1/128); dotted: targets")  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_mutations(table: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
+    rates = sorted({r for v in table.values() for r in v}, key=float)
+    width = 0.8 / max(len(table), 1)
+    for n, (label, per_rate) in enumerate(table.items()):
+        xs = np.arange(len(rates)) + n * width - 0.4 + width / 2
+        ax.bar(xs, [per_rate[r]["recall"] if r in per_rate else 0 for r in rates], width, label=label, color=f"C{n}")
+    ax.set_xticks(np.arange(len(rates)))
+    ax.set_xticklabels([f"{float(r) * 100:g}% edits" for r in rates])
+    ax.axhline(quality.TARGETS["recall_at_1pct_edits"], color="k", ls=":", lw=0.8)
+    low = min((v[r]["recall"] for v in table.values() for r in v), default=0.0)
+    ax.set_ylim(max(0.0, min(low, 0.9) - 0.05), 1.01)
+    ax.set_ylabel(f"recall at threshold {HEADLINE} (mutants with true J >= {HEADLINE})")
+    ax.set_title("Robustness to word edits (+ case and whitespace noise)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_speed(speed: dict[str, Any], path: Path) -> None:
+    panels = [
+        ("signature_mb_per_s", "text to signature, MB/s (1 core)"),
+        ("check_docs_per_s", "check, documents/s (with storage)"),
+        ("redis_bytes_per_document", "Redis bytes per document"),
+    ]
+    panels = [(k, t) for k, t in panels if speed.get(k)]
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.2 * max(len(panels), 1), 4), dpi=100)
+    axes_list = [axes] if len(panels) <= 1 else list(axes)
+    if not panels:
+        axes_list[0].text(0.5, 0.5, "speed not measured in this run (--skip-speed)", ha="center", va="center")
+        axes_list[0].set_axis_off()
+    for ax, (key, title) in zip(axes_list, panels, strict=False):
+        items = [(k, v) for k, v in speed[key].items() if v]
+        ax.bar(range(len(items)), [v for _, v in items], color=[f"C{i}" for i in range(len(items))])
+        ax.set_xticks(range(len(items)))
+        ax.set_xticklabels([k.replace(" (", "\n(") for k, _ in items], fontsize=7)
+        for i, (_, v) in enumerate(items):
+            ax.text(i, v, f"{v:,.0f}" if v >= 10 else f"{v:.2f}", ha="center", va="bottom", fontsize=8)
+        if key == "signature_mb_per_s":
+            ax.set_yscale("log")
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# --- markdown ---------------------------------------------------------------------------------------
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def markdown(summary: dict[str, Any], q: dict[str, Any], results_rel: str) -> str:
+    d = q["defaults"]
+    head = q.get("neardup_service", {}).get("thresholds", {}).get(HEADLINE)
+    curves = summary["curves"]
+    lines = [
+        "# Benchmarks: quality and speed",
+        "",
+        "Generated by `bench/report.py` from the JSON in `bench/results/`; every figure here comes from a "
+        "script anyone can rerun. Quality numbers do not depend on machine load; speed numbers do (the "
+        "load average is recorded with each).",
+        "",
+        "```sh",
+        "python bench/corpus.py && python bench/truth.py   # the corpus and its exact truth (once)",
+        "python bench/report.py                           # quality + speed + this file (~20-30 minutes)",
+        "```",
+        "",
+        f"Machine: {summary['machine']['cpu']}, {summary['machine']['cores']} cores, Python "
+        f"{summary['machine']['python']}, kernels `{summary['machine']['active_isa']}`, commit "
+        f"`{summary['machine']['commit']}`; load average during the quality run "
+        f"{q.get('load_average_at_start')} -> {q.get('load_average_at_end')}.",
+        "",
+        "## Corpus and truth",
+        "",
+        f"{q['documents']:,} documents, {q['corpus_bytes'] / 1e6:.1f} MB ({summary.get('corpus_name', 'bench/corpus.py')}). "
+        f"Exact truth (`bench/truth.py`): every pair whose reference word 5-gram sets (`tests/reference.py`) "
+        f"have Jaccard >= 0.5, by an inverted index with prefix filtering, counted exactly: "
+        f"{q['truth']['pairs']:,} pairs, {q['truth']['identical_pairs']:,} of them with identical sets. "
+        "Pairs at or above each threshold: "
+        + ", ".join(f"{k}: {v:,}" for k, v in q["truth"]["pairs_at_least"].items())
+        + ".",
+        "",
+        f"Mutation set (`bench/mutations.py`): {q['mutation_set']['bases']} documents, each with "
+        + ", ".join(f"{r * 100:g}%" for r in q["mutation_set"]["rates"])
+        + " of its words substituted, inserted or deleted at random positions, plus case and white-space "
+        "noise (fixed seeds). Recall per edit rate counts the mutants whose exact Jaccard with their "
+        "base is at or above the threshold (a perfect tool scores 1.0); *detected* counts them all.",
+        "",
+        f"## Headline: threshold {HEADLINE}, the service's defaults (b={d['bands']}, r={d['rows']}, "
+        f"verification margin {summary['defaults']['margin_slots']} slot(s) of 1/{d['num_perm']})",
+        "",
+    ]
+    if head:
+        m1 = head["mutations"].get("0.01", {})
+        lines += [
+            "| | precision | recall | precision (non-identical) | recall (non-identical) | recall at 1% edits |",
+            "| --- | --- | --- | --- | --- | --- |",
+            f"| neardup check (service) | {_f(head['check']['precision'])} | {_f(head['check']['recall'])} | "
+            f"{_f(head['check']['precision_non_identical'])} | {_f(head['check']['recall_non_identical'])} | "
+            f"{_f(m1.get('recall'))} |",
+            f"| neardup query (service) | {_f(head['query']['precision'])} | {_f(head['query']['recall'])} | "
+            f"{_f(head['query']['precision_non_identical'])} | {_f(head['query']['recall_non_identical'])} | "
+            f"{_f(m1.get('recall'))} |",
+        ]
+        mt = summary["mutations"]
+        for label in curves:
+            if label.startswith("neardup"):
+                continue
+            c = curves[label].get(HEADLINE)
+            if c:
+                lines.append(
+                    f"| {label} | {_f(c['precision'])} | {_f(c['recall'])} | {_f(c['precision_non_identical'])} | "
+                    f"{_f(c['recall_non_identical'])} | {_f(mt.get(label, {}).get('0.01', {}).get('recall'))} |"
+                )
+        lines += [
+            "",
+            f"Targets: precision >= {quality.TARGETS['precision']}, recall >= {quality.TARGETS['recall']}, "
+            f"recall >= {quality.TARGETS['recall_at_1pct_edits']} at 1% edits: "
+            + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in q.get("targets_met", {}).items())
+            + ".",
+            "",
+        ]
+    lines += ["## Precision and recall per threshold", "", f"![precision/recall]({results_rel}/precision_recall.png)", ""]
+    ts = [f"{t:.1f}" for t in q["thresholds"]]
+    lines += ["| tool | " + " | ".join(f"P@{t} / R@{t}" for t in ts) + " |", "| --- |" + " --- |" * len(ts)]
+    for label, per_t in curves.items():
+        cells = [f"{_f(per_t[t]['precision'])} / {_f(per_t[t]['recall'])}" if t in per_t else "-" for t in ts]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "On pairs whose shingle sets are not identical:", ""]
+    lines += ["| tool | " + " | ".join(f"P@{t} / R@{t}" for t in ts) + " |", "| --- |" + " --- |" * len(ts)]
+    for label, per_t in curves.items():
+        cells = [
+            f"{_f(per_t[t]['precision_non_identical'])} / {_f(per_t[t]['recall_non_identical'])}" if t in per_t else "-"
+            for t in ts
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    service = q.get("neardup_service", {}).get("thresholds", {})
+    if service:
+        lines += ["", "neardup's banding per threshold (chosen by `optimal_bands` with the default weights): "
+                  + ", ".join(f"{t}: b={v['bands']}, r={v['rows']}" for t, v in service.items()) + "."]  # fmt: skip
+    lines += ["", f"## Robustness to edits (threshold {HEADLINE})", "", f"![mutations]({results_rel}/mutations.png)", ""]
+    mt = summary["mutations"]
+    rates = sorted({r for v in mt.values() for r in v}, key=float)
+    lines += ["| tool | " + " | ".join(f"{float(r) * 100:g}% edits" for r in rates) + " |", "| --- |" + " --- |" * len(rates)]
+    for label, per_rate in mt.items():
+        cells = [
+            f"{_f(per_rate[r]['recall'])} ({_f(per_rate[r]['detected'], 2)})" if r in per_rate else "-" for r in rates
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    any_rates = next(iter(mt.values()), {})
+    lines += [
+        "",
+        "Recall (detected, all mutants). Mean exact Jaccard of a mutant with its base: "
+        + ", ".join(f"{float(r) * 100:g}%: {any_rates[r]['mean_true_jaccard']}" for r in rates if r in any_rates)
+        + ".",
+        "",
+        "## How the defaults were chosen",
+        "",
+        f"![S-curve]({results_rel}/s_curve.png)",
+        "",
+        f"![trade-off]({results_rel}/tradeoff.png)",
+        "",
+        summary["defaults"]["explanation"],
+        "",
+        f"The trade-off at threshold {q['tradeoff']['threshold']} (the service's check rule simulated in process "
+        "with the same signatures and band keys; margin = how far below the threshold an estimate may be "
+        "and still count, in slots of 1/128):",
+        "",
+        "| fn weight | b | r | P(t) | candidates/doc | margin | precision | recall | P non-ident. | R non-ident. | R at 1% edits |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in q["tradeoff"]["points"]:
+        w = p["fn_weights"]
+        lines.append(
+            f"| {w[0]:g}" + (f"-{w[-1]:g}" if len(w) > 1 else "") + f" | {p['bands']} | {p['rows']} | "
+            f"{p['p_candidate_at_threshold']:.3f} | {p['candidates_per_document']:.2f} | {p['margin_slots']} | "
+            f"{_f(p['precision'])} | {_f(p['recall'])} | {_f(p['precision_non_identical'])} | "
+            f"{_f(p['recall_non_identical'])} | {_f(p['recall_at_1pct_edits'])} |"
+        )
+    lines += ["", "S-curve buckets (true pairs, share that became candidates under the defaults):", ""]
+    lines += ["| true Jaccard | pairs | candidate rate | P(mean J) |", "| --- | --- | --- | --- |"]
+    sc = q["s_curve"]
+    for b in sc["buckets"]:
+        pj = float(sketch.collision_probability(b["mean_jaccard"], sc["bands"], sc["rows"])) if b["mean_jaccard"] else None
+        rng_label = "1.0 (identical)" if b["low"] >= 1.0 else f"[{b['low']:.2f}, {b['high']:.2f})"
+        lines.append(f"| {rng_label} | {b['pairs']} | {_f(b['candidate_rate'])} | {_f(pj)} |")
+    speed = summary.get("speed", {})
+    lines += ["", "## Speed and size", "", f"![speed and size]({results_rel}/speed.png)", ""]
+    if speed:
+        lines += ["| figure | " + " | ".join(["neardup", "rensa", "datasketch"]) + " |", "| --- | --- | --- | --- |"]
+        sig = speed.get("signature_mb_per_s", {})
+        if sig:
+            lines.append(f"| text to signature, MB/s, 1 core (`bench_sketch.py --only signatures --quick`) | "
+                         f"{_f(sig.get('neardup'), 1)} | {_f(sig.get('rensa (pre-made shingles)'), 1)} (shingles made "
+                         f"outside the timing) | {_f(sig.get('datasketch'), 2)} |")  # fmt: skip
+        chk = speed.get("check_docs_per_s", {})
+        if chk:
+            lines.append(f"| check, documents/s with storage (`bench_service.py --quick`, {speed.get('service_workers')} "
+                         f"worker(s), ~4 KB passages) | {_f(chk.get('neardup (service, batch check)'), 0)} | - (in memory "
+                         f"only) | {_f(chk.get('datasketch (Redis storage, end to end)'), 0)} |")  # fmt: skip
+        mem = speed.get("redis_bytes_per_document", {})
+        if mem:
+            lines.append(f"| Redis bytes per document | {_f(mem.get('neardup'), 0)} | - | {_f(mem.get('datasketch'), 0)} |")
+        lines += ["", f"Load average when measured: signatures {speed.get('signature_load_average')}, "
+                  f"service {speed.get('service_load_average')} (2 cores shared with other work: speed figures are "
+                  "lower bounds; the per-run JSON has CPU-time figures too)."]  # fmt: skip
+    else:
+        lines.append("Speed was not measured in this run (`--skip-speed`).")
+    if service:
+        lines += ["", "Redis bytes per document of the whole corpus documents (~12.5 KB) in the quality run, per "
+                  "threshold (more bands, more bytes): "
+                  + ", ".join(f"{t}: {v['redis_bytes_per_document']:.0f}" for t, v in service.items()) + "."]  # fmt: skip
+    lines += ["", "Raw results: `bench/results/quality.json`, `summary.json`" + (
+        ", `signatures.json`, `service.json`." if speed else ".")]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+# --- main -------------------------------------------------------------------------------------------
+
+
+def defaults_explanation(q: dict[str, Any], margin_slots: int) -> str:
+    d = q["defaults"]
+    points = q["tradeoff"]["points"]
+    chosen = [p for p in points if (p["bands"], p["rows"], p["margin_slots"]) == (d["bands"], d["rows"], margin_slots)]
+    old = [p for p in points if (p["bands"], p["rows"], p["margin_slots"]) == (12, 10, 0)]
+    text = (
+        f"Defaults at threshold {d['threshold']}: b={d['bands']}, r={d['rows']} "
+        f"(`optimal_bands` with the weights in `app/domain/models.py`), verification accepts estimates down "
+        f"to the threshold minus {margin_slots} slot(s) of 1/{d['num_perm']} (`app/domain/index.py`)."
+    )
+    if chosen:
+        c = chosen[0]
+        text += (
+            f" In the curve: precision {c['precision']:.4f}, recall {c['recall']:.4f}, "
+            f"{c['candidates_per_document']:.2f} candidates per document."
+        )
+    if old:
+        o = old[0]
+        text += (
+            f" The former defaults (b=12, r=10, no margin) give precision {o['precision']:.4f}, "
+            f"recall {o['recall']:.4f}."
+        )
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=HERE / "data" / "corpus.jsonl")
+    parser.add_argument("--truth", type=Path, default=HERE / "data" / "truth.npz")
+    parser.add_argument("--quality", type=Path, help="reuse this quality JSON instead of running bench/quality.py")
+    parser.add_argument("--signatures", type=Path, help="reuse bench_sketch.py JSON (--only signatures)")
+    parser.add_argument("--service", type=Path, help="reuse bench_service.py JSON")
+    parser.add_argument("--skip-speed", action="store_true", help="no speed runs (and no reuse)")
+    parser.add_argument("--tiny", type=int, default=0, help="a generated corpus of N documents from the stdlib")
+    parser.add_argument("--mutations", type=int, default=300)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")
+    args = parser.parse_args()
+    results: Path = args.results
+    results.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    corpus_name = "bench/corpus.py"
+    if args.quality:
+        q = json.loads(args.quality.read_text())
+    else:
+        import corpus as corpus_module
+
+        if args.tiny:
+            docs = tiny_corpus(results / "tiny-corpus.jsonl", args.tiny)
+            truth_path = None
+            corpus_name = f"a generated corpus of {args.tiny} documents from Python's standard library"
+        else:
+            docs = corpus_module.load(args.corpus)
+            truth_path = args.truth
+        q = quality.run(docs, truth_path=truth_path, mutation_count=args.mutations)
+    q.setdefault("baseline_banding", {"bands": 12, "rows": 10})
+    (results / "quality.json").write_text(json.dumps(q, indent=1) + "\n")
+
+    signatures = service = None
+    if not args.skip_speed:
+        if args.signatures:
+            signatures = json.loads(args.signatures.read_text())
+        else:
+            signatures = run_json(["bench/bench_sketch.py", "--only", "signatures", "--quick"])
+        if args.service:
+            service = json.loads(args.service.read_text())
+        else:
+            service = run_json(["bench/bench_service.py", "--quick", "--only", "batch", "--only", "datasketch"])
+        (results / "signatures.json").write_text(json.dumps(signatures, indent=1) + "\n")
+        (results / "service.json").write_text(json.dumps(service, indent=1) + "\n")
+
+    margin_slots = int(getattr(domain_index, "VERIFY_MARGIN_SLOTS", 0))
+    d = q["defaults"]
+    summary: dict[str, Any] = {
+        "machine": machine(),
+        "corpus_name": corpus_name,
+        "curves": tool_curves(q),
+        "mutations": mutation_table(q),
+        "speed": speed_summary(signatures, service),
+        "defaults": {
+            **d,
+            "margin_slots": margin_slots,
+            "explanation": defaults_explanation(q, margin_slots),
+            "current_code": CollectionParams.create("x").to_dict(),
+        },
+        "targets": quality.TARGETS,
+        "targets_met": q.get("targets_met"),
+    }
+    plot_s_curve(q, results / "s_curve.png")
+    plot_precision_recall(summary["curves"], results / "precision_recall.png")
+    plot_tradeoff(q, results / "tradeoff.png", (d["bands"], d["rows"], margin_slots))
+    plot_mutations(summary["mutations"], results / "mutations.png")
+    plot_speed(summary["speed"], results / "speed.png")
+    summary["seconds"] = round(time.perf_counter() - started, 1)
+    (results / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    try:
+        rel = os.path.relpath(results, args.markdown.parent)
+    except ValueError:
+        rel = str(results)
+    args.markdown.write_text(markdown(summary, q, rel))
+    print(json.dumps({k: summary[k] for k in ("curves", "mutations", "speed", "targets_met")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
