@@ -51,7 +51,7 @@ class Settings(BaseSettings):
 
     # --- the `default` collection (and defaults of POST /v1/collections) ---------------------------
     default_threshold: float = Field(default=0.8, gt=0, lt=1)
-    default_num_perm: int = Field(default=128, ge=16, le=1024)
+    default_num_perm: int = Field(default=128, ge=16, le=1024, multiple_of=8)
     default_shingle: Literal["word", "char"] = "word"
     default_size: int = Field(default=5, ge=1, le=64)
 

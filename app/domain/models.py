@@ -16,7 +16,7 @@ Metadata = dict[str, Any]
 
 #: Collection names go into Redis key names (inside ``{...}`` hash tags and between ":"), so braces,
 #: colons and spaces are out.
-COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")  # \Z, not $: "a\n" must not pass
 #: Longest document id, in UTF-8 bytes (URLs fit). Ids live in compact hashes whose values stay under
 #: the server's hash-max-listpack-value (600 on the embedded server).
 MAX_ID_BYTES = 512
@@ -163,9 +163,10 @@ def _check_threshold(threshold: object) -> None:
 def _check_num_perm(num_perm: object) -> None:
     if isinstance(num_perm, bool) or not isinstance(num_perm, int):
         raise InvalidParameters(f"num_perm must be an integer, got {num_perm!r}")
-    if not sketch.MIN_PERM <= num_perm <= sketch.MAX_PERM:
+    if not sketch.MIN_PERM <= num_perm <= sketch.MAX_PERM or num_perm % 8:
+        # Signatures are processed 8 slots at a time (the SIMD kernels and their tails rely on it).
         raise InvalidParameters(
-            f"num_perm must be from {sketch.MIN_PERM} to {sketch.MAX_PERM}, got {num_perm}"
+            f"num_perm must be a multiple of 8 from {sketch.MIN_PERM} to {sketch.MAX_PERM}, got {num_perm}"
         )
 
 

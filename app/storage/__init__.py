@@ -1,7 +1,8 @@
 """Talks to Redis/Valkey: key names (keys.py), server-side scripts (*.lua), the store wrapper, and the
-embedded Valkey server used when no Redis is configured."""
+embedded Valkey server used when no Redis is configured; ``ClusterStore`` for a Redis Cluster."""
 
-from app.storage.embedded import EmbeddedValkey
-from app.storage.store import RedisStore
+from app.storage.cluster import ClusterStore
+from app.storage.embedded import EmbeddedValkey, LocalCluster
+from app.storage.store import RedisStore, Store
 
-__all__ = ["EmbeddedValkey", "RedisStore"]
+__all__ = ["ClusterStore", "EmbeddedValkey", "LocalCluster", "RedisStore", "Store"]

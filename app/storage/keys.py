@@ -13,9 +13,24 @@ created again never meets the old one's keys while they are being unlinked)::
 
 Ordinals: each insertion takes the next number of ``seq``; it names the document inside the band
 table (4 bytes instead of the id, 16 times per document) and is also its first-seen *stamp* on a
-standalone server, where one script per batch does append + stamp + read atomically. The cluster
-version (issue 4) keeps ``seq`` on the ``{c}`` slot and adds a stamp map there; the band, id,
-signature and record groups carry no hash tag so they spread over the cluster's slots.
+standalone server, where one script per batch does append + stamp + read atomically.
+
+On a Redis Cluster (app/storage/cluster.py) only the per-collection state carries a hash tag, so the
+scripts that take ordinals and stamps see it on one slot; every data key (band, id, signature and
+record groups) has no tag and spreads over all shards::
+
+    nd:{c}:state            hash  gen, seq (ordinals reserved), top (last stamp), docs, low, ttl, maxd,
+                                  bG, iG (fixed group counts on a cluster)
+    nd:{c}:pending          hash  ordinal -> ms it was reserved: appended, not stamped yet (in flight)
+    nd:{c}:late             hash  ordinal -> stamp, only for ordinals stamped out of order
+
+A cluster check appends its *ordinal* first, then stamps it. Stamps are issued in increasing order;
+an ordinal stamped after every smaller one gets the implicit stamp ``ordinal * STAMP_SCALE``, any
+other gets ``top + 1`` recorded in ``late``. So ``late`` only holds the few that raced.
+
+Bounded growth: ``low`` is the ordinal below which everything has been reclaimed; expired (``ttl``,
+ms) or evicted (ordinal <= seq - ``maxd``) documents are reclaimed from ``low`` upwards, a bounded
+number per write: ordinals are handed out in insertion order, so they are the expiry queue.
 
 Band and id tables are split into groups with linear hashing: group = hash mod 2^L, or mod 2^(L+1)
 below the split pointer S; a group is split when the table averages more than its target fields per
@@ -42,9 +57,37 @@ ORDINAL_BYTES = 4
 MAX_ORDINAL = 2**32 - 1
 
 
+#: Implicit stamp of an ordinal stamped in order: ordinal * 2^20 (exact in a Lua double below 2^53).
+STAMP_SCALE = 2**20
+#: Fixed group counts of a collection's band and id tables on a cluster when no max_documents sizes
+#: them: 2^14 band groups hold ~250,000 documents at 16 bands before groups pass 256 fields.
+CLUSTER_BAND_GROUPS = 2**14
+CLUSTER_ID_GROUPS = 2**12
+
+
 def state(collection: str) -> str:
     """Sequence, counters and table shapes of one collection; the hash tag pins it to one slot."""
     return f"{NAMESPACE}:{{{collection}}}:state"
+
+
+def pending(collection: str) -> str:
+    """Cluster only: ordinals reserved and not stamped yet (same slot as the state)."""
+    return f"{NAMESPACE}:{{{collection}}}:pending"
+
+
+def late(collection: str) -> str:
+    """Cluster only: stamps of ordinals stamped out of order (same slot as the state)."""
+    return f"{NAMESPACE}:{{{collection}}}:late"
+
+
+def cluster_groups(max_documents: int) -> tuple[int, int]:
+    """(band groups, id groups) of a new collection on a cluster: powers of two sized for about 32
+    band fields and 64 ids per group at ``max_documents`` (16 bands), else the defaults."""
+    if max_documents <= 0:
+        return CLUSTER_BAND_GROUPS, CLUSTER_ID_GROUPS
+    band = 1 << max(6, min(24, (max_documents * 16 // BAND_GROUP_TARGET).bit_length()))
+    ids = 1 << max(4, min(22, (max_documents // ID_GROUP_TARGET).bit_length()))
+    return band, ids
 
 
 class CollectionKeys:
@@ -54,6 +97,8 @@ class CollectionKeys:
         self.collection = collection
         self.gen = gen
         self.state = state(collection)
+        self.pending = pending(collection)
+        self.late = late(collection)
         base = f"{NAMESPACE}:{collection}:{gen}"
         self.band_prefix = f"{base}:b:"
         self.id_prefix = f"{base}:i:"

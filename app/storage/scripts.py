@@ -10,7 +10,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-_NEEDS_COMMON = {"check", "lookup", "delete"}
+_NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim"}
 
 
 def _source(name: str) -> str:
@@ -49,11 +49,16 @@ class Scripts:
         self.delete = Script("delete")
         self.create_collection = Script("create_collection")
         self.drop_collection = Script("drop_collection")
+        self.due = Script("due")
+        self.reclaim = Script("reclaim")
         self._loaded = False
 
     async def ensure_loaded(self, client: aioredis.Redis) -> None:
         if not self._loaded:
-            every = (self.check, self.lookup, self.delete, self.create_collection, self.drop_collection)
+            every = (
+                self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
+                self.due, self.reclaim,
+            )  # fmt: skip
             for script in every:
                 await script.load(client)
             self._loaded = True

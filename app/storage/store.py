@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 import redis.asyncio as aioredis
 from redis import exceptions as rx
@@ -28,13 +28,18 @@ _UNLINK_CHUNK = 1000
 
 @dataclass(frozen=True)
 class CheckReply:
-    """``ordinals[i]``: the stamp given to document i (0 in read mode). ``candidates[i]``: ordinals
-    found in its buckets, earliest first. ``fetched``: signature and record of every candidate that
-    is not a document of this batch."""
+    """``ordinals[i]``: the ordinal given to document i (0 in read mode). ``candidates[i]``: ordinals
+    found in its buckets that were stamped before it, earliest first. ``fetched``: signature and
+    record of every candidate that is not a document of this batch. ``stamps``: first-seen stamps
+    where they differ from the ordinal (cluster: ordinals are taken before stamps)."""
 
     ordinals: list[int]
     candidates: list[list[int]]
     fetched: dict[int, tuple[bytes, bytes]]
+    stamps: dict[int, int] = field(default_factory=dict)
+
+    def stamp(self, ordinal: int) -> int:
+        return self.stamps.get(ordinal, ordinal)
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,41 @@ class NeedOldBands:
     band keys the caller must send so they can be removed first."""
 
     stored: dict[int, tuple[int, bytes]]
+
+
+class Store(Protocol):
+    """What the domain needs from a store; :class:`RedisStore` (one server, one script per batch) and
+    ``app.storage.cluster.ClusterStore`` (Redis Cluster, the three-phase protocol) implement it."""
+
+    async def close(self) -> None: ...
+    async def ping(self) -> None: ...
+    async def create_collection(
+        self, name: str, params_json: bytes, gen: str, *, ttl_ms: int = 0, max_documents: int = 0
+    ) -> bytes | None: ...
+    async def get_collection(self, name: str) -> tuple[bytes, int] | None: ...
+    async def list_collections(self) -> list[tuple[bytes, int]]: ...
+    async def drop_collection(self, name: str) -> bool: ...
+    async def check(
+        self,
+        k: keys.CollectionKeys,
+        mode: Mode,
+        *,
+        bands: int,
+        max_candidates: int,
+        band_keys: bytes,
+        signatures: bytes,
+        empties: bytes,
+        ids: Sequence[bytes],
+        records: Sequence[bytes],
+        expected: Sequence[bytes],
+        old_bands: Sequence[bytes],
+    ) -> CheckReply | NeedOldBands: ...
+    async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]: ...
+    async def delete(
+        self, k: keys.CollectionKeys, doc_id: bytes, ordinal: int, old_bands: bytes
+    ) -> bool | StoredVersion: ...
+    async def due(self, k: keys.CollectionKeys, *, now_ms: int, limit: int) -> list[tuple[int, bytes]]: ...
+    async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int: ...
 
 
 class RedisStore:
@@ -104,10 +144,15 @@ class RedisStore:
 
     # --- collections ----------------------------------------------------------------------------------
 
-    async def create_collection(self, name: str, params_json: bytes, gen: str) -> bytes | None:
-        """Register; returns None if created, else the stored parameters JSON of that name."""
+    async def create_collection(
+        self, name: str, params_json: bytes, gen: str, *, ttl_ms: int = 0, max_documents: int = 0
+    ) -> bytes | None:
+        """Register; returns None if created, else the stored parameters JSON of that name.
+        ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`)."""
         reply = await self._call(
-            "create_collection", [keys.REGISTRY, keys.state(name)], [name, params_json, gen]
+            "create_collection",
+            [keys.REGISTRY, keys.state(name)],
+            [name, params_json, gen, ttl_ms, max_documents],
         )
         return None if reply[0] == b"created" else bytes(reply[1])
 
@@ -214,3 +259,21 @@ class RedisStore:
         if reply[0] == b"replace":
             return StoredVersion(int(reply[1]), bytes(reply[2]), b"")
         return bool(reply[1])
+
+    # --- bounded growth -------------------------------------------------------------------------------
+
+    async def due(self, k: keys.CollectionKeys, *, now_ms: int, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` of the oldest expired or evicted documents: (ordinal, signature)."""
+        reply = await self._call("due", [k.state], [*self._head(k), now_ms, limit])
+        self._status(reply)
+        flat = reply[1]
+        return [(int(flat[j]), bytes(flat[j + 1])) for j in range(0, len(flat), 2)]
+
+    async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int:
+        """Remove these (ordinal, band keys) documents everywhere; returns how many were still there."""
+        args: list[Any] = [*self._head(k)]
+        for ordinal, bands in items:
+            args += (ordinal, bands)
+        reply = await self._call("reclaim", [k.state], args)
+        self._status(reply)
+        return int(reply[1])

@@ -19,7 +19,10 @@ DOCS, BANDS, PERM, BATCH = 20_000, 16, 128, 500
 BUDGET = 1000  # bytes per document, stored signature included (the limit)
 
 
-async def test_bytes_per_document_within_budget(store: RedisStore, sync_redis: redis.Redis) -> None:
+async def test_bytes_per_document_within_budget(
+    standalone_store: RedisStore, sync_redis: redis.Redis
+) -> None:
+    store = standalone_store
     rng = np.random.default_rng(1)
     assert await store.create_collection("mem", b"{}", "g") is None
     k = CollectionKeys("mem", "g")

@@ -1,5 +1,6 @@
-"""The store against a real valkey-server: round trips, replace/delete, group splits, scripts reload.
-Signatures and band keys are random numpy arrays here: the store does not care what they mean."""
+"""The store against a real valkey-server and a real 3-node cluster (each test runs on both): round
+trips, replace/delete, group splits, scripts reload. Signatures and band keys are random numpy arrays
+here: the store does not care what they mean."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 import redis
 
-from app.storage import RedisStore
+from app.storage import RedisStore, Store
 from app.storage.keys import CollectionKeys
 from app.storage.store import CheckReply, Mode, NeedOldBands
 
@@ -17,7 +18,7 @@ BANDS, PERM = 16, 128
 rng = np.random.default_rng(7)
 
 
-async def new_collection(store: RedisStore, name: str = "c") -> CollectionKeys:
+async def new_collection(store: Store, name: str = "c") -> CollectionKeys:
     assert await store.create_collection(name, b'{"params": 1}', "g1") is None
     return CollectionKeys(name, "g1")
 
@@ -29,7 +30,7 @@ def random_batch(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 async def send(
-    store: RedisStore,
+    store: Store,
     k: CollectionKeys,
     ids: list[str],
     sigs: np.ndarray,
@@ -56,7 +57,7 @@ async def send(
     )
 
 
-async def test_collection_registry_round_trip(store: RedisStore) -> None:
+async def test_collection_registry_round_trip(store: Store) -> None:
     assert await store.create_collection("a", b"A", "g1") is None
     assert await store.create_collection("a", b"other", "g2") == b"A"
     assert await store.get_collection("a") == (b"A", 0)
@@ -68,7 +69,7 @@ async def test_collection_registry_round_trip(store: RedisStore) -> None:
     assert await store.list_collections() == [(b"B", 0)]
 
 
-async def test_later_document_sees_earlier_one_in_shared_bucket(store: RedisStore) -> None:
+async def test_later_document_sees_earlier_one_in_shared_bucket(store: Store) -> None:
     k = await new_collection(store)
     sigs, bands = random_batch(3)
     bands[1, 5] = bands[0, 5]  # doc 1 shares one bucket with doc 0; doc 2 shares nothing
@@ -87,20 +88,20 @@ async def test_later_document_sees_earlier_one_in_shared_bucket(store: RedisStor
     assert (await store.get_collection("c")) == (b'{"params": 1}', 4)
 
 
-async def test_read_mode_writes_nothing(store: RedisStore, sync_redis: redis.Redis) -> None:
+async def test_read_mode_writes_nothing(store: Store, sync_client: redis.Redis | redis.RedisCluster) -> None:
     k = await new_collection(store)
     sigs, bands = random_batch(2)
     await send(store, k, ["a"], sigs[:1], bands[:1])
-    before = sorted(sync_redis.keys())
+    before = sorted(sync_client.keys())
     bands[1, 0] = bands[0, 0]
     reply = await send(store, k, ["q"], sigs[1:], bands[1:], mode="read")
     assert isinstance(reply, CheckReply)
     assert reply.ordinals == [0] and reply.candidates == [[1]]
-    assert sorted(sync_redis.keys()) == before
-    assert sync_redis.hget(k.state, "docs") == b"1"
+    assert sorted(sync_client.keys()) == before
+    assert sync_client.hget(k.state, "docs") == b"1"
 
 
-async def test_empty_documents_have_no_band_entries(store: RedisStore) -> None:
+async def test_empty_documents_have_no_band_entries(store: Store) -> None:
     k = await new_collection(store)
     sigs, bands = random_batch(2)
     bands[1] = bands[0]
@@ -111,7 +112,7 @@ async def test_empty_documents_have_no_band_entries(store: RedisStore) -> None:
     assert found is not None and found.ordinal == 1  # stored all the same
 
 
-async def test_replace_needs_old_bands_then_removes_old_entries(store: RedisStore) -> None:
+async def test_replace_needs_old_bands_then_removes_old_entries(store: Store) -> None:
     k = await new_collection(store)
     sigs, bands = random_batch(2)
     await send(store, k, ["a"], sigs[:1], bands[:1])
@@ -131,7 +132,7 @@ async def test_replace_needs_old_bands_then_removes_old_entries(store: RedisStor
     assert (await store.get_collection("c")) == (b'{"params": 1}', 1)
 
 
-async def test_same_id_twice_in_a_batch_keeps_the_later(store: RedisStore) -> None:
+async def test_same_id_twice_in_a_batch_keeps_the_later(store: Store) -> None:
     k = await new_collection(store)
     sigs, bands = random_batch(2)
     reply = await send(store, k, ["a", "a"], sigs, bands)
@@ -141,7 +142,7 @@ async def test_same_id_twice_in_a_batch_keeps_the_later(store: RedisStore) -> No
     assert (await store.get_collection("c")) == (b'{"params": 1}', 1)
 
 
-async def test_delete_removes_everything(store: RedisStore, sync_redis: redis.Redis) -> None:
+async def test_delete_removes_everything(store: Store, sync_client: redis.Redis | redis.RedisCluster) -> None:
     k = await new_collection(store)
     sigs, bands = random_batch(2)
     bands[1, 3] = bands[0, 3]
@@ -151,12 +152,13 @@ async def test_delete_removes_everything(store: RedisStore, sync_redis: redis.Re
     assert await store.lookup(k, [b"a", b"b"]) == [None, (await store.lookup(k, [b"b"]))[0]]
     probe = await send(store, k, ["q"], sigs[:1], bands[:1], mode="read")
     assert isinstance(probe, CheckReply) and probe.candidates == [[2]]  # only b's shared bucket
-    assert sync_redis.hget(k.state, "docs") == b"1"
-    assert sync_redis.hget(k.state, "bN") == str(BANDS).encode()  # b's 16 entries, none of a's
-    assert sync_redis.hlen(k.sig_group(0)) == 1 and sync_redis.hlen(k.doc_group(0)) == 1
+    assert sync_client.hget(k.state, "docs") == b"1"
+    if isinstance(store, RedisStore):
+        assert sync_client.hget(k.state, "bN") == str(BANDS).encode()  # b's 16 entries, none of a's
+    assert sync_client.hlen(k.sig_group(0)) == 1 and sync_client.hlen(k.doc_group(0)) == 1
 
 
-async def test_delete_of_a_replaced_version_reports_the_current_one(store: RedisStore) -> None:
+async def test_delete_of_a_replaced_version_reports_the_current_one(store: Store) -> None:
     k = await new_collection(store)
     sigs, bands = random_batch(1)
     await send(store, k, ["a"], sigs, bands)
@@ -166,8 +168,9 @@ async def test_delete_of_a_replaced_version_reports_the_current_one(store: Redis
 
 
 async def test_groups_split_and_every_entry_stays_findable(
-    store: RedisStore, sync_redis: redis.Redis
+    standalone_store: RedisStore, sync_redis: redis.Redis
 ) -> None:
+    store, sync_client = standalone_store, sync_redis
     k = await new_collection(store)
     n = 3000
     sigs, bands = random_batch(n)
@@ -177,14 +180,14 @@ async def test_groups_split_and_every_entry_stays_findable(
         assert isinstance(reply, CheckReply)
     state = {
         str(f, "ascii") if isinstance(f, bytes) else f: int(v)
-        for f, v in sync_redis.hgetall(k.state).items()
+        for f, v in sync_client.hgetall(k.state).items()
         if f != b"gen"
     }
     groups = 2 ** state["bL"] + state["bS"]
     assert state["bN"] == n * BANDS
     assert state["bN"] / groups <= 32  # split as it grew, with no size declared up front
-    assert sync_redis.object("encoding", k.band_group(0)) == b"listpack"
-    assert sync_redis.object("encoding", k.sig_group(0)) == b"listpack"
+    assert sync_client.object("encoding", k.band_group(0)) == b"listpack"
+    assert sync_client.object("encoding", k.sig_group(0)) == b"listpack"
     probe = await send(store, k, [f"q{i}" for i in range(0, n, 97)], sigs[::97], bands[::97], mode="read")
     assert isinstance(probe, CheckReply)
     assert probe.candidates == [[i + 1] for i in range(0, n, 97)]
@@ -192,10 +195,10 @@ async def test_groups_split_and_every_entry_stays_findable(
     assert [f.ordinal if f else None for f in found] == [i + 1 for i in range(0, n, 97)]
     # Dropping the collection removes every key it had, found from its state alone.
     assert await store.drop_collection("c") is True
-    assert sync_redis.dbsize() == 0
+    assert sync_client.dbsize() == 0
 
 
-async def test_stale_generation_and_missing_collection_are_reported(store: RedisStore) -> None:
+async def test_stale_generation_and_missing_collection_are_reported(store: Store) -> None:
     from app.storage.errors import CollectionMissing, GenerationChanged
 
     k = await new_collection(store)
@@ -207,7 +210,7 @@ async def test_stale_generation_and_missing_collection_are_reported(store: Redis
         await send(store, k, ["a"], sigs, bands)
 
 
-async def test_scripts_are_reloaded_after_script_flush(store: RedisStore, sync_redis: redis.Redis) -> None:
+async def test_scripts_are_reloaded_after_script_flush(store: Store, sync_client: redis.Redis | redis.RedisCluster) -> None:
     k = await new_collection(store)
-    sync_redis.script_flush()
+    sync_client.script_flush()
     assert await store.lookup(k, [b"a"]) == [None]

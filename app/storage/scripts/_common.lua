@@ -59,11 +59,13 @@ end
 
 -- Returns the state table, or nil and the status to return ('nocollection' or 'stale').
 local function load_state()
-  local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN')
+  local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN',
+    'ttl', 'maxd', 'low')
   if not v[1] then return nil, 'nocollection' end
   if v[1] ~= GEN then return nil, 'stale' end
   return {
     seq = tonumber(v[2]), docs = tonumber(v[3]),
+    ttl = tonumber(v[10]) or 0, maxd = tonumber(v[11]) or 0, low = tonumber(v[12]) or 0,
     band = {prefix = BAND, L = tonumber(v[4]), S = tonumber(v[5]), N = tonumber(v[6]),
             target = BAND_TARGET, hash = band_hash},
     id = {prefix = IDS, L = tonumber(v[7]), S = tonumber(v[8]), N = tonumber(v[9]),
@@ -71,8 +73,15 @@ local function load_state()
   }
 end
 
+-- Ordinals at or below this one are evicted by max_documents (they stop matching at once; the
+-- reclaimer removes their entries later).
+local function floor_of(st)
+  if st.maxd > 0 then return st.seq - st.maxd end
+  return 0
+end
+
 local function save_state(st)
-  redis.call('HSET', KEYS[1], 'seq', st.seq, 'docs', st.docs,
+  redis.call('HSET', KEYS[1], 'seq', st.seq, 'docs', st.docs, 'low', st.low,
     'bL', st.band.L, 'bS', st.band.S, 'bN', st.band.N, 'iL', st.id.L, 'iS', st.id.S, 'iN', st.id.N)
 end
 

@@ -12,6 +12,7 @@
 -- Returns one of
 --   {'ok', {ordinal per doc (0 in read mode)}, {{earliest candidate ordinals} per doc},
 --    {ordinal, signature, record, ...} for candidates that are not documents of this batch}
+--   (candidates evicted by max_documents are left out; expiry by time is the caller's check)
 --   {'replace', {i, ordinal, signature, ...}}: these ids exist and the client did not send the band keys
 --     of the stored version (needed to remove it): nothing was written, call again with them
 --   {'nocollection'} / {'stale'} (the collection was dropped / recreated)
@@ -105,6 +106,14 @@ for i = 1, n do
     end
   end
   -- Ordinals are stamps: the earliest candidates are the ones that can be duplicate_of.
+  local floor = floor_of(st)
+  if floor > 0 then
+    local live = {}
+    for _, c in ipairs(found) do
+      if c > floor then live[#live + 1] = c end
+    end
+    found = live
+  end
   table.sort(found)
   while #found > max_candidates do table.remove(found) end
   for _, c in ipairs(found) do

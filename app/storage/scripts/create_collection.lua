@@ -2,6 +2,7 @@
 --
 -- KEYS[1] registry hash   KEYS[2] the collection's state hash
 -- ARGV[1] name   ARGV[2] parameters JSON (with its gen)   ARGV[3] gen
+-- ARGV[4] retention in ms (0: none)   ARGV[5] max documents (0: no limit)
 -- Returns {'created'} or {'exists', stored parameters JSON}
 
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
@@ -9,5 +10,6 @@ if existing then return {'exists', existing} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'gen', ARGV[3], 'seq', 0, 'docs', 0,
-  'bL', 0, 'bS', 0, 'bN', 0, 'iL', 0, 'iS', 0, 'iN', 0)
+  'bL', 0, 'bS', 0, 'bN', 0, 'iL', 0, 'iS', 0, 'iN', 0,
+  'ttl', tonumber(ARGV[4]) or 0, 'maxd', tonumber(ARGV[5]) or 0, 'low', 0)
 return {'created'}

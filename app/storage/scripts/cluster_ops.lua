@@ -1,0 +1,79 @@
+#!lua flags=allow-cross-slot-keys
+-- cluster_ops.lua: (Redis Cluster) one node's share of a batch's writes, in one call: the client
+-- groups every key of the batch by the node that owns its slot (keys are passed in ARGV, not KEYS:
+-- they span many slots of this node, which allow-cross-slot-keys permits for local keys only).
+--
+-- ARGV, in sections, each a count then its tuples, applied in this order:
+--   appends  (key, field, o4):       add ordinal o4 (4 bytes) to the bucket, unless already there
+--   removals (key, field, o4):       take o4 out of the bucket; delete the field when it empties
+--   sets     (key, field, value):    HSET (signatures, records)
+--   deletes  (key, field):           HDEL
+--   swaps    (key, id, expected, new): compare-and-set of the id table: if the id names `expected`
+--            ('' = absent), set it to `new` ('' = delete) and answer 1; if it names `new` already (a
+--            retry), answer 2; else answer the current value ('' = absent)
+--   unlinks  (key):                  UNLINK (a dropped collection's keys)
+-- Returns {new band fields created, {swap answers}}
+
+local pos = 1
+local function section(width)
+  local count = tonumber(ARGV[pos])
+  local first = pos + 1
+  pos = first + count * width
+  return first, count
+end
+
+local function has(value, o4)
+  for q = 1, #value, 4 do
+    if string.sub(value, q, q + 3) == o4 then return q end
+  end
+  return nil
+end
+
+local created = 0
+local first, count = section(3)
+for i = first, first + 3 * (count - 1), 3 do
+  local key, field, o4 = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if redis.call('HSETNX', key, field, o4) == 1 then
+    created = created + 1
+  else
+    local value = redis.call('HGET', key, field)
+    if not has(value, o4) then redis.call('HSET', key, field, value .. o4) end
+  end
+end
+
+first, count = section(3)
+for i = first, first + 3 * (count - 1), 3 do
+  local key, field, o4 = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local value = redis.call('HGET', key, field)
+  if value then
+    local q = has(value, o4)
+    if q then
+      value = string.sub(value, 1, q - 1) .. string.sub(value, q + 4)
+      if #value == 0 then redis.call('HDEL', key, field) else redis.call('HSET', key, field, value) end
+    end
+  end
+end
+
+first, count = section(3)
+for i = first, first + 3 * (count - 1), 3 do redis.call('HSET', ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
+
+first, count = section(2)
+for i = first, first + 2 * (count - 1), 2 do redis.call('HDEL', ARGV[i], ARGV[i + 1]) end
+
+local answers = {}
+first, count = section(4)
+for i = first, first + 4 * (count - 1), 4 do
+  local key, id, expected, new = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local cur = redis.call('HGET', key, id) or ''
+  if cur == expected then
+    if new == '' then redis.call('HDEL', key, id) else redis.call('HSET', key, id, new) end
+    answers[#answers + 1] = 1
+  elseif cur == new then
+    answers[#answers + 1] = 2
+  else
+    answers[#answers + 1] = cur
+  end
+end
+first, count = section(1)
+for i = first, first + count - 1 do redis.call('UNLINK', ARGV[i]) end
+return {created, answers}

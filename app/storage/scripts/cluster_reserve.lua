@@ -1,0 +1,20 @@
+-- cluster_reserve.lua: (Redis Cluster) phase 0 of a check: take n ordinals from the collection's
+-- sequence and mark them pending (appended soon, not stamped: later than any check that reads them).
+--
+-- KEYS[1] state hash   KEYS[2] pending hash
+-- ARGV[1] gen the client computed for   ARGV[2] n   ARGV[3] now (ms)
+-- Returns {'ok', first ordinal, band groups, id groups} or {'nocollection'} / {'stale'}
+
+local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'bG', 'iG')
+if not v[1] then return {'nocollection'} end
+if v[1] ~= ARGV[1] then return {'stale'} end
+local n, seq = tonumber(ARGV[2]), tonumber(v[2])
+if seq + n > 4294967295 then return redis.error_reply('ordinals of this collection exhausted') end
+redis.call('HSET', KEYS[1], 'seq', seq + n)
+local marks = {}
+for o = seq + 1, seq + n do
+  marks[#marks + 1] = o
+  marks[#marks + 1] = ARGV[3]
+end
+if n > 0 then redis.call('HSET', KEYS[2], unpack(marks)) end
+return {'ok', seq + 1, tonumber(v[3]), tonumber(v[4])}
