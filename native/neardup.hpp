@@ -49,7 +49,6 @@ struct ByteBuffer {
 // Buffers reused from one text to the next (and, per thread, from one call to the next).
 struct TextScratch {
   std::vector<uint32_t> a, b, seg, tmp;
-  std::vector<uint64_t> tokens;
   std::vector<uint8_t> bytes;
   ByteBuffer utf8;
   // Drop buffers that a huge text grew past `limit` bytes, so one 10 MB text does not pin memory.

@@ -73,9 +73,10 @@ inline uint64_t token_step(uint64_t h, uint64_t v) {
   return h ^ (h >> 32);
 }
 
-// Mask of the low `bytes` bytes of a word (0 to 8), without a branch.
+// Mask of the low `bytes` bytes of a word (0 to 8), without a branch: two half shifts, so that 8 bytes
+// shift the 1 out (giving all ones after the -1) instead of shifting by 64, which is undefined.
 inline uint64_t low_bytes_mask(size_t bytes) {
-  return bytes ? ~0ull >> ((64 - 8 * bytes) & 63) : 0;
+  return ((uint64_t{1} << (4 * bytes)) << (4 * bytes)) - 1;
 }
 
 // Up to 8 bytes at p (fewer when len < 8), zero-padded; reads past p+len only inside the buffer.
@@ -132,6 +133,39 @@ inline uint64_t token_hash(const uint8_t* p, size_t len, const uint8_t* end) {
 }
 
 inline uint32_t shingle_key(uint64_t s) { return static_cast<uint32_t>(((s ^ (s >> 31)) * kShingleM3) >> 32); }
+
+// Turns the stream of token hashes into shingle keys as the tokens arrive: the rolling polynomial over
+// the last n tokens (n <= 64, kept in a ring), so no list of tokens is built and read back.
+class ShingleRoller {
+ public:
+  ShingleRoller(size_t n, std::vector<uint32_t>& out) : n_(n), out_(out) {}
+  inline void push(uint64_t t) {
+    if (count_ < n_) {
+      ring_[count_ & kMask] = t;
+      s_ = s_ * kShingleP + t;
+      power_ *= kShingleP;
+      if (++count_ == n_) out_.push_back(shingle_key(s_));
+      return;
+    }
+    const uint64_t oldest = ring_[(count_ - n_) & kMask];
+    ring_[count_ & kMask] = t;
+    ++count_;
+    s_ = s_ * kShingleP + t - oldest * power_;
+    out_.push_back(shingle_key(s_));
+  }
+  // Fewer tokens than n: one shingle of all of them.
+  inline void finish() {
+    if (count_ > 0 && count_ < n_) out_.push_back(shingle_key(s_));
+  }
+
+ private:
+  static constexpr size_t kMask = 127;  // ring of 128 >= 2 * max n: the oldest is read before overwritten
+  size_t n_;
+  std::vector<uint32_t>& out_;
+  uint64_t ring_[kMask + 1];
+  size_t count_ = 0;
+  uint64_t s_ = 0, power_ = 1;
+};
 
 // ---- ASCII tables, derived from the generated ones so both paths agree ---------------------------
 
@@ -339,15 +373,13 @@ inline void append_utf8(uint32_t cp, std::vector<uint8_t>& out) {
   }
 }
 
-// Collects each token's UTF-8 bytes and emits its hash T.
+// Collects each token's UTF-8 bytes and hands its hash T to the roller.
 struct HashSink {
-  std::vector<uint64_t>& tokens;
+  ShingleRoller& roller;
   std::vector<uint8_t>& bytes;
   inline void begin() { bytes.clear(); }
   inline void add(uint32_t cp) { append_utf8(cp, bytes); }
-  inline void end() {
-    tokens.push_back(token_hash<false>(bytes.data(), bytes.size(), bytes.data() + bytes.size()));
-  }
+  inline void end() { roller.push(token_hash<false>(bytes.data(), bytes.size(), bytes.data() + bytes.size())); }
 };
 
 struct TextSink {
@@ -430,7 +462,7 @@ inline size_t classify_block(const uint8_t* s, size_t n, size_t base, size_t fro
 
 // kLower: lower-case ASCII bytes while hashing (only for pure ASCII text; UTF-8 arrives lowered).
 template <bool kLower>
-void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, std::vector<uint64_t>& tokens) {
+void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, ShingleRoller& tokens) {
   const uint8_t* end = s + n;
   size_t open = SIZE_MAX;  // start of a word that runs into the next block
   uint64_t carry = 0;      // was the last byte of the previous block inside a word
@@ -466,7 +498,7 @@ void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, std:
         if (!ends) break;
         const size_t e = base + static_cast<size_t>(__builtin_ctzll(ends));
         ends &= ends - 1;
-        tokens.push_back(token_hash<kLower>(s + open, e - open, end));
+        tokens.push(token_hash<kLower>(s + open, e - open, end));
         open = SIZE_MAX;
       }
       if (!starts) break;
@@ -474,7 +506,7 @@ void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, std:
       starts &= starts - 1;
     }
   }
-  if (open != SIZE_MAX) tokens.push_back(token_hash<kLower>(s + open, n - open, end));
+  if (open != SIZE_MAX) tokens.push(token_hash<kLower>(s + open, n - open, end));
 }
 
 inline uint8_t* put_utf8(uint8_t* o, uint32_t cp) {
@@ -586,7 +618,7 @@ bool needs_nfkc(const CU* s, size_t n) {
 // Word tokens of a non-ASCII text: NFKC only if some character needs it, lower + UTF-8, then words.
 template <typename CU>
 void general_word_hashes(const CU* s, size_t n, const TextOptions& o, const Kernels& kernels,
-                         TextScratch& sc, std::vector<uint64_t>& tokens) {
+                         TextScratch& sc, ShingleRoller& tokens) {
   if (o.normalize && needs_nfkc(s, n)) {
     nfkc(s, n, sc.tmp, sc.seg, sc.a);
     lower_encode(sc.a.data(), sc.a.size(), o.lowercase, sc.utf8);
@@ -656,43 +688,26 @@ void run_tokenizer(const TextView& t, const TextOptions& o, TextScratch& sc, Sin
 
 void shingle_hashes(const TextView& text, const TextOptions& options, const Kernels& kernels,
                     TextScratch& scratch, std::vector<uint32_t>& out) {
-  std::vector<uint64_t>& tokens = scratch.tokens;
-  tokens.clear();
+  out.reserve(out.size() + text.length / 4 + 16);
+  ShingleRoller roller(static_cast<size_t>(options.size), out);
   if (!options.char_shingles && text.ascii) {
     const uint8_t* s = static_cast<const uint8_t*>(text.data);
     if (options.lowercase)
-      word_hashes<true>(s, text.length, kernels.ascii_word_mask, tokens);
+      word_hashes<true>(s, text.length, kernels.ascii_word_mask, roller);
     else
-      word_hashes<false>(s, text.length, kernels.ascii_word_mask, tokens);
+      word_hashes<false>(s, text.length, kernels.ascii_word_mask, roller);
   } else if (!options.char_shingles) {
     if (text.kind == 1)
-      general_word_hashes(static_cast<const uint8_t*>(text.data), text.length, options, kernels, scratch, tokens);
+      general_word_hashes(static_cast<const uint8_t*>(text.data), text.length, options, kernels, scratch, roller);
     else if (text.kind == 2)
-      general_word_hashes(static_cast<const uint16_t*>(text.data), text.length, options, kernels, scratch, tokens);
+      general_word_hashes(static_cast<const uint16_t*>(text.data), text.length, options, kernels, scratch, roller);
     else
-      general_word_hashes(static_cast<const uint32_t*>(text.data), text.length, options, kernels, scratch, tokens);
+      general_word_hashes(static_cast<const uint32_t*>(text.data), text.length, options, kernels, scratch, roller);
   } else {
-    HashSink sink{tokens, scratch.bytes};
+    HashSink sink{roller, scratch.bytes};
     run_tokenizer(text, options, scratch, sink);
   }
-  const size_t m = tokens.size();
-  const size_t n = static_cast<size_t>(options.size);
-  if (m == 0) return;
-  const size_t width = std::min(m, n);
-  uint64_t s = 0, p_width = 1;
-  for (size_t i = 0; i < width; ++i) {
-    s = s * kShingleP + tokens[i];
-    p_width *= kShingleP;
-  }
-  const size_t count = m - width + 1;
-  const size_t base = out.size();
-  out.resize(base + count);
-  uint32_t* dst = out.data() + base;
-  dst[0] = shingle_key(s);
-  for (size_t j = 1; j < count; ++j) {
-    s = s * kShingleP + tokens[j + width - 1] - tokens[j - 1] * p_width;
-    dst[j] = shingle_key(s);
-  }
+  roller.finish();
 }
 
 std::u32string normalized_text(const TextView& text, const TextOptions& options) {
@@ -724,7 +739,6 @@ void TextScratch::trim(size_t limit) {
   drop(b);
   drop(seg);
   drop(tmp);
-  drop(tokens);
   drop(bytes);
   if (utf8.capacity > limit) utf8 = ByteBuffer();
 }
