@@ -13,6 +13,7 @@ from fastapi import Depends, Path, Request
 from app.api.errors import invalid
 from app.api.limits import Limits, collection_name_problem
 from app.api.metrics import Metrics
+from app.api.models import COLLECTION_NAME_PATTERN
 from app.domain import Index
 from app.settings import Settings
 
@@ -41,8 +42,22 @@ def get_metrics(request: Request) -> Metrics:
 
 
 def collection_name(
-    name: Annotated[str, Path(description="the collection's name", examples=["default"])],
+    request: Request,
+    name: Annotated[
+        str,
+        Path(
+            description="the collection's name",
+            examples=["default"],
+            # Documented for clients; checked below, with a message that says what to change.
+            json_schema_extra={"pattern": COLLECTION_NAME_PATTERN},
+        ),
+    ],
 ) -> str:
+    if request.scope["path"].endswith("\n"):
+        # Starlette matches routes with `$`, which also matches before a final line break: without
+        # this, ".../documents/a%0A" would silently address document "a", and ".../default%0A" the
+        # collection "default". Neither ids nor names can contain a line break, so refuse the path.
+        raise invalid(("path",), "the path ends with a line break (%0A); ids and names cannot contain one")
     if problem := collection_name_problem(name):
         raise invalid(("path", "name"), problem)
     return name

@@ -159,6 +159,15 @@ def _validation_error(request: Request, exc: Exception) -> Response:
 def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    if exc.status_code == 404 and message == "Not Found" and "\n" in request.scope["path"]:
+        # Route patterns stop at a line break, so an id or name holding one (%0A) matches no route:
+        # say what is wrong with the request rather than that the endpoint does not exist.
+        return error_response(
+            422,
+            "invalid_request",
+            "path: the path contains a line break (%0A); ids and names cannot contain one",
+            detail=[{"loc": ["path"], "msg": "ids and names cannot contain a line break"}],
+        )
     if exc.status_code == 404 and message == "Not Found":
         message = f"no such endpoint: {request.method} {request.url.path}; see /docs"
     elif exc.status_code == 405:

@@ -12,6 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: The collection name alphabet as a JSON Schema (ECMA) pattern (enforced by app.api.limits).
+COLLECTION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
 Metadata = dict[str, Any]
 
 _ID = Field(
@@ -43,6 +46,8 @@ class CollectionCreate(RequestBody):
         max_length=64,
         description="1-64 letters, digits, '_', '.' or '-', starting with a letter or digit",
         examples=["pages"],
+        # Documented, not enforced here: the route refuses other names with a clearer message.
+        json_schema_extra={"pattern": COLLECTION_NAME_PATTERN},
     )
     threshold: float | None = Field(
         default=None,
@@ -50,7 +55,9 @@ class CollectionCreate(RequestBody):
         lt=1.0,
         description="near-duplicate threshold on estimated Jaccard (default 0.8)",
     )
-    num_perm: int | None = Field(default=None, ge=16, le=1024, description="signature length (default 128)")
+    num_perm: int | None = Field(
+        default=None, ge=16, le=1024, multiple_of=8, description="signature length (default 128)"
+    )
     shingle: Literal["word", "char"] | None = Field(
         default=None, description="features: word n-grams or character n-grams (default word)"
     )
