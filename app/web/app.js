@@ -66,7 +66,11 @@ function drawCurve(c) {
   }
   svg.append(svgElement("polyline", { class: "curve", points: points.join(" ") }));
   svg.append(svgElement("line", { class: "threshold", x1: x(c.threshold), x2: x(c.threshold), y1: y(0), y2: y(1) }));
-  svg.append(svgElement("text", { x: x(c.threshold) + 4, y: top + 10 }, "t = " + c.threshold));
+  // The label goes on the side of the dashed line away from the curve's steep part.
+  const right = c.threshold <= 0.5;
+  svg.append(svgElement("text", {
+    x: x(c.threshold) + (right ? 4 : -4), y: top + 10, "text-anchor": right ? "start" : "end",
+  }, "t = " + c.threshold));
 }
 
 function showParams(c) {

@@ -1,0 +1,112 @@
+"""The page at ``GET /`` in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven
+by selenium; no browser is ever downloaded): paste a text with a stored near-duplicate, click, see the
+match and its similarity, the collection's parameters, document count and S-curve; keep a screenshot."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.client import Client, NotFound
+
+selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip install '.[test]')")
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service as DriverService  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1280,900",
+]
+
+ORIGINAL = (
+    "The lighthouse on the northern point was built in 1874, after two ships ran aground on the reef in a "
+    "single winter. Its first keeper, a retired sailor named Thomas Avery, kept a logbook in which he noted "
+    "the weather every four hours, the ships that passed, and the birds that struck the lantern glass during "
+    "the autumn migration. The lamp burned whale oil at first, then kerosene, and finally electricity when a "
+    "cable was laid across the bay in 1931."
+)
+PASTED = ORIGINAL.replace("retired sailor", "retired seaman").replace("The lamp", "THE LAMP")
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.skip(
+            "Debian's chromium and chromium-driver are not installed "
+            "(scripts/test.sh installs them when run as root: apt-get install chromium chromium-driver)"
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=DriverService(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_paste_find_and_see_the_match(service: Any, browser: Any, tmp_path: Path) -> None:
+    with Client(service.url) as nd:
+        with contextlib.suppress(NotFound):
+            nd.delete_collection("web")
+        nd.create_collection("web", threshold=0.6)
+        nd.check("web", "lighthouse-1874", ORIGINAL, metadata={"url": "https://example.org/lighthouse"})
+        nd.check("web", "unrelated", "Compilers allocate registers and spill values to memory when short.")
+        expected = nd.query("web", PASTED)[0]
+    assert expected.id == "lighthouse-1874"
+
+    browser.get(f"{service.url}/?collection=web")
+    wait = WebDriverWait(browser, 15)
+    wait.until(ec.text_to_be_present_in_element((By.ID, "params-name"), "web"))
+    assert Select(browser.find_element(By.ID, "collection")).first_selected_option.text == "web"
+    params = browser.find_element(By.ID, "params-list").text
+    assert "documents\n2" in params and "0.6" in params
+    curve = browser.find_element(By.CSS_SELECTOR, "#s-curve polyline.curve")
+    assert len(curve.get_attribute("points").split()) == 201
+
+    browser.find_element(By.ID, "text").send_keys(PASTED)
+    browser.find_element(By.ID, "find").click()
+    row = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#matches tr.match")))
+    assert row.find_element(By.CSS_SELECTOR, "td.id").text == "lighthouse-1874"
+    assert row.find_element(By.CSS_SELECTOR, "td.similarity").text == f"{expected.similarity:.3f}"
+    assert "example.org/lighthouse" in row.find_element(By.CSS_SELECTOR, "td.metadata").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#matches tr.match")) == 1
+    assert "1 match" in browser.find_element(By.ID, "status").text
+
+    screenshot = tmp_path / "page.png"
+    assert browser.save_screenshot(str(screenshot))
+    data = screenshot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+    if keep := os.environ.get("NEARDUP_SCREENSHOT"):  # to look at it: NEARDUP_SCREENSHOT=page.png
+        shutil.copyfile(screenshot, keep)
+
+
+def test_static_files(service: Any) -> None:
+    with httpx.Client(base_url=service.url) as http:
+        page = http.get("/")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert "/web/app.js" in page.text
+        assert http.get("/web/app.js").headers["content-type"].startswith("text/javascript")
+        assert http.get("/web/style.css").headers["content-type"].startswith("text/css")
+        assert http.get("/web/index.html").status_code == 404  # only the listed assets
+        assert http.get("/web/..%2Fapi%2F__init__.py").status_code == 404
