@@ -14,8 +14,8 @@ SCRIPTS = {"sketch": "bench_sketch.py", "service": "bench_service.py"}
 
 
 def bench_dir() -> Path:
-    """``bench/`` next to the package in a checkout, else in the current directory."""
-    for candidate in (Path(__file__).resolve().parents[2] / "bench", Path.cwd() / "bench"):
+    """``bench/`` in the current directory (the root of a checkout), else next to the source package."""
+    for candidate in (Path.cwd() / "bench", Path(__file__).resolve().parents[2] / "bench"):
         if (candidate / SCRIPTS["sketch"]).exists() or (candidate / SCRIPTS["service"]).exists():
             return candidate
     raise CliError(

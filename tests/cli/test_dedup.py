@@ -14,6 +14,13 @@ from typing import Any
 from app.commands.dedup import UnionFind
 
 
+def neardup_command() -> list[str]:
+    """The installed console script next to this interpreter (``python -m app.cli`` from the repository
+    root would import the source tree, which has no compiled module in a fresh clone)."""
+    script = Path(sys.executable).with_name("neardup")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+
+
 def words(rng: random.Random, n: int = 60) -> list[str]:
     return [f"w{rng.randrange(100_000)}" for _ in range(n)]
 
@@ -21,7 +28,7 @@ def words(rng: random.Random, n: int = 60) -> list[str]:
 def neardup(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
+        [*neardup_command(), *args],
         input=stdin,
         capture_output=True,
         text=True,

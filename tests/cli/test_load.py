@@ -15,6 +15,14 @@ from typing import Any
 
 import httpx
 
+
+def neardup_command() -> list[str]:
+    """The installed console script next to this interpreter (``python -m app.cli`` from the repository
+    root would import the source tree, which has no compiled module in a fresh clone)."""
+    script = Path(sys.executable).with_name("neardup")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+
+
 BASE = (
     "The lighthouse on the northern point was built in 1874 after two ships ran aground on the reef in a "
     "single winter and its first keeper kept a logbook of the weather the ships and the birds"
@@ -41,7 +49,7 @@ def write_jsonl(path: Path, docs: list[dict[str, Any]], extra: list[str] = ()) -
 def neardup(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
+        [*neardup_command(), *args],
         input=stdin.decode() if stdin is not None else None,
         capture_output=True,
         text=True,
@@ -148,10 +156,7 @@ def test_resumes_after_an_interruption(service: Any, tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "big.jsonl", docs)
     checkpoint = tmp_path / "big.jsonl.neardup-checkpoint"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
-    command = [
-        sys.executable,
-        "-m",
-        "app.cli",
+    arguments = [
         "load",
         str(source),
         "-c",
@@ -165,7 +170,9 @@ def test_resumes_after_an_interruption(service: Any, tmp_path: Path) -> None:
         "5",
         "--json",
     ]
-    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = subprocess.Popen(
+        [*neardup_command(), *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     try:
         deadline = time.monotonic() + 30
         while not checkpoint.exists() and time.monotonic() < deadline and first.poll() is None:
@@ -181,7 +188,7 @@ def test_resumes_after_an_interruption(service: Any, tmp_path: Path) -> None:
     acknowledged = json.loads(checkpoint.read_text())["records"]
     assert 0 < acknowledged < len(docs)
 
-    second = neardup(*command[3:])
+    second = neardup(*arguments)
     assert second.returncode == 0, second.stderr
     summary = json.loads(second.stdout)
     assert summary["resumed_at"] == acknowledged

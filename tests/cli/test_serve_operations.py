@@ -69,6 +69,9 @@ def test_json_logs_and_graceful_shutdown(start_service: Any, tmp_path: Path) -> 
 
     def slow_body() -> Iterator[bytes]:
         yield body[:half]
+        # Let the server parse the headers first: a connection without a request yet is idle, and
+        # uvicorn rightly closes idle connections at shutdown.
+        time.sleep(0.5)
         running.process.send_signal(signal.SIGTERM)
         signalled.set()
         time.sleep(0.5)  # the server is shutting down meanwhile
