@@ -21,7 +21,7 @@ from app.api.limits import Limits
 from app.api.metrics import Metrics, MetricsMiddleware
 from app.domain import CollectionParams, Index, StoreUnavailable
 from app.settings import Settings
-from app.storage import EmbeddedValkey, RedisStore
+from app.storage import ClusterStore, EmbeddedValkey, RedisStore, Store
 
 log = logging.getLogger("neardup")
 
@@ -76,7 +76,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             embedded = EmbeddedValkey(settings.data_dir)
             url = embedded.start()
             log.info("embedded valkey on %s, data in %s", url, settings.data_dir)
-        store = RedisStore.from_url(url, timeout=settings.store_timeout)
+        store: Store
+        if settings.redis_cluster:
+            store = ClusterStore.from_url(url, timeout=settings.store_timeout)
+        else:
+            store = RedisStore.from_url(url, timeout=settings.store_timeout)
         index = Index(store, observer=metrics)
         default = DefaultCollection(default_params(settings))
         await default.ensure(index)

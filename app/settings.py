@@ -29,6 +29,11 @@ class Settings(BaseSettings):
         default=None,
         description="redis://, rediss:// or unix:// URL of the store; unset => start an embedded Valkey",
     )
+    redis_cluster: bool = Field(
+        default=False,
+        description="redis_url names one node of a Redis Cluster: use the cluster client (keys spread "
+        "over all shards, see the README)",
+    )
     data_dir: Path = Field(
         default=Path("neardup-data"),
         description="directory of the embedded Valkey's append-only file (unused with redis_url)",
@@ -102,6 +107,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"max_text_bytes ({self.max_text_bytes}) exceeds max_body_bytes ({self.max_body_bytes}): "
                 "a request could never carry the largest text allowed"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _cluster_needs_a_url(self) -> Settings:
+        if self.redis_cluster and (self.redis_url is None or self.redis_url.startswith("unix://")):
+            raise ValueError(
+                "redis_cluster needs redis_url: the redis:// or rediss:// URL of any node of the cluster"
             )
         return self
 

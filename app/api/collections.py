@@ -42,6 +42,8 @@ async def create_collection(body: CollectionCreate, service: ServiceDep, setting
         size=settings.default_size if body.size is None else body.size,
         bands=body.bands,
         rows=body.rows,
+        ttl_seconds=body.ttl_seconds,
+        max_documents=body.max_documents,
     )
     stored, created = await service.create_collection(params)
     if created:

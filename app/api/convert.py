@@ -21,6 +21,8 @@ def params_dict(params: CollectionParams, documents: int | None = None) -> dict[
         "bands": params.bands,
         "rows": params.rows,
         "seed": params.seed,
+        "ttl_seconds": params.ttl_seconds,
+        "max_documents": params.max_documents,
         "documents": documents,
     }
 

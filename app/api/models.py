@@ -66,6 +66,20 @@ class CollectionCreate(RequestBody):
     rows: int | None = Field(
         default=None, ge=1, description="slots per band; chosen from the threshold if unset"
     )
+    ttl_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=315_360_000,
+        description="retention: a document stops matching this many seconds after its insertion, and "
+        "its entries are reclaimed (default: kept forever)",
+    )
+    max_documents: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**31,
+        description="keep only the most recent insertions: older ones stop matching and are "
+        "reclaimed (default: no limit)",
+    )
 
 
 class CollectionOut(BaseModel):
@@ -77,6 +91,8 @@ class CollectionOut(BaseModel):
     bands: int
     rows: int
     seed: int
+    ttl_seconds: int | None = Field(default=None, description="retention in seconds, if any")
+    max_documents: int | None = Field(default=None, description="most recent insertions kept, if limited")
     documents: int | None = Field(default=None, description="number of documents stored")
 
 

@@ -4,6 +4,7 @@ stored signatures and first-seen order taken from the store's stamps (one script
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import secrets
 import time
@@ -44,10 +45,9 @@ from app.domain.models import (
     check_document,
 )
 from app.domain.observer import IndexObserver, NullObserver
-from app.storage import RedisStore
 from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from app.storage.keys import CollectionKeys
-from app.storage.store import CheckReply, Mode, NeedOldBands
+from app.storage.store import CheckReply, Mode, NeedOldBands, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
 MAX_BATCH = 1000
@@ -80,8 +80,12 @@ def _match_floor(params: CollectionParams, min_similarity: float | None) -> floa
     return verification_floor(params.threshold, params.num_perm)
 
 
-#: Stamps given to batch documents in read-only checks: after every stored ordinal (< 2^32).
-_VIRTUAL_STAMP = 2**40
+#: Stamps given to batch documents in read-only checks: after every stored stamp (< 2^53).
+_VIRTUAL_STAMP = 2**60
+#: Expired or evicted documents reclaimed per write, at least (and twice the batch): reclaiming
+#: keeps pace with inserting, so memory stays flat, and no request pays for a backlog at once.
+_RECLAIM_PER_WRITE = 64
+log = logging.getLogger("neardup.index")
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,7 @@ def _decode_params(raw: bytes) -> _Collection:
 class Index:
     """Near-duplicate index over a store. One instance per process; safe for concurrent use."""
 
-    def __init__(self, store: RedisStore, *, threads: int = 1, observer: IndexObserver | None = None) -> None:
+    def __init__(self, store: Store, *, threads: int = 1, observer: IndexObserver | None = None) -> None:
         """``threads``: threads the native core may use for one batch's signatures. ``observer`` is told
         about signature time, store calls and verification (metrics)."""
         self._store = store
@@ -156,7 +160,13 @@ class Index:
             raise InvalidParameters("params must be CollectionParams (use CollectionParams.create)")
         gen = secrets.token_hex(6)
         async with self._storage(params.name):
-            existing = await self._store.create_collection(params.name, _encode_params(params, gen), gen)
+            existing = await self._store.create_collection(
+                params.name,
+                _encode_params(params, gen),
+                gen,
+                ttl_ms=(params.ttl_seconds or 0) * 1000,
+                max_documents=params.max_documents or 0,
+            )
         if existing is None:
             self._collections[params.name] = _Collection(params, CollectionKeys(params.name, gen))
             return params, True
@@ -238,7 +248,10 @@ class Index:
         mode: Mode = "insert" if insert else "read"
         collection, batch, reply, _ = await self._run(name, docs, metas, mode)
         threshold = _match_floor(collection.params, min_similarity)
-        return self._results(collection, docs, batch, reply, threshold, inserted=insert)
+        results = self._results(collection, docs, batch, reply, threshold, inserted=insert)
+        if insert:
+            await self._reclaim(collection, len(docs))
+        return results
 
     async def query(
         self, name: str, text: str, *, limit: int = 10, min_similarity: float | None = None
@@ -260,7 +273,8 @@ class Index:
         """Insert or replace without reporting matches (it still takes its place in first-seen order)."""
         check_document(doc)
         meta = records.encode_metadata(doc.id, doc.metadata)
-        _, _, _, inserted_ms = await self._run(name, [doc], [meta], "put")
+        collection, _, _, inserted_ms = await self._run(name, [doc], [meta], "put")
+        await self._reclaim(collection, 1)
         return StoredDocument(doc.id, doc.metadata, inserted_ms / 1000.0)
 
     async def get_document(self, name: str, doc_id: str) -> StoredDocument:
@@ -274,7 +288,7 @@ class Index:
                     )
             except GenerationChanged:
                 continue
-            if found is None or not found.record:
+            if found is None or not found.record or _expired(collection.params, found.record):
                 raise DocumentNotFound(name, doc_id)
             stored_id, inserted_at, metadata = records.unpack(found.record)
             return StoredDocument(stored_id, metadata, inserted_at)
@@ -288,6 +302,8 @@ class Index:
             try:
                 async with self._storage(name):
                     [found] = await self._store.lookup(collection.keys, [raw_id])
+                    if found is not None and found.record and _expired(collection.params, found.record):
+                        found = None  # expired: gone for clients; the reclaimer removes it
                     while found is not None:
                         old = stored_band_keys(collection.params, found.signature)
                         outcome = await self._store.delete(collection.keys, raw_id, found.ordinal, old)
@@ -359,20 +375,21 @@ class Index:
         n = len(docs)
         num_perm = collection.params.num_perm
         # One matrix of every signature a candidate can point at: the batch's, then the fetched ones.
+        oldest_ms = _oldest_live_ms(collection.params)
         fetched = [
             (ordinal, sig, rec)
             for ordinal, (sig, rec) in reply.fetched.items()
-            if len(sig) == 4 * num_perm and rec
+            if len(sig) == 4 * num_perm and rec and records.inserted_ms(rec) >= oldest_ms
         ]
         pool = np.concatenate([batch.signatures, signature_matrix([f[1] for f in fetched], num_perm)])
         # row in pool, stamp (first-seen order), id, metadata of each candidate ordinal
         known: dict[int, tuple[int, int, str, Metadata | None]] = {}
         for i, ordinal in enumerate(reply.ordinals):
             if ordinal:
-                known[ordinal] = (i, ordinal, docs[i].id, docs[i].metadata)
+                known[ordinal] = (i, reply.stamp(ordinal), docs[i].id, docs[i].metadata)
         for row, (ordinal, _, rec) in enumerate(fetched, start=n):
             stored_id, _, metadata = records.unpack(rec)
-            known[ordinal] = (row, ordinal, stored_id, metadata)
+            known[ordinal] = (row, reply.stamp(ordinal), stored_id, metadata)
         in_batch = earlier_in_batch(batch.band_keys, batch.empty) if not inserted else {}
 
         results: list[CheckResult] = []
@@ -404,6 +421,35 @@ class Index:
                 )
             )
         return results
+
+    async def _reclaim(self, collection: _Collection, written: int) -> None:
+        """Reclaim expired or evicted documents, a bounded amount per write. Their band keys come
+        from their stored signatures. Best effort: the write itself has succeeded already."""
+        params = collection.params
+        if params.ttl_seconds is None and params.max_documents is None:
+            return
+        try:
+            due = await self._store.due(
+                collection.keys,
+                now_ms=int(time.time() * 1000),
+                limit=max(_RECLAIM_PER_WRITE, 2 * written),
+            )
+            if due:
+                items = [(ordinal, stored_band_keys(params, signature)) for ordinal, signature in due]
+                await self._store.reclaim(collection.keys, items)
+        except (StoreDown, CollectionMissing, GenerationChanged) as error:
+            log.info("reclaiming expired documents of %r deferred: %s", params.name, error)
+
+
+def _oldest_live_ms(params: CollectionParams) -> int:
+    """Documents inserted before this (Unix ms) have expired; 0 without retention."""
+    if params.ttl_seconds is None:
+        return 0
+    return int(time.time() * 1000) - params.ttl_seconds * 1000
+
+
+def _expired(params: CollectionParams, record: bytes) -> bool:
+    return params.ttl_seconds is not None and records.inserted_ms(record) < _oldest_live_ms(params)
 
 
 def _check_similarity(value: Any) -> None:

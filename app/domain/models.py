@@ -29,6 +29,9 @@ MAX_SHINGLE_SIZE = sketch.MAX_SHINGLE_SIZE
 #: corpus for 0.62 candidates per document instead of 0.55 (bench/quality.py, BENCHMARKS.md); more
 #: bands found no more pairs there.
 FP_WEIGHT, FN_WEIGHT = 0.15, 0.85
+#: Bounds of the optional retention and size limit of a collection.
+MAX_TTL_SECONDS = 10 * 365 * 86400
+MAX_DOCUMENTS = 2**31
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,10 @@ class CollectionParams:
     - ``bands``/``rows``: LSH banding, ``bands * rows <= num_perm``; two documents become candidates
       when they agree on all ``rows`` slots of at least one band.
     - ``seed``: hash family; part of the stored format.
+    - ``ttl_seconds``: optional retention; a document stops matching this long after its insertion
+      and its entries are reclaimed by later writes.
+    - ``max_documents``: optional bound; only the most recent ``max_documents`` insertions match (a
+      replaced or deleted document still used its place in that window), older ones are reclaimed.
     """
 
     name: str
@@ -52,6 +59,8 @@ class CollectionParams:
     bands: int
     rows: int
     seed: int = sketch.DEFAULT_SEED
+    ttl_seconds: int | None = None
+    max_documents: int | None = None
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -67,6 +76,8 @@ class CollectionParams:
         bands: int | None = None,
         rows: int | None = None,
         seed: int = sketch.DEFAULT_SEED,
+        ttl_seconds: int | None = None,
+        max_documents: int | None = None,
     ) -> CollectionParams:
         """Validate and fill bands/rows (``sketch.optimal_bands``) when not given; raises
         :class:`InvalidParameters` with a message saying what to change."""
@@ -84,7 +95,9 @@ class CollectionParams:
                 bands = max(1, num_perm // rows)
         if bands is None or rows is None:
             bands, rows = sketch.optimal_bands(float(threshold), num_perm, FP_WEIGHT, FN_WEIGHT)
-        return cls(name, float(threshold), num_perm, shingle, size, bands, rows, seed)
+        return cls(
+            name, float(threshold), num_perm, shingle, size, bands, rows, seed, ttl_seconds, max_documents
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,6 +214,16 @@ def _validate(p: CollectionParams) -> None:
         )
     if isinstance(p.seed, bool) or not isinstance(p.seed, int) or not 0 <= p.seed < 2**64:
         raise InvalidParameters(f"seed must be an integer from 0 to 2**64-1, got {p.seed!r}")
+    if p.ttl_seconds is not None:
+        _check_positive("ttl_seconds", p.ttl_seconds)
+        if p.ttl_seconds > MAX_TTL_SECONDS:
+            raise InvalidParameters(
+                f"ttl_seconds must be at most {MAX_TTL_SECONDS} (10 years), got {p.ttl_seconds}"
+            )
+    if p.max_documents is not None:
+        _check_positive("max_documents", p.max_documents)
+        if p.max_documents > MAX_DOCUMENTS:
+            raise InvalidParameters(f"max_documents must be at most {MAX_DOCUMENTS}, got {p.max_documents}")
 
 
 def check_document(doc: Document) -> None:

@@ -31,3 +31,9 @@ def unpack(record: bytes) -> tuple[str, float, Metadata | None]:
     meta_json = rest[size:]
     metadata: Any = orjson.loads(meta_json) if meta_json else None
     return rest[:size].decode("utf-8", "surrogatepass"), int(ms) / 1000.0, metadata
+
+
+def inserted_ms(record: bytes) -> int:
+    """The insertion time of a packed record, Unix ms (0 if unreadable)."""
+    head = record.split(b":", 1)[0]
+    return int(head) if head.isdigit() else 0

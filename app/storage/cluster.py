@@ -44,7 +44,9 @@ from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from app.storage.scripts import Script
 from app.storage.store import CheckReply, Mode, NeedOldBands, StoredVersion
 
-#: A pending ordinal older than this belongs to a check that died between append and stamp.
+#: A pending ordinal older than this belongs to a check that died between append and stamp. It must
+#: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see _guard;
+#: each client passes max(ABANDON_MS, 20 x its timeout)).
 ABANDON_MS = 60_000
 #: Keys per per-node unlink call when a collection is dropped.
 _UNLINK_CHUNK = 5000
@@ -145,6 +147,7 @@ class ClusterStore:
         self._client = client
         self._timeout = timeout
         self._layouts: dict[tuple[str, str], _Layout] = {}
+        self._init_lock = asyncio.Lock()
         self._scripts = {
             name: Script(name)
             for name in (
@@ -180,8 +183,9 @@ class ClusterStore:
         # whole call has a deadline so a hung node turns into a prompt 503, not a pile of requests.
         try:
             async with _deadline(self._timeout * round_trips):
+                await self._ensure_initialized()
                 yield
-        except (rx.RedisError, OSError, TimeoutError) as error:
+        except (rx.RedisError, rx.RedisClusterException, OSError, TimeoutError) as error:
             raise StoreDown(f"{type(error).__name__}: {error}") from error
 
     # --- plumbing -------------------------------------------------------------------------------------
@@ -216,15 +220,28 @@ class ClusterStore:
     async def _retrying(self, call: Any) -> Any:
         try:
             return await call()
-        except (*_RESHARD, rx.ConnectionError) as error:
-            del error
+        except (*_RESHARD, rx.ConnectionError):
+            pass
         except rx.ResponseError as error:
             if "non local key" not in str(error) and "MOVED" not in str(error):
                 raise
         # The slot map changed (or a node came back): learn it again and try once more. Every write
         # here is idempotent (appends skip an ordinal already there; swaps accept their own result).
-        await self._client.nodes_manager.initialize()
+        async with self._init_lock:
+            await self._client.nodes_manager.initialize()
         return await call()
+
+    def _abandon_ms(self) -> int:
+        return max(ABANDON_MS, int(self._timeout * 20_000))
+
+    async def _ensure_initialized(self) -> None:
+        # redis-py initializes the cluster client on its first command; many first commands at once
+        # (a service starting under load) each start an initialization and break each other's
+        # connections. One at a time, here.
+        if self._client._initialize:
+            async with self._init_lock:
+                if self._client._initialize:
+                    await self._client.initialize()
 
     async def _ops(self, per_node: dict[str, tuple[ClusterNode, _Ops]]) -> dict[str, Any]:
         names = list(per_node)
@@ -355,7 +372,7 @@ class ClusterStore:
                 return False
             shape = await self._state_call("cluster_drop", name, [])
             await self._client.hdel(keys.REGISTRY, name)
-            if shape:
+            if shape and int(shape[1]) > 0:  # seq 0: nothing was ever written
                 gen, seq, band_groups, id_groups = _bytes(shape[0]).decode(), *map(int, shape[1:])
                 self._layouts.pop((name, gen), None)
                 data = keys.CollectionKeys(name, gen).data_keys(seq, band_groups, id_groups)
@@ -495,7 +512,9 @@ class ClusterStore:
 
         # 3. stamp
         reply = await self._state_call(
-            "cluster_stamp", k, [k.gen, ordinal0, n, now, ABANDON_MS, new_docs, keys.STAMP_SCALE, *forget]
+            "cluster_stamp",
+            k,
+            [k.gen, ordinal0, n, now, self._abandon_ms(), new_docs, keys.STAMP_SCALE, *forget],
         )
         self._status(reply)
         own_stamps = {o: int(s) for o, s in zip(ordinals, reply[1], strict=True)}

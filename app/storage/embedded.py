@@ -158,7 +158,11 @@ class EmbeddedValkey:
                     return "the process exited"
                 try:
                     if client.ping():
-                        return None
+                        # The port may have been taken by another server between our probe and its
+                        # bind: only our own process counts as started.
+                        if int(client.info("server")["process_id"]) == self._process.pid:
+                            return None
+                        return "the port is taken by another server"
                 except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
                     pass
                 time.sleep(0.02)
@@ -326,16 +330,33 @@ class LocalCluster:
             for i, client in enumerate(clients):
                 last = 16383 if i == self.size - 1 else (i + 1) * per - 1
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, last)  # type: ignore[no-untyped-call]
-            for node, client in zip(self.nodes[1:], clients[1:], strict=True):
+            for client in clients[1:]:
                 client.execute_command(  # type: ignore[no-untyped-call]
                     "CLUSTER", "MEET", self.nodes[0].host, self.nodes[0].port
                 )
-                del node
+        finally:
+            for client in clients:
+                client.close()
+        self.wait_ok(timeout)
+
+    def wait_ok(self, timeout: float = 30.0) -> None:
+        """Until every node reports cluster_state:ok and knows all the others (after forming the
+        cluster, or after a node was restarted)."""
+        clients = [
+            redis.Redis(host=n.host, port=n.port, socket_timeout=2.0, retry=Retry(NoBackoff(), 0))
+            for n in self.nodes
+        ]
+        try:
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
-                infos = [c.execute_command("CLUSTER", "INFO") for c in clients]  # type: ignore[no-untyped-call]
+                try:
+                    infos = [c.execute_command("CLUSTER", "INFO") for c in clients]  # type: ignore[no-untyped-call]
+                except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+                    infos = []
                 texts = [i.decode() if isinstance(i, bytes) else str(i) for i in infos]
-                if all("cluster_state:ok" in t and f"cluster_known_nodes:{self.size}" in t for t in texts):
+                if texts and all(
+                    "cluster_state:ok" in t and f"cluster_known_nodes:{self.size}" in t for t in texts
+                ):
                     return
                 time.sleep(0.05)
             raise RuntimeError(f"the local cluster did not reach cluster_state:ok within {timeout} s")

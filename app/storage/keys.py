@@ -85,8 +85,8 @@ def cluster_groups(max_documents: int) -> tuple[int, int]:
     band fields and 64 ids per group at ``max_documents`` (16 bands), else the defaults."""
     if max_documents <= 0:
         return CLUSTER_BAND_GROUPS, CLUSTER_ID_GROUPS
-    band = 1 << max(6, min(24, (max_documents * 16 // BAND_GROUP_TARGET).bit_length()))
-    ids = 1 << max(4, min(22, (max_documents // ID_GROUP_TARGET).bit_length()))
+    band = 1 << max(6, min(30, (max_documents * 16 // BAND_GROUP_TARGET).bit_length()))
+    ids = 1 << max(4, min(28, (max_documents // ID_GROUP_TARGET).bit_length()))
     return band, ids
 
 

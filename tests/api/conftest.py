@@ -1,5 +1,6 @@
 """Fixtures of the HTTP-layer tests: the real app factory against the session's real valkey-server
-(``redis_url`` from tests/conftest.py, emptied per test), called in-process through httpx's ASGI
+and against its real 3-node cluster (``store_target`` from tests/conftest.py: every test taking
+``settings`` or ``client`` runs on both, emptied per test), called in-process through httpx's ASGI
 transport with the app's lifespan running (Starlette's TestClient is deprecated with httpx)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi import FastAPI
 
 from app.main import create_app
 from app.settings import Settings
+from tests.conftest import StoreTarget
 
 #: Small limits, so the tests can cross them with small bodies.
 TEST_LIMITS: dict[str, Any] = {
@@ -28,8 +30,10 @@ TEST_LIMITS: dict[str, Any] = {
 
 
 @pytest.fixture
-def settings(redis_url: str) -> Settings:
-    return Settings(redis_url=redis_url, store_timeout=2.0, **TEST_LIMITS)
+def settings(store_target: StoreTarget) -> Settings:
+    return Settings(
+        redis_url=store_target.url, redis_cluster=store_target.cluster, store_timeout=2.0, **TEST_LIMITS
+    )
 
 
 MakeClient = Callable[..., Awaitable[httpx.AsyncClient]]

@@ -1,5 +1,6 @@
-"""The domain against a real valkey-server and the real native core: collections, check semantics,
-replace/delete, empty documents, first seen under concurrency, durability, store down."""
+"""The domain against a real valkey-server and a real 3-node cluster (tests taking ``store`` or
+``store_target`` run on both) and the real native core: collections, check semantics, replace/delete,
+empty documents, first seen under concurrency, retention, durability, store down."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from app.domain import (
     InvalidParameters,
     StoreUnavailable,
 )
-from app.storage import EmbeddedValkey, RedisStore
+from app.storage import EmbeddedValkey, RedisStore, Store
 from app.storage.embedded import find_free_port
+from tests.conftest import StoreTarget
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +59,7 @@ def variant(base: str, seed: int) -> str:
 
 
 @pytest.fixture
-async def index(store: RedisStore) -> Index:
+async def index(store: Store) -> Index:
     ix = Index(store)
     await ix.create_collection(CollectionParams.create("c", threshold=0.7))
     return ix
@@ -97,7 +99,7 @@ async def test_collection_lifecycle(index: Index) -> None:
         await index.delete_collection("c")
 
 
-async def test_recreated_collection_starts_empty_even_through_a_stale_cache(store: RedisStore) -> None:
+async def test_recreated_collection_starts_empty_even_through_a_stale_cache(store: Store) -> None:
     one, two = Index(store), Index(store)  # two service processes
     await one.create_collection(CollectionParams.create("c", threshold=0.7))
     await one.check("c", [Document("a", text(1))])
@@ -190,7 +192,7 @@ async def test_bad_input_is_reported(index: Index) -> None:
         await index.check("c", [Document(str(i), "x") for i in range(1001)])
 
 
-async def test_first_seen_wins_under_concurrency(redis_url: str) -> None:
+async def test_first_seen_wins_under_concurrency(store_target: StoreTarget) -> None:
     # 300 groups of 4 light variants, sent in random order by 32 concurrent clients with their own
     # connections: exactly one document per group is new, and no two are each other's duplicate.
     # Threshold 0.5 (25 bands of 5) makes LSH recall of these ~0.8-similar variants ~1: this test is
@@ -202,7 +204,7 @@ async def test_first_seen_wins_under_concurrency(redis_url: str) -> None:
         for c in range(copies)
     ]
     random.Random(5).shuffle(docs)
-    stores = [RedisStore.from_url(redis_url) for _ in range(4)]
+    stores = [store_target.open() for _ in range(4)]
     try:
         indexes = [Index(stores[i % len(stores)]) for i in range(clients)]
         await indexes[0].create_collection(CollectionParams.create("race", threshold=0.5))

@@ -210,7 +210,9 @@ async def test_stale_generation_and_missing_collection_are_reported(store: Store
         await send(store, k, ["a"], sigs, bands)
 
 
-async def test_scripts_are_reloaded_after_script_flush(store: Store, sync_client: redis.Redis | redis.RedisCluster) -> None:
+async def test_scripts_are_reloaded_after_script_flush(
+    store: Store, sync_client: redis.Redis | redis.RedisCluster
+) -> None:
     k = await new_collection(store)
     sync_client.script_flush()
     assert await store.lookup(k, [b"a"]) == [None]

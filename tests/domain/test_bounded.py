@@ -1,0 +1,90 @@
+"""Bounded growth on a real server and a real cluster: a collection with ``ttl_seconds`` or
+``max_documents`` stops matching expired/evicted documents at once, reclaims their entries a bounded
+amount per write, and keeps the store's memory flat in a long run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis
+
+from app.domain import CollectionParams, Document, DocumentNotFound, Index, InvalidParameters
+from app.storage import Store
+from tests.conftest import StoreTarget
+from tests.domain.test_index import text, variant
+
+pytestmark = pytest.mark.anyio
+
+
+def used_memory(target: StoreTarget) -> int:
+    """INFO used_memory, summed over the cluster's nodes."""
+    client = target.sync_client()
+    try:
+        if isinstance(client, redis.RedisCluster):
+            info = client.info("memory", target_nodes=redis.RedisCluster.PRIMARIES)
+            return sum(int(node["used_memory"]) for node in info.values())
+        return int(client.info("memory")["used_memory"])
+    finally:
+        client.close()
+
+
+def test_retention_and_size_are_validated() -> None:
+    for bad in (dict(ttl_seconds=0), dict(ttl_seconds=-5), dict(max_documents=0), dict(ttl_seconds=1.5)):
+        with pytest.raises(InvalidParameters):
+            CollectionParams.create("x", **bad)  # type: ignore[arg-type]
+    p = CollectionParams.create("x", ttl_seconds=60, max_documents=1000)
+    assert CollectionParams.from_dict(p.to_dict()) == p
+
+
+async def test_expired_documents_stop_matching_at_once(store: Store) -> None:
+    index = Index(store)
+    await index.create_collection(CollectionParams.create("t", threshold=0.7, ttl_seconds=1))
+    base = text(11)
+    [first] = await index.check("t", [Document("old", base)])
+    assert not first.duplicate
+    [again] = await index.check("t", [Document("copy", variant(base, 1))], insert=False)
+    assert again.duplicate_of == "old"
+    await asyncio.sleep(1.1)
+    # No write happened in between, so nothing was reclaimed yet: verification alone hides it.
+    [later] = await index.check("t", [Document("late", variant(base, 2))])
+    assert not later.duplicate
+    assert await index.query("t", base) == [m for m in await index.query("t", base) if m.id == "late"]
+    with pytest.raises(DocumentNotFound):
+        await index.get_document("t", "old")
+
+
+async def test_max_documents_evicts_the_oldest(store: Store) -> None:
+    index = Index(store)
+    await index.create_collection(CollectionParams.create("m", threshold=0.7, max_documents=20))
+    for start in range(0, 60, 10):
+        await index.check("m", [Document(f"d{i}", text(100 + i)) for i in range(start, start + 10)])
+    assert await index.query("m", text(100)) == []  # evicted: it no longer matches
+    assert [m.id for m in await index.query("m", text(159))] == ["d59"]
+    with pytest.raises(DocumentNotFound):
+        await index.get_document("m", "d0")
+    assert (await index.get_document("m", "d59")).id == "d59"
+    documents = (await index.get_collection("m")).documents
+    assert 20 <= documents <= 30  # reclaimed as it went, not only hidden
+
+
+async def test_memory_stays_flat_while_inserting_with_a_ttl(store: Store, store_target: StoreTarget) -> None:
+    index = Index(store)
+    await index.create_collection(CollectionParams.create("flat", ttl_seconds=1))
+    samples: list[int] = []
+    counts: list[int] = []
+    started = time.monotonic()
+    n = 0
+    while time.monotonic() - started < 3.6:
+        await index.check("flat", [Document(f"d{n + i}", text(n + i, 60)) for i in range(50)])
+        n += 50
+        if time.monotonic() - started > 1.3 * (len(samples) + 1):
+            samples.append(used_memory(store_target))
+            counts.append((await index.get_collection("flat")).documents)
+    print(f"\ninserted {n}, kept {counts}, used_memory {samples}")
+    assert n > 3 * counts[-1]  # far more were inserted than are kept
+    # After the first TTL the memory stops growing: the last sample is within 15% of the first one
+    # (a steady state), where keeping everything would have grown it by ~50% and more.
+    assert samples[-1] < samples[0] * 1.15, (samples, counts, n)
+    assert counts[-1] < counts[0] * 1.5, (samples, counts, n)

@@ -1,0 +1,184 @@
+"""What only a cluster has, on the session's real 3-node cluster: keys spread over every shard with the
+state alone on one slot; a check that dies between its phases leaves nothing that corrupts results
+and a retry converges; an abandoned reservation does not stay pending; a node that goes away turns
+into StoreUnavailable promptly and the service recovers when it comes back."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+import redis
+
+from app.domain import CollectionParams, Document, Index, StoreUnavailable
+from app.storage import ClusterStore, LocalCluster
+from app.storage.errors import StoreDown
+from app.storage.keys import CollectionKeys
+from tests.domain.test_index import text, variant
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def cstore(cluster_url: str) -> Any:
+    store = ClusterStore.from_url(cluster_url, timeout=1.0)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def keys_per_node(cluster: LocalCluster) -> list[list[bytes]]:
+    out = []
+    for url in cluster.urls:
+        client = redis.Redis.from_url(url)
+        try:
+            out.append(sorted(client.keys("*")))
+        finally:
+            client.close()
+    return out
+
+
+async def test_a_collection_spreads_over_every_shard(
+    cstore: ClusterStore, valkey_cluster: LocalCluster
+) -> None:
+    index = Index(cstore)
+    await index.create_collection(CollectionParams.create("big"))
+    for start in range(0, 600, 200):
+        await index.check("big", [Document(f"d{i}", text(5000 + i, 40)) for i in range(start, start + 200)])
+    per_node = keys_per_node(valkey_cluster)
+    total = sum(len(keys) for keys in per_node)
+    assert all(len(keys) > total / 5 for keys in per_node), [len(k) for k in per_node]
+    tagged = [node for node, keys in enumerate(per_node) if b"nd:{big}:state" in keys]
+    assert len(tagged) == 1  # the state (sequence and stamps) lives on one slot, nothing else does
+    assert all(b"{" not in key for keys in per_node for key in keys if b"{big}" not in key)
+
+
+async def test_a_check_that_dies_between_append_and_stamp_converges_on_retry(
+    cstore: ClusterStore, cluster_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = Index(cstore)
+    params = CollectionParams.create("c", threshold=0.7)
+    await index.create_collection(params)
+    base = text(21)
+    await index.check("c", [Document("a", base)])
+
+    real = cstore._state_call
+
+    async def dies_at_stamp(name: str, k: Any, args: Any) -> Any:
+        if name == "cluster_stamp":
+            raise StoreDown("killed between append and stamp")
+        return await real(name, k, args)
+
+    monkeypatch.setattr(cstore, "_state_call", dies_at_stamp)
+    with pytest.raises(StoreUnavailable):
+        await index.check("c", [Document("a", text(22))])  # a replaced by an unrelated text, half-way
+    monkeypatch.setattr(cstore, "_state_call", real)
+
+    # Half-written: the new version is pending (ignored), the old one is gone from the id table.
+    assert await index.query("c", text(22)) == []
+    # The retry converges to one clean entry.
+    [r] = await index.check("c", [Document("a", text(22))])
+    assert not r.duplicate
+    assert [m.id for m in await index.query("c", text(22))] == ["a"]
+    assert await index.query("c", base) == []  # the replaced version never comes back
+    [b] = await index.check("c", [Document("b", variant(text(22), 1))])
+    assert b.duplicate_of == "a" and [m.id for m in b.matches] == ["a"]
+    assert (await index.get_collection("c")).documents == 2
+    # Every band entry left names a live version (the half-written ones were removed).
+    client = redis.RedisCluster.from_url(cluster_url)
+    try:
+        collection = await index._collection("c")
+        found = await cstore.lookup(collection.keys, [b"a", b"b"])
+        live = {f.ordinal for f in found if f}
+        ordinals: set[int] = set()
+        for node_keys in keys_per_node_from(client, collection.keys):
+            for key in node_keys:
+                for value in client.hvals(key):
+                    ordinals.update(np.frombuffer(value, dtype=">u4").tolist())
+        assert ordinals == live
+    finally:
+        client.close()
+
+
+def keys_per_node_from(client: redis.RedisCluster, k: CollectionKeys) -> list[list[bytes]]:
+    out = []
+    for node in client.get_primaries():
+        out.append(list(client.scan_iter(match=f"{k.band_prefix}*", target_nodes=node)))
+    return out
+
+
+async def test_an_abandoned_reservation_is_stamped_later(
+    cstore: ClusterStore, cluster_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = Index(cstore)
+    await index.create_collection(CollectionParams.create("c", threshold=0.7))
+    real = cstore._state_call
+
+    async def dies_at_stamp(name: str, k: Any, args: Any) -> Any:
+        if name == "cluster_stamp":
+            raise StoreDown("killed between append and stamp")
+        return await real(name, k, args)
+
+    monkeypatch.setattr(cstore, "_state_call", dies_at_stamp)
+    with pytest.raises(StoreUnavailable):
+        await index.check("c", [Document("lost", text(31))])
+    monkeypatch.setattr(cstore, "_state_call", real)
+    k = (await index._collection("c")).keys
+    client = redis.RedisCluster.from_url(cluster_url)
+    try:
+        assert client.hlen(k.pending) == 1
+        monkeypatch.setattr(cstore, "_abandon_ms", lambda: 0)
+        time.sleep(1.05)  # the sweep runs at most once a second
+        await index.check("c", [Document("next", text(32))])
+        assert client.hlen(k.pending) == 0
+    finally:
+        client.close()
+    # Stamped as if its check had finished: its id names it and its record is there.
+    [r] = await index.check("c", [Document("copy", text(31))], insert=False)
+    assert r.duplicate_of == "lost"
+
+
+async def test_a_node_that_goes_away_is_a_prompt_503_and_recovery_needs_no_restart(
+    cstore: ClusterStore, valkey_cluster: LocalCluster
+) -> None:
+    index = Index(cstore)
+    await index.create_collection(CollectionParams.create("c", threshold=0.7))
+    await index.check("c", [Document(f"d{i}", text(40 + i)) for i in range(20)])
+    node = valkey_cluster.nodes[1]
+    node.kill()
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await index.check("c", [Document(f"e{i}", text(80 + i)) for i in range(20)])
+        with pytest.raises(StoreUnavailable):
+            await index.ping()
+        assert time.monotonic() - started < 8
+    finally:
+        node.start()
+        valkey_cluster.wait_ok()
+    for _ in range(50):  # the client learns the slot map again by itself
+        try:
+            [r] = await index.check("c", [Document("x", text(45))], insert=False)
+            break
+        except StoreUnavailable:
+            time.sleep(0.1)
+    assert r.duplicate_of == "d5"
+    await index.ping()
+
+
+async def test_an_unreachable_cluster_raises_store_down_promptly() -> None:
+    from app.storage.embedded import find_free_port
+
+    store = ClusterStore.from_url(f"redis://127.0.0.1:{find_free_port()}", timeout=0.5)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreDown):
+            await store.ping()
+        with pytest.raises(StoreDown):
+            await store.get_collection("c")
+        assert time.monotonic() - started < 5
+    finally:
+        await store.close()
