@@ -22,8 +22,9 @@ overall and on pairs whose shingle sets are not identical; for mutants, recall p
 among the mutants whose exact Jaccard with their base is >= t) and the plain detection rate.
 
 The **trade-off curve** (threshold 0.8): the service's check, simulated in this process with the same
-signatures and band keys (``app.sketch``) and its verification rule (estimate >= t - margin), for the
-(b, r) that ``optimal_bands`` picks at several false-negative weights and several verification margins;
+signatures and band keys (``app.sketch``) and its verification rule (estimate >= a floor), for the
+(b, r) that ``optimal_bands`` picks at several false-negative weights and floors from t - 2/128 to
+t + 4/128, beside the service's own floor (``verification_floor``: t + half a standard error);
 and the empirical candidate rate per true-Jaccard bucket beside the S-curve P(s) = 1 - (1 - s^r)^b.
 
     python bench/quality.py --output bench/results/quality.json     # full corpus, ~10-15 minutes
@@ -34,6 +35,8 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import importlib.util
+import itertools
 import json
 import os
 import re
@@ -56,12 +59,14 @@ import numpy.typing as npt
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(1, str(ROOT))
+if importlib.util.find_spec("app") is None:  # the source tree, when the project is not installed
+    sys.path.insert(1, str(ROOT))
 
 import mutations  # noqa: E402
 import truth as truth_module  # noqa: E402
 
 from app import sketch  # noqa: E402
+from app.domain.index import verification_floor  # noqa: E402
 from app.domain.models import CollectionParams  # noqa: E402
 
 HOST = "127.0.0.1"
@@ -69,7 +74,9 @@ THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 NUM_PERM = 128
 HEADLINE = 0.8
 FN_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99)
-MARGIN_SLOTS = (0, 1, 2, 3, 4, 6)  # verification margins, in signature slots (1/128 each)
+#: Verification floors tried: the threshold plus this many signature slots (1/128 each; negative = a
+#: margin below t), and the service's own rule (``app.domain.index.verification_floor``).
+OFFSET_SLOTS = (-2, -1, 0, 1, 2, 3, 4)
 TARGETS = {"precision": 0.99, "recall": 0.98, "recall_at_1pct_edits": 0.97}
 I64 = npt.NDArray[np.int64]
 
@@ -160,7 +167,7 @@ def mutation_scores(
             "mutants": len(idx),
             "mean_true_jaccard": round(float(np.mean([true_j[k] for k in idx])), 4) if idx else None,
             "at_or_above_threshold": len(pos),
-            "recall": _ratio(sum(found[k] for k in pos), len(pos)),
+            "recall": _ratio(sum(found[k] for k in pos), len(pos)) if pos else None,
             "detected": _ratio(sum(found[k] for k in idx), len(idx)),
         }
     return out
@@ -186,7 +193,9 @@ def pairs_sharing_keys(keys: npt.NDArray[np.uint64], n: int) -> I64:
         if len(two):
             a, b = order[two], order[two + 1]
             codes.append(np.minimum(a, b) * n + np.maximum(a, b))
-        for s, e in zip(starts[(lengths > 2) & real].tolist(), ends[(lengths > 2) & real].tolist(), strict=True):
+        for s, e in zip(
+            starts[(lengths > 2) & real].tolist(), ends[(lengths > 2) & real].tolist(), strict=True
+        ):
             members = np.sort(order[s:e])
             a, b = np.triu_indices(len(members), k=1)
             codes.append(members[a] * n + members[b])
@@ -224,16 +233,35 @@ class Service:
 
     def __enter__(self) -> Service:
         env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+        # the same `app` this process imports (installed, or the source tree when it is not)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(sketch.__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
+        )
         for _ in range(3):
             self.port = free_port()
             with self.log_path.open("wb") as log:
                 self.process = subprocess.Popen(
-                    [sys.executable, "-m", "app.cli", "serve", "--host", HOST, "--port", str(self.port),
-                     "--workers", "1", "--data-dir", str(self.tmp / "data")],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                    cwd=self.tmp, start_new_session=True,
-                )  # fmt: skip
+                    [
+                        sys.executable,
+                        "-m",
+                        "app.cli",
+                        "serve",
+                        "--host",
+                        HOST,
+                        "--port",
+                        str(self.port),
+                        "--workers",
+                        "1",
+                        "--data-dir",
+                        str(self.tmp / "data"),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=self.tmp,
+                    start_new_session=True,
+                )
             if self._ready(90):
                 return self
             self._stop()
@@ -247,7 +275,9 @@ class Service:
         while time.monotonic() < deadline:
             if self.process is None or self.process.poll() is not None:
                 return False
-            found = re.search(r"embedded valkey on (redis://\S+?),", self.log_path.read_text(errors="replace"))
+            found = re.search(
+                r"embedded valkey on (redis://\S+?),", self.log_path.read_text(errors="replace")
+            )
             if found:
                 self.redis_url = found.group(1)
                 with contextlib.suppress(httpx.HTTPError):
@@ -407,13 +437,15 @@ def shingle_strings(text: str) -> list[str]:
         return []
     if len(toks) < 5:
         return [" ".join(toks)]
-    return list({" ".join(g) for g in zip(toks, toks[1:], toks[2:], toks[3:], toks[4:])})
+    return list({" ".join(g) for g in zip(toks, toks[1:], toks[2:], toks[3:], toks[4:], strict=False)})
 
 
 @dataclass
 class LibrarySketches:
     datasketch: list[Any] = field(default_factory=list)
-    datasketch_matrix: npt.NDArray[np.uint64] = field(default_factory=lambda: np.empty((0, NUM_PERM), np.uint64))
+    datasketch_matrix: npt.NDArray[np.uint64] = field(
+        default_factory=lambda: np.empty((0, NUM_PERM), np.uint64)
+    )
     rensa: list[Any] = field(default_factory=list)
     rensa_matrix: npt.NDArray[np.uint32] = field(default_factory=lambda: np.empty((0, NUM_PERM), np.uint32))
     seconds: dict[str, float] = field(default_factory=dict)
@@ -438,7 +470,9 @@ def library_sketches(texts: Sequence[str]) -> LibrarySketches:
         rs_s += t2 - t1
         out.datasketch.append(m)
         out.rensa.append(r)
-    out.datasketch_matrix = np.array([m.hashvalues for m in out.datasketch], dtype=np.uint64).reshape(-1, NUM_PERM)
+    out.datasketch_matrix = np.array([m.hashvalues for m in out.datasketch], dtype=np.uint64).reshape(
+        -1, NUM_PERM
+    )
     out.rensa_matrix = np.array([r.digest() for r in out.rensa], dtype=np.uint64).reshape(-1, NUM_PERM)
     out.seconds = {"datasketch_minhash": round(ds_s, 2), "rensa_minhash": round(rs_s, 2)}
     return out
@@ -516,7 +550,10 @@ def library_quality(
     muts = library_sketches([m.text for m in mutants])
     out: dict[str, Any] = {"minhash_seconds": docs.seconds, "thresholds": {}}
     for t in thresholds:
-        nb, nr = CollectionParams.create("x", threshold=t).bands, CollectionParams.create("x", threshold=t).rows
+        nb, nr = (
+            CollectionParams.create("x", threshold=t).bands,
+            CollectionParams.create("x", threshold=t).rows,
+        )
         runs: dict[str, Any] = {}
         ds_default = MinHashLSH(threshold=t, num_perm=NUM_PERM)
         variants = {
@@ -526,23 +563,35 @@ def library_quality(
         for label, (b, r) in variants.items():
             runs[label] = _library_run(
                 label,
-                lambda b=b, r=r: MinHashLSH(threshold=t, num_perm=NUM_PERM, params=(b, r)),
+                lambda b=b, r=r, t=t: MinHashLSH(threshold=t, num_perm=NUM_PERM, params=(b, r)),
                 lambda lsh, k: lsh.insert(k, docs.datasketch[k], check_duplication=False),
                 lambda lsh, item: list(lsh.query(item)),
-                docs.datasketch, muts.datasketch, docs.datasketch_matrix, muts.datasketch_matrix,
-                truth, mutants, mutant_j, t,
-            )  # fmt: skip
+                docs.datasketch,
+                muts.datasketch,
+                docs.datasketch_matrix,
+                muts.datasketch_matrix,
+                truth,
+                mutants,
+                mutant_j,
+                t,
+            )
             runs[label].update(bands=b, rows=r)
         for bands in sorted({16, nb} if NUM_PERM % nb == 0 else {16}):  # rensa needs b | num_perm
             label = f"rensa (b={bands}, r={NUM_PERM // bands})"
             runs[label] = _library_run(
                 label,
-                lambda bands=bands: RMinHashLSH(t, NUM_PERM, bands),
+                lambda bands=bands, t=t: RMinHashLSH(t, NUM_PERM, bands),
                 lambda lsh, k: lsh.insert(k, docs.rensa[k]),
                 lambda lsh, item: list(lsh.query(item)),
-                docs.rensa, muts.rensa, docs.rensa_matrix, muts.rensa_matrix,
-                truth, mutants, mutant_j, t,
-            )  # fmt: skip
+                docs.rensa,
+                muts.rensa,
+                docs.rensa_matrix,
+                muts.rensa_matrix,
+                truth,
+                mutants,
+                mutant_j,
+                t,
+            )
             runs[label].update(bands=bands, rows=NUM_PERM // bands)
         out["thresholds"][f"{t:.1f}"] = runs
     return out
@@ -560,7 +609,8 @@ def tradeoff(
     threshold: float = HEADLINE,
 ) -> dict[str, Any]:
     """Precision/recall of the service's check rule (candidates sharing a band, kept when the estimate
-    is >= t - margin) for the (b, r) optimal_bands picks at each fn weight, and each margin."""
+    is >= a floor) for the (b, r) optimal_bands picks at each fn weight, with the floor at t plus each
+    offset in slots, and at the service's own ``verification_floor``."""
     n = len(sigs)
     k = sigs.shape[1]
     shapes: dict[tuple[int, int], list[float]] = {}
@@ -572,28 +622,38 @@ def tradeoff(
         cand = pairs_sharing_keys(keys, n)
         est = estimates(sigs, cand, n)
         mkeys = sketch.band_keys(mutant_sigs, b, r)
-        shares = np.array(
-            [bool(np.any(mkeys[q] == keys[m.base])) for q, m in enumerate(mutants)], dtype=bool
-        )
+        shares = np.array([bool(np.any(mkeys[q] == keys[m.base])) for q, m in enumerate(mutants)], dtype=bool)
         mest = np.array([float((mutant_sigs[q] == sigs[m.base]).mean()) for q, m in enumerate(mutants)])
         fp_p, fn_p = sketch.error_probabilities(threshold, b, r)
-        for slots in MARGIN_SLOTS:
-            margin = slots / k
-            keep = est >= threshold - margin - 1e-6
+        floors: list[tuple[int | str, float]] = [(o, threshold + o / k) for o in OFFSET_SLOTS]
+        floors.append(("service", verification_floor(threshold, k)))
+        for offset, floor in floors:
+            keep = est >= floor - 1e-6
             s = score(truth, cand[keep], threshold)
-            found = list(shares & (mest >= threshold - margin - 1e-6))
-            rows_out.append({
-                "fn_weights": weights, "bands": b, "rows": r, "margin_slots": slots,
-                "margin": round(margin, 5), "p_candidate_at_threshold": round(
-                    float(sketch.collision_probability(threshold, b, r)), 4),
-                "fp_probability": round(fp_p, 4), "fn_probability": round(fn_p, 4),
-                "candidates_per_document": round(len(cand) / max(n, 1), 3),
-                "precision": s["precision"], "recall": s["recall"],
-                "precision_non_identical": s["precision_non_identical"],
-                "recall_non_identical": s["recall_non_identical"],
-                "recall_at_1pct_edits": mutation_scores(mutants, mutant_j, found, threshold)
-                .get("0.01", {}).get("recall"),
-            })  # fmt: skip
+            found = list(shares & (mest >= floor - 1e-6))
+            rows_out.append(
+                {
+                    "fn_weights": weights,
+                    "bands": b,
+                    "rows": r,
+                    "offset_slots": offset,
+                    "floor": round(floor, 5),
+                    "min_equal_slots": int(np.ceil(floor * k - 1e-6)),
+                    "p_candidate_at_threshold": round(
+                        float(sketch.collision_probability(threshold, b, r)), 4
+                    ),
+                    "fp_probability": round(fp_p, 4),
+                    "fn_probability": round(fn_p, 4),
+                    "candidates_per_document": round(len(cand) / max(n, 1), 3),
+                    "precision": s["precision"],
+                    "recall": s["recall"],
+                    "precision_non_identical": s["precision_non_identical"],
+                    "recall_non_identical": s["recall_non_identical"],
+                    "recall_at_1pct_edits": mutation_scores(mutants, mutant_j, found, threshold)
+                    .get("0.01", {})
+                    .get("recall"),
+                }
+            )
     return {"threshold": threshold, "points": rows_out}
 
 
@@ -604,25 +664,37 @@ def s_curve(sigs: npt.NDArray[np.uint32], truth: Truth, bands: int, rows: int) -
     is_cand = np.isin(truth.codes, cand)
     edges = np.round(np.arange(0.5, 1.0001, 0.05), 2)
     buckets = []
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+    for lo, hi in itertools.pairwise(edges):
         last = hi >= 1.0
         sel = (truth.jaccard >= lo - 1e-9) & ((truth.jaccard < hi - 1e-9) | (last & (truth.jaccard < 1.0)))
-        buckets.append({
-            "low": float(lo), "high": float(hi), "pairs": int(sel.sum()),
-            "candidate_rate": round(float(is_cand[sel].mean()), 4) if sel.any() else None,
-            "mean_jaccard": round(float(truth.jaccard[sel].mean()), 4) if sel.any() else None,
-        })  # fmt: skip
+        buckets.append(
+            {
+                "low": float(lo),
+                "high": float(hi),
+                "pairs": int(sel.sum()),
+                "candidate_rate": round(float(is_cand[sel].mean()), 4) if sel.any() else None,
+                "mean_jaccard": round(float(truth.jaccard[sel].mean()), 4) if sel.any() else None,
+            }
+        )
     ident = truth.jaccard >= 1.0
-    buckets.append({
-        "low": 1.0, "high": 1.0, "pairs": int(ident.sum()),
-        "candidate_rate": round(float(is_cand[ident].mean()), 4) if ident.any() else None, "mean_jaccard": 1.0,
-    })  # fmt: skip
+    buckets.append(
+        {
+            "low": 1.0,
+            "high": 1.0,
+            "pairs": int(ident.sum()),
+            "candidate_rate": round(float(is_cand[ident].mean()), 4) if ident.any() else None,
+            "mean_jaccard": 1.0,
+        }
+    )
     grid = np.round(np.linspace(0, 1, 101), 3)
     return {
         "bands": bands,
         "rows": rows,
         "buckets": buckets,
-        "curve": {"s": grid.tolist(), "p": np.round(sketch.collision_probability(grid, bands, rows), 5).tolist()},
+        "curve": {
+            "s": grid.tolist(),
+            "p": np.round(sketch.collision_probability(grid, bands, rows), 5).tolist(),
+        },
     }
 
 
@@ -669,8 +741,16 @@ def run(
             "rates": list(mutations.EDIT_RATES),
             "mutants": len(mutants),
         },
-        "defaults": {"threshold": default.threshold, "num_perm": default.num_perm,
-                     "bands": default.bands, "rows": default.rows},  # fmt: skip
+        "defaults": {
+            "threshold": default.threshold,
+            "num_perm": default.num_perm,
+            "bands": default.bands,
+            "rows": default.rows,
+            "verification_floor": round(verification_floor(default.threshold, default.num_perm), 5),
+            "min_equal_slots": int(
+                np.ceil(verification_floor(default.threshold, default.num_perm) * default.num_perm - 1e-6)
+            ),
+        },
         "thresholds": list(thresholds),
         "targets": TARGETS,
         "load_average_at_start": load_average(),

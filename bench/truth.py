@@ -81,7 +81,7 @@ def shingle_tuples(text: str, size: int = SHINGLE_SIZE) -> set[tuple[str, ...]]:
         return set()
     if len(toks) < size:
         return {tuple(toks)}
-    return set(zip(*(toks[i:] for i in range(size))))
+    return set(zip(*(toks[i:] for i in range(size)), strict=False))
 
 
 def shingle_set(text: str, size: int = SHINGLE_SIZE) -> U64:
@@ -89,7 +89,7 @@ def shingle_set(text: str, size: int = SHINGLE_SIZE) -> U64:
     toks = words(text)
     if not toks:
         return np.empty(0, dtype=np.uint64)
-    grams = [tuple(toks)] if len(toks) < size else zip(*(toks[i:] for i in range(size)))
+    grams = [tuple(toks)] if len(toks) < size else zip(*(toks[i:] for i in range(size)), strict=False)
     hashes = np.fromiter(map(hash, grams), dtype=np.int64)
     return np.unique(hashes.view(np.uint64))
 
@@ -233,9 +233,9 @@ def load_truth(path: Path = DATA / "truth.npz") -> dict[str, Any]:
     return out
 
 
-def build(texts: Sequence[str], ids: Sequence[str], threshold: float = TRUTH_THRESHOLD) -> tuple[
-    list[U64], dict[str, I64], dict[str, Any]
-]:
+def build(
+    texts: Sequence[str], ids: Sequence[str], threshold: float = TRUTH_THRESHOLD
+) -> tuple[list[U64], dict[str, I64], dict[str, Any]]:
     started = time.perf_counter()
     sets = shingle_sets(texts)
     shingled = time.perf_counter()
