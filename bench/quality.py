@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import functools
 import importlib.util
 import itertools
 import json
@@ -447,13 +448,13 @@ class LibrarySketches:
         default_factory=lambda: np.empty((0, NUM_PERM), np.uint64)
     )
     rensa: list[Any] = field(default_factory=list)
-    rensa_matrix: npt.NDArray[np.uint32] = field(default_factory=lambda: np.empty((0, NUM_PERM), np.uint32))
+    rensa_matrix: npt.NDArray[np.uint64] = field(default_factory=lambda: np.empty((0, NUM_PERM), np.uint64))
     seconds: dict[str, float] = field(default_factory=dict)
 
 
 def library_sketches(texts: Sequence[str]) -> LibrarySketches:
-    from datasketch import MinHash
-    from rensa import RMinHash
+    from datasketch import MinHash  # type: ignore[import-untyped]
+    from rensa import RMinHash  # type: ignore[import-untyped]
 
     out = LibrarySketches()
     ds_s = rs_s = 0.0
@@ -563,7 +564,7 @@ def library_quality(
         for label, (b, r) in variants.items():
             runs[label] = _library_run(
                 label,
-                lambda b=b, r=r, t=t: MinHashLSH(threshold=t, num_perm=NUM_PERM, params=(b, r)),
+                functools.partial(MinHashLSH, threshold=t, num_perm=NUM_PERM, params=(b, r)),
                 lambda lsh, k: lsh.insert(k, docs.datasketch[k], check_duplication=False),
                 lambda lsh, item: list(lsh.query(item)),
                 docs.datasketch,
@@ -580,7 +581,7 @@ def library_quality(
             label = f"rensa (b={bands}, r={NUM_PERM // bands})"
             runs[label] = _library_run(
                 label,
-                lambda bands=bands, t=t: RMinHashLSH(t, NUM_PERM, bands),
+                functools.partial(RMinHashLSH, t, NUM_PERM, bands),
                 lambda lsh, k: lsh.insert(k, docs.rensa[k]),
                 lambda lsh, item: list(lsh.query(item)),
                 docs.rensa,

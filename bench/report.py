@@ -592,7 +592,7 @@ def markdown(summary: dict[str, Any], q: dict[str, Any], results_rel: str) -> st
             for r in rates
         ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    any_rates = next(iter(mt.values()), {})
+    any_rates: dict[str, dict[str, Any]] = next(iter(mt.values()), {})
     lines += [
         "",
         "Recall (detected, all mutants). Mean exact Jaccard of a mutant with its base: "

@@ -16,6 +16,7 @@ candidate pair is then counted exactly.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import re
@@ -41,12 +42,12 @@ I64 = npt.NDArray[np.int64]
 
 
 def _reference() -> Any:
-    sys.path.insert(0, str(ROOT / "tests"))
-    try:
-        import reference  # tests/reference.py: the definition the C++ core matches bit for bit
-    finally:
-        sys.path.pop(0)
-    return reference
+    """tests/reference.py: the definition the C++ core matches bit for bit."""
+    spec = importlib.util.spec_from_file_location("neardup_reference", ROOT / "tests" / "reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 reference = _reference()
