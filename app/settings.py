@@ -88,7 +88,8 @@ class Settings(BaseSettings):
     @field_validator("api_keys", mode="before")
     @classmethod
     def _blank_keys_are_unset(cls, value: object) -> object:
-        if isinstance(value, str) and not value.strip(" ,"):
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if isinstance(text, str) and not text.strip(" ,"):
             return None
         return value
 

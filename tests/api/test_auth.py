@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from httpx import AsyncClient
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from app.api.auth import ApiKeys
 from app.settings import Settings
@@ -29,7 +29,9 @@ def bearer(key: str) -> dict[str, str]:
 
 @pytest.fixture
 async def keyed(redis_url: str, make_client: MakeClient) -> AsyncClient:
-    settings = Settings(redis_url=redis_url, store_timeout=2.0, api_keys=f"rw:{RW}, ro:{RO}", **TEST_LIMITS)
+    settings = Settings(
+        redis_url=redis_url, store_timeout=2.0, api_keys=SecretStr(f"rw:{RW}, ro:{RO}"), **TEST_LIMITS
+    )
     return await make_client(settings)
 
 
@@ -134,7 +136,7 @@ async def test_openapi_declares_the_bearer_scheme_on_protected_routes(keyed: Asy
 )
 def test_malformed_keys_are_refused_without_echoing_them(spec: str, words: str) -> None:
     with pytest.raises(ValidationError) as error:
-        Settings(api_keys=spec)
+        Settings(api_keys=SecretStr(spec))
     assert words in str(error.value)
     assert "0123456789" not in str(error.value) and "short" not in str(error.value).split("at least")[0]
 
@@ -144,5 +146,5 @@ def test_keys_parse_and_compare() -> None:
     assert keys.access_of(RW) == "rw" and keys.access_of(RO) == "ro"
     assert keys.access_of(RW[:-1]) is None and keys.access_of("") is None
     assert not ApiKeys.parse(" , ")
-    assert Settings(api_keys=" ").api_keys is None
-    assert RW not in repr(Settings(api_keys=f"rw:{RW}"))
+    assert Settings(api_keys=SecretStr(" ")).api_keys is None
+    assert RW not in repr(Settings(api_keys=SecretStr(f"rw:{RW}")))

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from pydantic import SecretStr
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -65,7 +66,7 @@ ENV = {
 # The document the service will serve, from the same app factory and settings, built in-process
 # (nothing is started: the lifespan never runs).
 schema = schemathesis.openapi.from_dict(
-    create_app(Settings(redis_url="redis://127.0.0.1:1/0", api_keys=f"rw:{KEY}")).openapi()
+    create_app(Settings(redis_url="redis://127.0.0.1:1/0", api_keys=SecretStr(f"rw:{KEY}"))).openapi()
 )
 
 
