@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -57,10 +60,13 @@ py::array_t<uint32_t> signatures(const py::list& texts, int num_perm, bool char_
   if (threads < 1) throw py::value_error("threads must be >= 1");
   const TextOptions options = options_of(char_mode, size, normalize, lowercase, collapse);
   const Kernels& kernels = kernels_for(isa);
-  const size_t n = texts.size();
+  // A tuple of the texts holds a reference to each: the views below point into the str objects while
+  // the GIL is released, and another thread may empty or change the caller's list meanwhile.
+  const py::tuple items(texts);
+  const size_t n = items.size();
   const size_t k = static_cast<size_t>(num_perm);
   std::vector<TextView> views(n);
-  for (size_t i = 0; i < n; ++i) views[i] = view_of(texts[i].ptr());
+  for (size_t i = 0; i < n; ++i) views[i] = view_of(items[i].ptr());
   py::array_t<uint32_t> out({n, k});
   uint32_t* dst = out.mutable_data();
   {
@@ -85,19 +91,37 @@ py::array_t<uint32_t> signatures(const py::list& texts, int num_perm, bool char_
       work(0, n);
     } else {
       // Interleaved blocks of documents, so one long text does not leave the other threads idle.
+      // An exception must not escape a std::thread (that is std::terminate): the first one is kept,
+      // the other workers stop taking blocks, and it is rethrown once every thread has joined.
       std::vector<std::thread> pool;
       std::atomic<size_t> next{0};
+      std::mutex failure_mutex;
+      std::exception_ptr failure;
       constexpr size_t kBlock = 8;
-      auto worker = [&]() {
-        for (;;) {
-          const size_t begin = next.fetch_add(kBlock);
-          if (begin >= n) return;
-          work(begin, std::min(n, begin + kBlock));
+      auto worker = [&]() noexcept {
+        try {
+          for (;;) {
+            const size_t begin = next.fetch_add(kBlock);
+            if (begin >= n) return;
+            work(begin, std::min(n, begin + kBlock));
+          }
+        } catch (...) {
+          const std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+          next.store(n);
         }
       };
-      for (size_t t = 1; t < workers; ++t) pool.emplace_back(worker);
+      pool.reserve(workers - 1);
+      for (size_t t = 1; t < workers; ++t) {
+        try {
+          pool.emplace_back(worker);
+        } catch (const std::system_error&) {
+          break;  // no more threads to be had (limits, memory): the ones running finish the batch
+        }
+      }
       worker();
       for (auto& t : pool) t.join();
+      if (failure) std::rethrow_exception(failure);
     }
   }
   return out;
@@ -114,10 +138,15 @@ py::array_t<float> similarity(const py::array_t<uint32_t, py::array::c_style>& q
     throw py::value_error("candidates and query have different numbers of slots");
   const size_t total = static_cast<size_t>(candidates.shape(0));
   const size_t n = use_rows ? static_cast<size_t>(rows.shape(0)) : total;
-  const int64_t* r = use_rows ? rows.data() : nullptr;
-  if (r)
-    for (size_t j = 0; j < n; ++j)
-      if (r[j] < 0 || static_cast<size_t>(r[j]) >= total) throw py::value_error("row index out of range");
+  // The row indices are copied before they are checked: the kernel reads them with the GIL released,
+  // when another thread could write into the caller's array after the check.
+  std::vector<int64_t> row_index;
+  if (use_rows) {
+    row_index.assign(rows.data(), rows.data() + n);
+    for (const int64_t row : row_index)
+      if (row < 0 || static_cast<size_t>(row) >= total) throw py::value_error("row index out of range");
+  }
+  const int64_t* r = use_rows ? row_index.data() : nullptr;
   const Kernels& kernels = kernels_for(isa);
   py::array_t<float> out(n);
   float* dst = out.mutable_data();

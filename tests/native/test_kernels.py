@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -75,26 +77,30 @@ def test_band_keys_depend_on_band_and_rows() -> None:
 
 
 @pytest.mark.parametrize("isa", ISAS)
-def test_force_isa_environment_variable_picks_the_path(isa: str) -> None:
+def test_force_isa_environment_variable_picks_the_path(isa: str, tmp_path: Path) -> None:
     import os
     import subprocess
     import sys
 
     code = "from app import sketch; print(sketch.active_isa())"
     env = {**os.environ, "NEARDUP_FORCE_ISA": isa}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    # cwd outside the source tree: `python -c` would otherwise import ./app, which has no compiled module
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == isa
 
 
-def test_forcing_an_unknown_isa_fails_the_import_with_advice() -> None:
+def test_forcing_an_unknown_isa_fails_the_import_with_advice(tmp_path: Path) -> None:
     import os
     import subprocess
     import sys
 
     env = {**os.environ, "NEARDUP_FORCE_ISA": "neon9000"}
     out = subprocess.run(
-        [sys.executable, "-c", "import app.sketch"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", "import app.sketch"], env=env, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path,
     )
     assert out.returncode != 0
     assert "NEARDUP_FORCE_ISA=neon9000 is not available" in out.stderr
