@@ -27,6 +27,7 @@ import asyncio
 import hashlib
 import struct
 import time
+from binascii import crc_hqx
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ from app.storage.store import CheckReply, Mode, NeedOldBands, StoredVersion
 ABANDON_MS = 60_000
 #: Keys per per-node unlink call when a collection is dropped.
 _UNLINK_CHUNK = 5000
+#: Keys whose node is remembered (group keys repeat from batch to batch).
+_NODE_CACHE = 1 << 17
 #: Errors after which the slot map may be stale: refresh it and try once more.
 _RESHARD = (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, rx.ClusterError)
 
@@ -68,6 +71,9 @@ def _id_hash(doc_id: bytes) -> int:
 
 def _bytes(value: Any) -> bytes:
     return value.encode() if isinstance(value, str) else bytes(value)
+
+
+_GROUP = struct.Struct(">I")
 
 
 def _o4(ordinal: int) -> bytes:
@@ -94,8 +100,9 @@ def record_ms(record: bytes) -> int:
 class _Ops:
     """One node's share of a write (see cluster_ops.lua)."""
 
-    appends: list[bytes | str] = field(default_factory=list)
-    removals: list[bytes | str] = field(default_factory=list)
+    band_prefix: str = ""
+    appends: bytearray = field(default_factory=bytearray)  # 16-byte records, see cluster_ops.lua
+    removals: bytearray = field(default_factory=bytearray)
     sets: list[bytes | str] = field(default_factory=list)
     deletes: list[bytes | str] = field(default_factory=list)
     swaps: list[bytes | str] = field(default_factory=list)
@@ -103,11 +110,8 @@ class _Ops:
     unlinks: list[bytes | str] = field(default_factory=list)
 
     def args(self) -> list[bytes | str | int]:
-        out: list[bytes | str | int] = []
-        for values, width in (
-            (self.appends, 3), (self.removals, 3), (self.sets, 3), (self.deletes, 2), (self.swaps, 4),
-            (self.unlinks, 1),
-        ):  # fmt: skip
+        out: list[bytes | str | int] = [self.band_prefix, bytes(self.appends), bytes(self.removals)]
+        for values, width in ((self.sets, 3), (self.deletes, 2), (self.swaps, 4), (self.unlinks, 1)):
             out.append(len(values) // width)
             out += values
         return out
@@ -130,6 +134,17 @@ class _Groups:
     def band(self, field_: bytes) -> str:
         return f"{self.k.band_prefix}{int.from_bytes(field_[:4], 'little') & self.band_mask}"
 
+    def band_record(self, field_: bytes) -> tuple[str, bytes]:
+        """The bucket's group key and its packed (group, band key) record prefix."""
+        group = int.from_bytes(field_[:4], "little") & self.band_mask
+        return f"{self.k.band_prefix}{group}", _GROUP.pack(group) + field_
+
+    def add_band(self, ops_for: Any, field_: bytes, o4: bytes, *, remove: bool = False) -> None:
+        key, record = self.band_record(field_)
+        ops = ops_for(key)
+        ops.band_prefix = self.k.band_prefix
+        (ops.removals if remove else ops.appends).extend(record + o4)
+
     def ids(self, doc_id: bytes) -> str:
         return f"{self.k.id_prefix}{_id_hash(doc_id) & self.id_mask}"
 
@@ -148,11 +163,13 @@ class ClusterStore:
         self._timeout = timeout
         self._layouts: dict[tuple[str, str], _Layout] = {}
         self._init_lock = asyncio.Lock()
+        #: key -> node that serves its slot, until the slot map is learned again
+        self._nodes: dict[str, ClusterNode] = {}
         self._scripts = {
             name: Script(name)
             for name in (
                 "cluster_init", "cluster_drop", "cluster_reserve", "cluster_stamp", "cluster_status",
-                "cluster_advance", "cluster_ops", "cluster_get",
+                "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands",
             )
         }  # fmt: skip
 
@@ -191,9 +208,18 @@ class ClusterStore:
     # --- plumbing -------------------------------------------------------------------------------------
 
     def _node(self, key: str) -> ClusterNode:
-        node = self._client.nodes_manager.get_node_from_slot(self._client.keyslot(key))
+        cached = self._nodes.get(key)
+        if cached is not None:
+            return cached
+        # Data keys carry no hash tag, so their slot is CRC16(key) mod 16384 (binascii's CRC-CCITT
+        # XMODEM is the cluster's CRC16), much cheaper than the client's general path.
+        slot = self._client.keyslot(key) if "{" in key else crc_hqx(key.encode(), 0) & 16383
+        node = self._client.nodes_manager.get_node_from_slot(slot)
         if node is None:
             raise rx.ClusterDownError(f"no node serves the slot of {key!r}")
+        if len(self._nodes) > _NODE_CACHE:
+            self._nodes.clear()
+        self._nodes[key] = node
         return node
 
     async def _eval(
@@ -229,6 +255,7 @@ class ClusterStore:
         # here is idempotent (appends skip an ordinal already there; swaps accept their own result).
         async with self._init_lock:
             await self._client.nodes_manager.initialize()
+            self._nodes.clear()
         return await call()
 
     def _abandon_ms(self) -> int:
@@ -283,6 +310,37 @@ class ClusterStore:
             for name, reply in zip(names, replies, strict=True):
                 for i, value in zip(by_node[name][1], reply, strict=True):
                     values[i] = bytes(value)
+            return values
+
+        result: list[bytes] = await self._retrying(attempt)
+        return result
+
+    async def _get_bands(self, g: _Groups, band_fields: Sequence[bytes]) -> list[bytes]:
+        """The buckets of these band keys, one packed call per node (see cluster_bands.lua)."""
+        if not band_fields:
+            return []
+
+        async def attempt() -> list[bytes]:
+            by_node: dict[str, tuple[ClusterNode, list[int], bytearray]] = {}
+            for i, f in enumerate(band_fields):
+                key, record = g.band_record(f)
+                node = self._node(key)
+                entry = by_node.get(node.name)
+                if entry is None:
+                    entry = by_node[node.name] = (node, [], bytearray())
+                entry[1].append(i)
+                entry[2].extend(record)
+            names = list(by_node)
+            replies = await asyncio.gather(
+                *(
+                    self._eval("cluster_bands", [], [g.k.band_prefix, bytes(by_node[n][2])], by_node[n][0])
+                    for n in names
+                )
+            )
+            values: list[bytes] = [b""] * len(band_fields)
+            for name, reply in zip(names, replies, strict=True):
+                for i, value in zip(by_node[name][1], reply, strict=True):
+                    values[i] = value
             return values
 
         result: list[bytes] = await self._retrying(attempt)
@@ -482,7 +540,7 @@ class ClusterStore:
             for i in range(n):
                 o4 = _o4(ordinals[i])
                 for f in fields[i]:
-                    ops_for(key := g.band(f)).appends.extend((key, f, o4))
+                    g.add_band(ops_for, f, o4)
                 sig_key, sig_slot = g.sig(ordinals[i])
                 ops_for(sig_key).sets.extend(
                     (sig_key, sig_slot, signatures[i * sig_size : (i + 1) * sig_size])
@@ -528,7 +586,7 @@ class ClusterStore:
     def _removal(g: _Groups, ops_for: Any, ordinal: int, band_fields: list[bytes]) -> None:
         o4 = _o4(ordinal)
         for f in band_fields:
-            ops_for(key := g.band(f)).removals.extend((key, f, o4))
+            g.add_band(ops_for, f, o4, remove=True)
         for key, slot in (g.sig(ordinal), g.doc(ordinal)):
             ops_for(key).deletes.extend((key, slot))
 
@@ -545,8 +603,7 @@ class ClusterStore:
     ) -> CheckReply:
         n = len(fields)
         # 4. the buckets
-        pairs = [(g.band(f), f) for i in range(n) for f in fields[i]]
-        values = await self._get(pairs)
+        values = await self._get_bands(g, [f for i in range(n) for f in fields[i]])
         found: list[dict[int, None]] = [{} for _ in range(n)]
         where: dict[int, list[bytes]] = {}  # candidate -> band fields it was found in (for cleanup)
         pos = 0
@@ -596,13 +653,13 @@ class ClusterStore:
         if dead:
             # Entries of replaced, deleted or abandoned versions: drop them from the buckets they
             # were found in, so the next reader does not pay for them again.
-            await self._write(
-                lambda ops_for: [
-                    ops_for(key := g.band(f)).removals.extend((key, f, _o4(c)))
-                    for c in dead
-                    for f in where[c]
-                ]
-            )
+
+            def build(ops_for: Any) -> None:
+                for c in dead:
+                    for f in where[c]:
+                        g.add_band(ops_for, f, _o4(c), remove=True)
+
+            await self._write(build)
         candidates = [[c for c in cs if c in live or c in own_set] for cs in chosen]
         stamps = {c: stamp_of[c] for cs in candidates for c in cs}
         stamps.update(own_stamps)

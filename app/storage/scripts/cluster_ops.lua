@@ -3,9 +3,12 @@
 -- groups every key of the batch by the node that owns its slot (keys are passed in ARGV, not KEYS:
 -- they span many slots of this node, which allow-cross-slot-keys permits for local keys only).
 --
--- ARGV, in sections, each a count then its tuples, applied in this order:
---   appends  (key, field, o4):       add ordinal o4 (4 bytes) to the bucket, unless already there
---   removals (key, field, o4):       take o4 out of the bucket; delete the field when it empties
+-- ARGV[1] band group prefix; ARGV[2] appends, ARGV[3] removals: packed 16-byte records
+--   (group number, 4 bytes big-endian; band key, 8 bytes; ordinal, 4 bytes), one string each, so a
+--   batch of thousands of band entries costs the client three arguments, not thousands:
+--   appends:  add the ordinal to the bucket (group, band key), unless already there
+--   removals: take the ordinal out of the bucket; delete the field when it empties
+-- then sections, each a count then its tuples, applied in this order after the band records:
 --   sets     (key, field, value):    HSET (signatures, records)
 --   deletes  (key, field):           HDEL
 --   swaps    (key, id, expected, new): compare-and-set of the id table: if the id names `expected`
@@ -14,7 +17,8 @@
 --   unlinks  (key):                  UNLINK (a dropped collection's keys)
 -- Returns {new band fields created, {swap answers}}
 
-local pos = 1
+local BAND = ARGV[1]
+local pos = 4
 local function section(width)
   local count = tonumber(ARGV[pos])
   local first = pos + 1
@@ -29,10 +33,18 @@ local function has(value, o4)
   return nil
 end
 
+local function records(blob)
+  local p = -15
+  return function()
+    p = p + 16
+    if p > #blob then return nil end
+    return BAND .. string.format('%d', struct.unpack('>I4', blob, p)),
+      string.sub(blob, p + 4, p + 11), string.sub(blob, p + 12, p + 15)
+  end
+end
+
 local created = 0
-local first, count = section(3)
-for i = first, first + 3 * (count - 1), 3 do
-  local key, field, o4 = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for key, field, o4 in records(ARGV[2]) do
   if redis.call('HSETNX', key, field, o4) == 1 then
     created = created + 1
   else
@@ -41,9 +53,7 @@ for i = first, first + 3 * (count - 1), 3 do
   end
 end
 
-first, count = section(3)
-for i = first, first + 3 * (count - 1), 3 do
-  local key, field, o4 = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for key, field, o4 in records(ARGV[3]) do
   local value = redis.call('HGET', key, field)
   if value then
     local q = has(value, o4)
@@ -54,7 +64,7 @@ for i = first, first + 3 * (count - 1), 3 do
   end
 end
 
-first, count = section(3)
+local first, count = section(3)
 for i = first, first + 3 * (count - 1), 3 do redis.call('HSET', ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
 
 first, count = section(2)
