@@ -11,14 +11,16 @@ What a read-only key may do: every GET, ``query``, and ``check``/``check/batch``
 the text is a duplicate). Everything that stores or deletes needs a read-write key.
 
 Open without a key: ``/healthz`` and ``/readyz`` (what orchestrators probe: a Kubernetes probe cannot
-read a Secret, and the answers say only "alive"/"ready"), and the API's documentation
-(``/docs``, ``/openapi.json``), which describes the API and holds no data.
+read a Secret, and the answers say only "alive"/"ready"), the API's documentation (``/docs``,
+``/openapi.json``), which describes the API and holds no data, and the static web page (``/``,
+``/web/*``), which asks for a key and sends it with its own calls.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -32,8 +34,14 @@ from app.api.errors import error_response
 Access = Literal["rw", "ro"]
 #: The scope key where the authentication middleware leaves the caller's access for the routes.
 SCOPE_KEY = "neardup.access"
-#: Paths anyone may call, with or without keys configured (see the module docstring).
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+#: Paths anyone may call, with or without keys configured (see the module docstring). The web page
+#: (``/`` and its two files) is static and asks its user for a key, which its calls then send.
+OPEN_PATHS = frozenset(
+    {"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/"}
+)
+#: The page's files: one plain file name under /web/, never a deeper path or a dot segment (the path
+#: is percent-decoded, so a prefix test alone would also let "/web/%2E%2E/v1/..." through).
+OPEN_ASSET = re.compile(r"/web/[A-Za-z0-9_-]+\.[a-z]+\Z")
 #: The shortest key accepted: a guessable key is worse than none, it looks like protection.
 MIN_KEY_LENGTH = 16
 #: Characters a key may use: visible ASCII without the list separator (a key travels in a header).
@@ -123,7 +131,7 @@ class AuthMiddleware:
         if scope["type"] != "http" or not self.keys:
             await self.app(scope, receive, send)
             return
-        if scope["path"] in OPEN_PATHS:
+        if scope["path"] in OPEN_PATHS or OPEN_ASSET.match(scope["path"]):
             await self.app(scope, receive, send)
             return
         token = _bearer_token(scope["headers"])

@@ -61,8 +61,10 @@ async def test_without_a_key_every_endpoint_but_health_and_docs_is_401(keyed: As
             assert response.headers["www-authenticate"].startswith("Bearer")
             assert response.json()["error"] == "unauthorized"
             assert "Bearer" in response.json()["message"]
-    for path in ("/healthz", "/readyz", "/openapi.json", "/docs"):
+    for path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/", "/web/app.js"):
         assert (await keyed.get(path)).status_code == 200, path
+    for sneaky in ("/web/%2E%2E/v1/collections", "/web/a/b.js", "/web/..js"):
+        assert (await keyed.get(sneaky)).status_code == 401, sneaky
 
 
 async def test_a_bad_body_without_a_key_is_still_401(keyed: AsyncClient) -> None:

@@ -149,7 +149,7 @@ def test_a_hung_store_gives_prompt_503s_not_piled_up_requests(
     assert all(retry_after is not None and int(retry_after) >= 1 for _, _, retry_after in answers)
     # Each gave up after the store timeout (plus one retry), all together while the store still hung.
     slowest = max(seconds for _, seconds, _ in answers)
-    assert slowest < 4 * timeout + 1.0, answers
+    assert slowest < 4 * timeout + 1.5, answers
     assert answered_within < pause_ms / 1000, answered_within
 
     time.sleep(max(0.0, pause_ms / 1000 - (time.monotonic() - paused_at)) + 0.2)
