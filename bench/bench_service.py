@@ -172,6 +172,23 @@ def machine_busy_seconds() -> float:
     return (sum(fields[:8]) - idle) / _TICK
 
 
+def cpu_bound(us_per_unit: dict[str, float], cores: int) -> dict[str, Any]:
+    """What the CPU time per document (or request) would allow on ``cores`` otherwise idle cores: the
+    service, its Valkey and the load generator sharing them, and Valkey's single thread on one core.
+    Derived from measured CPU times, not measured throughput: context for a busy shared machine, where
+    CPU time per unit is also inflated somewhat (caches, hypervisor)."""
+    total = sum(us_per_unit.values())
+    valkey = us_per_unit.get("valkey", 0.0)
+    shares = {"all_processes_on_all_cores": cores * 1e6 / total if total else float("inf")}
+    if valkey:
+        shares["valkey_thread_on_one_core"] = 1e6 / valkey
+    return {
+        "per_s_upper_bound": round(min(shares.values())),
+        **{k: round(v) for k, v in shares.items()},
+        "note": "an upper bound from CPU time per unit on an idle machine, not a measurement",
+    }
+
+
 def busy_cores(seconds: float = 1.0) -> float:
     """Cores the machine keeps busy over ``seconds`` (call it while this benchmark runs nothing)."""
     before, wall = machine_busy_seconds(), time.perf_counter()
@@ -706,6 +723,10 @@ def bench_batch(service: Service, corpus: Corpus, settings: Settings) -> dict[st
         client.close()
     rates = [r["docs_per_s"] for r in repeats]
     memory = [r["redis_bytes_per_doc"] for r in repeats]
+    cpu_per_doc = {
+        key: statistics.median(r["cpu"]["cpu_us_per_doc"][key] for r in repeats)
+        for key in ("service_python", "valkey", "load_generator")
+    }
     return {
         "documents": len(corpus),
         "batch_size": settings.batch_size,
@@ -715,6 +736,11 @@ def bench_batch(service: Service, corpus: Corpus, settings: Settings) -> dict[st
         "repeats_docs_per_s": rates,
         "redis_bytes_per_doc": statistics.median(memory),
         "repeats_redis_bytes_per_doc": memory,
+        "cpu_us_per_doc": cpu_per_doc,
+        "other_processes_cores_busy": statistics.median(
+            r["cpu"]["cores_busy"]["other_processes"] for r in repeats
+        ),
+        "cpu_bound": cpu_bound(cpu_per_doc, os.cpu_count() or 1),
         "collection": repeats[0]["collection"],
         "key_encodings": repeats[0]["key_encodings"],
         "repeats": repeats,
@@ -808,13 +834,13 @@ async def single_load(
                 await asyncio.sleep(wait)
             connection = await pool.get()
             if (lag := time.perf_counter() - due) > MAX_OPEN_LOOP_LAG:
-                # Far behind schedule: stop here (the run stays bounded). The requests due in the
-                # window and never sent count with the wait they had so far: a lower bound.
+                # Far behind schedule: stop here (the run stays bounded). Each request due in the
+                # window and never sent counts with the backlog at this point (``lag``): a lower
+                # bound of the wait it would have had.
                 pool.put_nowait(connection)
-                now = time.perf_counter()
                 for j in range(i, total):
-                    if window_start <= (due_j := t0 + j / rate) < window_end:
-                        tally.latencies.append(now - due_j)
+                    if window_start <= t0 + j / rate < window_end:
+                        tally.latencies.append(lag)
                         tally.unsent += 1
                 tally.max_lag = max(tally.max_lag, lag)
                 break
@@ -869,6 +895,8 @@ def single_run(
     }
     del cpu["cpu_us_per_doc"]
     out: dict[str, Any] = {}
+    if rate is None:
+        out["cpu_bound"] = cpu_bound(cpu["cpu_us_per_request"], os.cpu_count() or 1)
     if rate is not None:
         out["offered_requests_per_s"] = rate
         out["most_sent_after_due_ms"] = round(tally.max_lag * 1e3, 1)
@@ -895,21 +923,25 @@ def single_run(
 
 def bench_single(service: Service, corpus: Corpus, settings: Settings) -> dict[str, Any]:
     """Closed loop first (the most the service answers), then open loop at the target rate (the
-    latency a client sees at that rate). One collection for both: the index keeps growing."""
-    name = "bench-single"
-    create_collection(service.port, name)
-    bodies = SingleBodies(corpus)
-    try:
-        closed = single_run(service, bodies, name, settings, None)
-        fixed = single_run(service, bodies, name, settings, TARGETS["single_requests_per_s"])
-        sustainable = max(10, round(SUSTAINABLE_FRACTION * closed["requests_per_s"], -1))
-        below = single_run(service, bodies, name, settings, sustainable)
-    finally:
-        client = service.redis()
+    latency a client sees at that rate), then open loop below capacity. Each run starts from the first
+    document in a new collection, so all three send the same documents in the same order."""
+
+    def run(label: str, rate: float | None) -> dict[str, Any]:
+        name = f"bench-single-{label}"
+        create_collection(service.port, name)
         try:
-            delete_collection(service.port, name, client)
+            return single_run(service, SingleBodies(corpus), name, settings, rate)
         finally:
-            client.close()
+            client = service.redis()
+            try:
+                delete_collection(service.port, name, client)
+            finally:
+                client.close()
+
+    closed = run("closed", None)
+    fixed = run("open", TARGETS["single_requests_per_s"])
+    sustainable = max(10, round(SUSTAINABLE_FRACTION * closed["requests_per_s"], -1))
+    below = run("below", sustainable)
     return {
         "connections": settings.single_connections,
         "seconds": settings.single_seconds,
