@@ -129,7 +129,6 @@ def jaccard(a: set[tuple[str, ...]], b: set[tuple[str, ...]]) -> float:
 
 K0, K1, TOKEN_M = 0x243F6A8885A308D3, 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9
 SHINGLE_P = 0x9FB21C651E98DF25
-TOKEN_M2, SHINGLE_M3 = 0x94D049BB133111EB, 0xD6E8FEB86659FD93
 
 
 def fmix64(h: int) -> int:
@@ -148,15 +147,14 @@ def token_hash(token: str) -> int:
         v = int.from_bytes(data[i : i + 8].ljust(8, b"\0"), "little")
         h = ((h ^ v) * TOKEN_M) & MASK64
         h ^= h >> 32
-    h = (h * TOKEN_M2) & MASK64
-    return h ^ (h >> 29)
+    return fmix64(h)
 
 
 def shingle_key(shingle: tuple[str, ...]) -> int:
     s = 0
     for tok in shingle:
         s = (s * SHINGLE_P + token_hash(tok)) & MASK64
-    return (((s ^ (s >> 31)) * SHINGLE_M3) & MASK64) >> 32
+    return fmix64(s) >> 32
 
 
 def splitmix64(seed: int, count: int) -> list[int]:
