@@ -117,6 +117,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "redis_cluster needs redis_url: the redis:// or rediss:// URL of any node of the cluster"
             )
+        if not self.redis_cluster and self.redis_url is not None and "," in self.redis_url:
+            raise ValueError(
+                "a comma-separated list of seed nodes in redis_url needs redis_cluster=true "
+                "(a comma inside a password is written %2C)"
+            )
         return self
 
     @property

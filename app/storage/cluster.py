@@ -176,10 +176,15 @@ class ClusterStore:
     @classmethod
     def from_url(cls, url: str, *, timeout: float = 5.0, max_connections: int = 64) -> ClusterStore:
         """URL of any node of the cluster (``redis://`` or ``rediss://``, password as usual); the
-        client discovers the others. ``timeout`` bounds connecting and each command; a whole store
+        client discovers the others. More seed nodes may follow, comma-separated, as ``host:port``
+        (``redis://:pw@node1:7000,node2:7000,node3:7000``): any one that answers is enough.
+        ``timeout`` bounds connecting and each command; a whole store
         call is bounded by a few times it, then the caller gets StoreDown."""
+        first, *others = url.split(",")
+        seeds = [_seed(other) for other in others if other.strip()]
         client = RedisCluster.from_url(
-            url,
+            first,
+            startup_nodes=seeds or None,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             max_connections=max_connections,
@@ -792,6 +797,15 @@ class ClusterStore:
             )
             self._status([reply])
         return len(present)
+
+
+def _seed(spec: str) -> ClusterNode:
+    """``host:port`` (or a full ``redis://host:port`` URL, whose credentials come from the first)."""
+    spec = spec.strip().split("://", 1)[-1].rsplit("@", 1)[-1].split("/", 1)[0]
+    host, _, port = spec.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"cluster seed nodes are host:port, got {spec!r}")
+    return ClusterNode(host.strip("[]"), int(port))
 
 
 def _split(band_bytes: bytes) -> list[bytes]:

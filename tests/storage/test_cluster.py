@@ -182,3 +182,17 @@ async def test_an_unreachable_cluster_raises_store_down_promptly() -> None:
         assert time.monotonic() - started < 5
     finally:
         await store.close()
+
+
+async def test_seed_nodes_after_the_first_are_tried_too(
+    cluster_url: str, valkey_cluster: LocalCluster
+) -> None:
+    from app.storage.embedded import find_free_port
+
+    others = ",".join(url.removeprefix("redis://") for url in valkey_cluster.urls[1:])
+    store = ClusterStore.from_url(f"redis://127.0.0.1:{find_free_port()},{others}", timeout=1.0)
+    try:
+        await store.ping()
+        assert await store.create_collection("s", b"{}", "g") is None
+    finally:
+        await store.close()
