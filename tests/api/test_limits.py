@@ -61,7 +61,7 @@ async def with_sentinel(client: AsyncClient) -> AsyncClient:
 
 @given(doc_id=ids)
 @settings(
-    max_examples=80,
+    max_examples=50,
     deadline=None,
     derandomize=True,
     database=None,
@@ -94,7 +94,7 @@ async def test_any_id_is_refused_or_round_trips_exactly_within_its_collection(
 
 @given(name=names)
 @settings(
-    max_examples=40,
+    max_examples=30,
     deadline=None,
     derandomize=True,
     database=None,
