@@ -196,3 +196,51 @@ async def test_seed_nodes_after_the_first_are_tried_too(
         assert await store.create_collection("s", b"{}", "g") is None
     finally:
         await store.close()
+
+
+def test_cluster_settings_are_validated() -> None:
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    assert Settings(redis_url="redis://a:7000,b:7000", redis_cluster=True).redis_cluster
+    for bad in (
+        {"redis_cluster": True},  # no URL: the embedded server is not a cluster
+        {"redis_cluster": True, "redis_url": "unix:///run/redis.sock"},
+        {"redis_url": "redis://a:7000,b:7000"},  # a seed list without the cluster switch
+    ):
+        with pytest.raises(ValidationError):
+            Settings(**bad)
+
+
+async def test_a_hung_node_is_a_prompt_503_not_a_pile_of_waiting_requests(
+    cluster_url: str, valkey_cluster: LocalCluster
+) -> None:
+    import os
+    import signal
+
+    store = ClusterStore.from_url(cluster_url, timeout=0.5)
+    index = Index(store)
+    try:
+        await index.create_collection(CollectionParams.create("c", threshold=0.7))
+        await index.check("c", [Document(f"d{i}", text(60 + i)) for i in range(20)])
+        pid = valkey_cluster.nodes[2].pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)  # the node answers nothing, but its connections stay open
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                await index.check("c", [Document(f"e{i}", text(90 + i)) for i in range(20)])
+            assert time.monotonic() - started < 4
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        valkey_cluster.wait_ok()
+        for _ in range(50):
+            try:
+                [r] = await index.check("c", [Document("x", text(65))], insert=False)
+                break
+            except StoreUnavailable:
+                time.sleep(0.1)
+        assert r.duplicate_of == "d5"
+    finally:
+        await store.close()
