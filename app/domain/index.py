@@ -64,8 +64,8 @@ _EPSILON = 1e-6
 #: equal (t alone would take 103). Estimates scatter around the true Jaccard (0.035 at 0.8) and on
 #: real text the pairs just below a threshold outnumber those just above it, so taking every
 #: estimate >= t lets in more false matches than it saves. Measured against the exact Jaccard on the
-#: benchmark corpus (bench/quality.py, BENCHMARKS.md), at t = 0.8 with b=16, r=8: precision 0.984 ->
-#: 0.994, recall 0.989 -> 0.980. An explicit ``min_similarity`` is a plain floor on the estimate.
+#: benchmark corpus (bench/quality.py, BENCHMARKS.md), at t = 0.8 with b=16, r=8: precision 0.985 ->
+#: 0.991, recall 0.986 -> 0.981. An explicit ``min_similarity`` is a plain floor on the estimate.
 VERIFY_Z = 0.5
 
 

@@ -25,9 +25,9 @@ MAX_SHINGLE_SIZE = sketch.MAX_SHINGLE_SIZE
 #: (``sketch.optimal_bands``). Every candidate is verified against its full signature, so a false
 #: positive of the banding costs one signature comparison, while a false negative is a duplicate never
 #: found. Weighing misses 0.85 gives b=16, r=8 at t = 0.8, k = 128 (P(0.8) = 0.95; equal weights gave
-#: b=12, r=10 and P(0.8) = 0.74): recall 0.986 -> 0.989 against the exact Jaccard on the benchmark
-#: corpus for 0.62 candidates per document instead of 0.55 (bench/quality.py, BENCHMARKS.md); more
-#: bands found no more pairs there.
+#: b=12, r=10 and P(0.8) = 0.74): recall 0.983 -> 0.986 against the exact Jaccard on the benchmark
+#: corpus for 0.69 candidates per document instead of 0.56 (bench/quality.py, BENCHMARKS.md); more
+#: bands found no more pairs there, b=14 found fewer.
 FP_WEIGHT, FN_WEIGHT = 0.15, 0.85
 #: Bounds of the optional retention and size limit of a collection.
 MAX_TTL_SECONDS = 10 * 365 * 86400
