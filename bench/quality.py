@@ -79,6 +79,9 @@ FN_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99)
 #: margin below t), and the service's own rule (``app.domain.index.verification_floor``).
 OFFSET_SLOTS = (-2, -1, 0, 1, 2, 3, 4)
 TARGETS = {"precision": 0.99, "recall": 0.98, "recall_at_1pct_edits": 0.97}
+#: Hash seeds for the robustness check: seed 1 is neardup's (part of the stored format); the others
+#: show how much of a result is the luck of one draw of hash functions.
+SEEDS = (1, 2, 3, 4, 5, 6)
 I64 = npt.NDArray[np.int64]
 
 
@@ -658,6 +661,38 @@ def tradeoff(
     return {"threshold": threshold, "points": rows_out}
 
 
+def seed_robustness(texts: Sequence[str], truth: Truth, threshold: float = HEADLINE) -> dict[str, Any]:
+    """The check rule of the defaults and of the former defaults (equal weights, every estimate >= t)
+    with the signatures of other hash seeds: the same pairs, other draws of hash functions."""
+    n = len(texts)
+    default = CollectionParams.create("x", threshold=threshold)
+    k = default.num_perm
+    rules = [
+        ("defaults", default.bands, default.rows, verification_floor(threshold, k)),
+        ("former defaults", *sketch.optimal_bands(threshold, k), threshold),
+    ]
+    rows = []
+    for seed in SEEDS:
+        sigs = sketch.signatures(texts, seed=seed, num_perm=k)
+        for label, b, r, floor in rules:
+            cand = pairs_sharing_keys(sketch.band_keys(sigs, b, r), n)
+            s = score(truth, cand[estimates(sigs, cand, n) >= floor - 1e-6], threshold)
+            rows.append(
+                {
+                    "seed": seed,
+                    "rule": label,
+                    "bands": b,
+                    "rows": r,
+                    "floor": round(floor, 5),
+                    **{
+                        key: s[key]
+                        for key in ("precision", "recall", "precision_non_identical", "recall_non_identical")
+                    },
+                }
+            )
+    return {"threshold": threshold, "seeds": list(SEEDS), "rows": rows}
+
+
 def s_curve(sigs: npt.NDArray[np.uint32], truth: Truth, bands: int, rows: int) -> dict[str, Any]:
     """Empirical candidate rate per true-Jaccard bucket of the truth pairs, beside P(s)."""
     n = len(sigs)
@@ -758,6 +793,7 @@ def run(
     }
     report["s_curve"] = s_curve(sigs, truth, default.bands, default.rows)
     report["tradeoff"] = tradeoff(sigs, truth, mutant_sigs, mutants, mutant_j)
+    report["seeds"] = seed_robustness(texts, truth)
     if with_service:
         report["neardup_service"] = service_quality(ids, texts, truth, mutants, mutant_j, thresholds)
     if with_libraries:
