@@ -349,7 +349,7 @@ def serve(args: argparse.Namespace) -> int:
 
             # Started here, in the main thread of the parent process: once for all workers, and it
             # dies with this process even on SIGKILL (the server is bound to the thread that started it).
-            embedded = EmbeddedValkey(settings.data_dir)
+            embedded = EmbeddedValkey(settings.data_dir, fsync=settings.fsync)
             try:
                 url = embedded.start()
             except (OSError, RuntimeError) as exc:

@@ -73,7 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if url is None:
             # Started from the event loop's (main) thread on purpose, not in a worker thread: the
             # server dies with the thread that started it, so a killed service leaves no orphan.
-            embedded = EmbeddedValkey(settings.data_dir)
+            embedded = EmbeddedValkey(settings.data_dir, fsync=settings.fsync)
             url = embedded.start()
             log.info("embedded valkey on %s, data in %s", url, settings.data_dir)
         store: Store

@@ -38,6 +38,12 @@ class Settings(BaseSettings):
         default=Path("neardup-data"),
         description="directory of the embedded Valkey's append-only file (unused with redis_url)",
     )
+    fsync: Literal["always", "everysec"] = Field(
+        default="always",
+        description="appendfsync of the embedded Valkey: 'always' writes and fsyncs the append-only file "
+        "before any reply goes out, so nothing acknowledged is lost even to a killed server or a power "
+        "loss; 'everysec' is faster but can lose up to ~2 s of acknowledged writes (see the README)",
+    )
     store_timeout: float = Field(
         default=5.0, gt=0, le=300, description="seconds before a store call counts as unreachable"
     )

@@ -61,10 +61,12 @@ class EmbeddedValkey:
     """One valkey-server child process. ``start()`` returns its ``redis://`` URL; ``stop()`` shuts it
     down (SHUTDOWN, then waits). Usable as a context manager.
 
-    Durability: ``appendonly yes`` with ``appendfsync everysec`` by default. Every acknowledged write
-    reaches the append-only file (the OS page cache) before the reply is sent, so killing the server
-    or the service loses nothing; only a crash of the whole machine can lose the last second. Pass
-    ``fsync="always"`` to survive power loss too, at a cost in write throughput.
+    Durability: ``appendonly yes`` with ``appendfsync always`` by default: the server writes and
+    fsyncs the append-only file before it sends the replies of an event-loop pass (one fsync covers
+    every command of the pass, so batches pay it once), so nothing acknowledged is lost to a killed
+    server, a killed service or a power loss. ``fsync="everysec"`` is faster but can lose acknowledged
+    writes: a power loss costs the last second, and while a slow fsync is still running Valkey holds
+    new writes back (up to 2 s) yet keeps replying, so even a SIGKILL of the server can lose them.
 
     Orphans: the child gets PR_SET_PDEATHSIG (Linux), which fires when the *thread* that started it
     exits, so call ``start()`` from the main thread (not from ``asyncio.to_thread``). The server also
@@ -77,7 +79,7 @@ class EmbeddedValkey:
         data_dir: str | os.PathLike[str],
         *,
         port: int | None = None,
-        fsync: Literal["everysec", "always"] = "everysec",
+        fsync: Literal["everysec", "always"] = "always",
         binary: Path | None = None,
         extra_config: dict[str, str] | None = None,
     ) -> None:
