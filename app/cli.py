@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from app.commands.common import EXIT_CODES_HELP, ExitCode
 from app.commands.common import CliError as CommandError
+from app.domain.models import FN_WEIGHT, FP_WEIGHT
 from app.logs import log_config
 from app.settings import Settings
 
@@ -274,10 +275,17 @@ def add_params(commands: Any) -> None:
     params.add_argument("--threshold", "-t", type=float, default=0.8, help="Jaccard threshold (default 0.8)")
     params.add_argument("--num-perm", "-k", type=int, default=128, help="signature length (default 128)")
     params.add_argument(
-        "--fp-weight", type=float, default=0.5, help="weight of false positives (default 0.5)"
+        "--fp-weight",
+        type=float,
+        default=FP_WEIGHT,
+        help=f"weight of false positives (default {FP_WEIGHT}, the service's: candidates are verified, "
+        "so a false positive of the banding costs only time)"
     )
     params.add_argument(
-        "--fn-weight", type=float, default=0.5, help="weight of false negatives (default 0.5)"
+        "--fn-weight",
+        type=float,
+        default=FN_WEIGHT,
+        help=f"weight of false negatives (default {FN_WEIGHT}, the service's)"
     )
     params.add_argument("--bands", type=int, default=None, help="evaluate these bands instead of choosing")
     params.add_argument("--rows", type=int, default=None, help="evaluate these rows instead of choosing")

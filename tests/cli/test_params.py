@@ -27,10 +27,11 @@ COMMANDS = ["serve", "load", "dedup", "params", "bench"]
 def test_params_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["params", "--threshold", "0.8", "--num-perm", "128"]) == 0
     out = capsys.readouterr().out
-    assert "12 bands x 10 rows" in out
-    fp, fn = sketch.error_probabilities(0.8, 12, 10)
+    # The service's weights (misses weigh 0.85): the collection a service would create.
+    assert "16 bands x 8 rows" in out
+    fp, fn = sketch.error_probabilities(0.8, 16, 8)
     assert f"{fp:.4f}" in out and f"{fn:.4f}" in out
-    assert "0.80    0.7441  <- threshold" in out
+    assert "0.80    0.9470  <- threshold" in out
     plot = [line for line in out.splitlines() if "|" in line]
     assert len(plot) == 17 and plot[0].startswith("1.00 |") and plot[-1].startswith("0.00 |")
     assert plot[-1].split("|", 1)[1].startswith("*")  # P(0) = 0
