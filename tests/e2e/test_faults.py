@@ -4,9 +4,9 @@ nothing acknowledged lost), and a store that hangs (prompt 503s from the store t
 
 The store is a valkey-server the test starts itself (append-only file, ``appendfsync always``, the
 default) and gives to the service through NEARDUP_REDIS_URL, so the test can kill and restart it on
-the same port and data directory. Killing the *service* is covered by test_lifecycle.py (its embedded server exits
-with it) and tests/storage/test_embedded.py (a leftover server on the data directory is stopped by
-the next start).
+the same port and data directory. Killing the *service* is covered by test_lifecycle.py (its
+embedded server exits with it) and tests/storage/test_embedded.py (a leftover server on the data
+directory is stopped by the next start).
 """
 
 from __future__ import annotations
