@@ -83,8 +83,11 @@ async def test_memory_stays_flat_while_inserting_with_a_ttl(store: Store, store_
             n += 50
         samples.append((n, (await index.get_collection("flat")).documents, used_memory(store_target)))
     print(f"\n(inserted, kept, used_memory): {samples}")
-    (inserted0, _, memory0), (inserted1, kept1, memory1) = samples
+    (inserted0, kept0, memory0), (inserted1, kept1, memory1) = samples
     assert kept1 < 0.5 * inserted1  # most of what was inserted is gone already
     # Keeping everything would cost ~1,000 bytes per document inserted between the two samples;
-    # reclaiming as we go keeps the growth near zero (300 bytes/doc of slack for rate changes).
-    assert memory1 - memory0 < 300 * (inserted1 - inserted0), samples
+    # reclaiming as we go keeps the growth near zero: 300 bytes per inserted document of slack, plus
+    # up to 2,000 bytes per document more *kept* (the insert rate, so the steady-state size, varies
+    # with the machine's load).
+    allowance = 300 * (inserted1 - inserted0) + 2_000 * max(0, kept1 - kept0)
+    assert memory1 - memory0 < allowance, samples
