@@ -134,7 +134,11 @@ def version(package: str) -> str:
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
-        return ""
+        pass
+    if package == "neardup":  # on the path without an installed distribution: the checkout's own
+        found = re.search(r'^version\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
+        return f"{found.group(1)} (pyproject.toml)" if found else ""
+    return ""
 
 
 def git_commit() -> str:
@@ -1104,6 +1108,21 @@ def bench_datasketch(corpus: Corpus, settings: Settings) -> dict[str, Any]:
 # --- the one run -----------------------------------------------------------------------------------
 
 
+def compact_json(value: Any, indent: int = 0) -> str:
+    """JSON with one line per object or list that holds only scalars: the report stays readable."""
+    scalar = (str, int, float, bool, type(None))
+    if isinstance(value, dict) and value and not all(isinstance(v, scalar) for v in value.values()):
+        pad = " " * (indent + 1)
+        items = [f"{pad}{json.dumps(k)}: {compact_json(v, indent + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+    if isinstance(value, list) and value and not all(isinstance(v, scalar) for v in value):
+        pad = " " * (indent + 1)
+        return (
+            "[\n" + ",\n".join(pad + compact_json(v, indent + 1) for v in value) + "\n" + " " * indent + "]"
+        )
+    return json.dumps(value)
+
+
 def valkey_version(url: str) -> str:
     client = redis.Redis.from_url(url, socket_timeout=10)
     try:
@@ -1263,7 +1282,7 @@ def main() -> None:
     report["targets"] = targets
     report["machine"]["load_average_at_end"] = load_average()
     report["seconds"] = round(time.perf_counter() - started, 1)
-    print(json.dumps(report, indent=1))
+    print(compact_json(report))
 
 
 if __name__ == "__main__":
