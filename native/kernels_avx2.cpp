@@ -54,23 +54,49 @@ NEARDUP_TARGET void minhash_avx2(const uint32_t* x, size_t n, const HashFamily& 
   }
 }
 
+namespace {
+
+// Software prefetch (into L1) of every cache line of one row: see kernels_avx512.cpp (16 KB ahead for
+// the sequential scan, 8 for random rows).
+NEARDUP_TARGET inline __attribute__((always_inline)) void prefetch_row(const uint32_t* row, size_t bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(row) & ~static_cast<uintptr_t>(63);
+  const uintptr_t last = reinterpret_cast<uintptr_t>(row) + bytes - 1;
+  for (uintptr_t line = first; line <= last; line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+}
+
+constexpr size_t kAheadBytes = 16384;  // sequential scan: ~16 KB ahead (32 rows of k = 128)
+constexpr size_t kAheadRandom = 8;
+
+NEARDUP_TARGET inline __attribute__((always_inline)) uint32_t equal8(const uint32_t* query, const uint32_t* c) {
+  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(query));
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(q, v))));
+}
+
+}  // namespace
+
 NEARDUP_TARGET void similarity_avx2(const uint32_t* query, const uint32_t* candidates, size_t k,
                                     const int64_t* rows, size_t n, float* out) {
   if (k == 0 || query[0] == kEmptySlot) {
     std::fill(out, out + n, 0.0f);
     return;
   }
+  const size_t ahead = std::max<size_t>(1, kAheadBytes / (4 * k));
+  if (rows)
+    for (size_t j = 0; j < std::min(n, kAheadRandom); ++j) prefetch_row(candidates + static_cast<size_t>(rows[j]) * k, 4 * k);
   for (size_t j = 0; j < n; ++j) {
     const uint32_t* c = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * k;
-    if (rows && j + 1 < n) _mm_prefetch(reinterpret_cast<const char*>(candidates + rows[j + 1] * k), _MM_HINT_T0);
+    if (rows) {
+      if (j + kAheadRandom < n) prefetch_row(candidates + static_cast<size_t>(rows[j + kAheadRandom]) * k, 4 * k);
+    } else if (j + ahead < n) {
+      prefetch_row(candidates + (j + ahead) * k, 4 * k);
+    }
     uint32_t equal = 0;
     size_t i = 0;
-    for (; i + 8 <= k; i += 8) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(query + i));
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + i));
-      equal += static_cast<uint32_t>(
-          __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(q, v))))));
-    }
+    // Two 8-slot masks joined before one popcount.
+    for (; i + 16 <= k; i += 16)
+      equal += static_cast<uint32_t>(__builtin_popcount(equal8(query + i, c + i) | (equal8(query + i + 8, c + i + 8) << 8)));
+    for (; i + 8 <= k; i += 8) equal += static_cast<uint32_t>(__builtin_popcount(equal8(query + i, c + i)));
     for (; i < k; ++i) equal += query[i] == c[i];
     out[j] = static_cast<float>(equal) / static_cast<float>(k);
   }

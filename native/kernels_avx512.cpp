@@ -74,15 +74,41 @@ NEARDUP_TARGET inline __attribute__((always_inline)) uint32_t equal_slots(const 
   return equal;
 }
 
+// Software prefetch (into L1) of every cache line of one row. The stored signatures are read once
+// per call, 15 MB at N = 30k: they stream from L3 or memory, and the hardware prefetchers alone keep
+// too few lines in flight (measured: 16 KB ahead, 32 rows at k = 128, lifts the 30k case by ~20-25%; random
+// rows get a prefetch 8 rows ahead). A prefetch never faults, and the address is plain arithmetic.
+NEARDUP_TARGET inline __attribute__((always_inline)) void prefetch_row(const uint32_t* row, size_t bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(row) & ~static_cast<uintptr_t>(63);
+  const uintptr_t last = reinterpret_cast<uintptr_t>(row) + bytes - 1;
+  for (uintptr_t line = first; line <= last; line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+}
+
+constexpr size_t kAheadBytes = 16384;  // sequential scan: ~16 KB ahead (32 rows of k = 128)
+constexpr size_t kAheadRandom = 8;
+
+NEARDUP_TARGET inline __attribute__((always_inline)) void prefetch_ahead(const uint32_t* candidates, size_t k,
+                                                                       const int64_t* rows, size_t j, size_t n,
+                                                                       size_t ahead) {
+  if (rows) {
+    if (j + kAheadRandom < n) prefetch_row(candidates + static_cast<size_t>(rows[j + kAheadRandom]) * k, 4 * k);
+  } else if (j + ahead < n) {
+    prefetch_row(candidates + (j + ahead) * k, 4 * k);
+  }
+}
+
 template <int B>
 NEARDUP_TARGET void similarity_blocks(const uint32_t* query, const uint32_t* candidates, const int64_t* rows,
                                       size_t n, float* out) {
   constexpr size_t k = 16 * B;
   __m512i q[B];
   for (int b = 0; b < B; ++b) q[b] = _mm512_loadu_si512(query + 16 * b);
+  constexpr size_t ahead = std::max<size_t>(1, kAheadBytes / (4 * k));
+  if (rows)
+    for (size_t j = 0; j < std::min(n, kAheadRandom); ++j) prefetch_row(candidates + static_cast<size_t>(rows[j]) * k, 4 * k);
   for (size_t j = 0; j < n; ++j) {
     const uint32_t* c = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * k;
-    if (rows && j + 1 < n) _mm_prefetch(reinterpret_cast<const char*>(candidates + rows[j + 1] * k), _MM_HINT_T0);
+    prefetch_ahead(candidates, k, rows, j, n, ahead);
     out[j] = static_cast<float>(equal_slots<B>(q, c)) / static_cast<float>(k);
   }
 }
@@ -101,9 +127,10 @@ NEARDUP_TARGET void similarity_avx512(const uint32_t* query, const uint32_t* can
     case 256: return similarity_blocks<16>(query, candidates, rows, n, out);
     default: break;
   }
+  const size_t ahead = std::max<size_t>(1, kAheadBytes / (4 * k));
   for (size_t j = 0; j < n; ++j) {
     const uint32_t* c = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * k;
-    if (rows && j + 1 < n) _mm_prefetch(reinterpret_cast<const char*>(candidates + rows[j + 1] * k), _MM_HINT_T0);
+    prefetch_ahead(candidates, k, rows, j, n, ahead);
     uint32_t equal = 0;
     for (size_t i = 0; i < k; i += 16) {
       const __mmask16 m = k - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (k - i)) - 1);
