@@ -39,6 +39,10 @@ MAN_PACKAGES = [
     "manpages-de",
     "manpages-fr",
     "manpages-es",
+    "manpages-it",
+    "manpages-nl",
+    "manpages-pl",
+    "manpages-pt-br",
 ]
 #: Python's documentation as shipped in reStructuredText (``_sources/*.rst.txt``), no HTML to strip.
 PYDOC_PACKAGE = "python3.11-doc"
@@ -50,12 +54,21 @@ DEBIAN_PACKAGES = sorted({*MAN_PACKAGES, PYDOC_PACKAGE, *TOOL_PACKAGES})
 #: per project so that no single project dominates the corpus (Django's and SQLAlchemy's Python
 #: sources alone would be ~100 MB, so only their documentation is taken).
 PYPI_RELEASES: dict[str, list[str]] = {
+    "attrs": ["23.1.0", "23.2.0", "24.2.0"],
     "click": ["8.0.4", "8.1.3", "8.1.7"],
-    "django": ["4.2.16", "5.0.9", "5.1.3"],
+    "django": ["3.2.25", "4.1.13", "4.2.16", "5.0.9", "5.1.3"],
+    "docutils": ["0.20.1", "0.21.2"],
     "flask": ["2.2.5", "2.3.3", "3.0.3"],
     "jinja2": ["3.0.3", "3.1.2", "3.1.4"],
+    # pip vendors requests, urllib3, rich, pygments and more: copies of files that other projects and
+    # other releases ship too.
+    "pip": ["22.3.1", "23.0.1", "23.3.2", "24.0", "24.2", "24.3.1"],
+    "pygments": ["2.17.2", "2.18.0"],
+    "pytest": ["7.4.4", "8.0.2", "8.2.2", "8.3.3"],
     "requests": ["2.28.2", "2.31.0", "2.32.3"],
-    "sqlalchemy": ["2.0.20", "2.0.36"],
+    "setuptools": ["68.2.2", "69.5.1", "70.3.0", "72.2.0", "75.1.0"],
+    "sphinx": ["7.1.2", "7.2.6", "7.3.7", "7.4.7", "8.0.2"],
+    "sqlalchemy": ["1.4.54", "2.0.20", "2.0.36"],
     "werkzeug": ["2.2.3", "2.3.8", "3.0.4"],
 }
 PYPI_SUFFIXES: dict[str, tuple[str, ...]] = {
@@ -251,12 +264,7 @@ def pydoc_documents(versions: dict[str, str]) -> list[Document]:
 def copyright_documents() -> tuple[list[Document], dict[str, str]]:
     """The copyright file of every installed Debian package: many quote the same licences in full,
     some with small edits, which gives near-duplicates written by different people."""
-    listing = run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n"]).stdout
-    installed = {}
-    for line in listing.splitlines():
-        package, version, status = line.split("\t")
-        if status.startswith("ii"):
-            installed[package] = version
+    installed = installed_packages()
     documents = []
     used: dict[str, str] = {}
     for package in sorted(installed):
@@ -279,6 +287,81 @@ def copyright_documents() -> tuple[list[Document], dict[str, str]]:
                 file_sha256=sha256_bytes(raw),
             )
         )
+    return documents, used
+
+
+#: Files under /usr/share/doc that become ``debdoc`` documents: text by suffix (``.gz`` too) or by the
+#: conventional names of Debian changelogs and read-me files. Upstream changelogs (changelog.gz, NEWS)
+#: are left out: ~60 MB in a few hundred long files would outweigh everything else here.
+DEBDOC_SUFFIXES = (".txt", ".md", ".rst")
+DEBDOC_NAMES = {
+    "AUTHORS",
+    "FAQ",
+    "NEWS.Debian",
+    "README",
+    "README.Debian",
+    "THANKS",
+    "TODO",
+    "changelog.Debian",
+}
+
+
+def installed_packages() -> dict[str, str]:
+    listing = run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n"]).stdout
+    installed = {}
+    for line in listing.splitlines():
+        package, version, status = line.split("\t")
+        if status.startswith("ii"):
+            installed[package] = version
+    return installed
+
+
+def debdoc_documents() -> tuple[list[Document], dict[str, str]]:
+    """Package documentation under /usr/share/doc (read-me files, changelogs, text and Markdown docs)
+    of every installed Debian package: packages built from one source share changelogs that differ by
+    a release or two. Python's HTML sources (``pydoc``) and copyright files (``copyright``) are left to
+    their own sources; a path listed by two packages goes to the first in sorted order."""
+    installed = installed_packages()
+    lists: dict[str, list[Path]] = {}
+    for list_file in sorted(Path("/var/lib/dpkg/info").glob("*.list")):
+        package = list_file.name[: -len(".list")].split(":", 1)[0]
+        if package in installed:
+            lists.setdefault(package, []).append(list_file)
+    documents = []
+    used: dict[str, str] = {}
+    seen: set[str] = set()
+    for package in sorted(lists):
+        paths: set[str] = set()
+        for list_file in lists[package]:
+            paths.update(list_file.read_text(encoding="utf-8", errors="replace").splitlines())
+        for path in sorted(paths):
+            if not path.startswith("/usr/share/doc/") or path.startswith("/usr/share/doc/python3.11/html/"):
+                continue
+            name = path.rsplit("/", 1)[1]
+            plain = name[: -len(".gz")] if name.endswith(".gz") else name
+            if not (plain.endswith(DEBDOC_SUFFIXES) or plain in DEBDOC_NAMES):
+                continue
+            if path in seen or os.path.islink(path) or not os.path.isfile(path):
+                continue
+            seen.add(path)
+            raw = Path(path).read_bytes()
+            try:
+                data = gzip.decompress(raw) if name.endswith(".gz") else raw
+            except (OSError, EOFError):
+                continue
+            used[package] = installed[package]
+            documents.append(
+                Document(
+                    id=f"debdoc/{path[len('/usr/share/doc/') :]}",
+                    text=data.decode("utf-8", errors="replace"),
+                    source="debdoc",
+                    path=path,
+                    package=package,
+                    version=installed[package],
+                    file_size=len(raw),
+                    file_sha256=sha256_bytes(raw),
+                )
+            )
     return documents, used
 
 
@@ -329,6 +412,8 @@ def build(output: Path, manifest_path: Path) -> None:
     documents += pydoc_documents(versions)
     copyrights, copyright_packages = copyright_documents()
     documents += copyrights
+    debdocs, debdoc_packages = debdoc_documents()
+    documents += debdocs
     documents += sdist_documents(archives)
     documents.sort(key=lambda d: d.id)
 
@@ -388,6 +473,7 @@ def build(output: Path, manifest_path: Path) -> None:
         },
         "debian_packages": versions,
         "copyright_packages": copyright_packages,
+        "debdoc_packages": debdoc_packages,
         "pypi": {
             key: {
                 "archive": path.name,
