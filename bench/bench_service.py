@@ -17,7 +17,7 @@ issue-3 targets were met. The load generator runs in this process on the same 2 
 its CPU time is reported next to the service's, the Valkey server's and other processes' (a shared
 machine: ``--wait-quiet`` waits for the others to go idle before each part).
 
-    python bench/bench_service.py            # full run, ~5 minutes
+    python bench/bench_service.py            # full run, ~4 minutes
     python bench/bench_service.py --quick    # ~1 minute
 """
 
@@ -104,7 +104,7 @@ QUICK = Settings(
     datasketch_repeats=2,
 )
 FULL = Settings(
-    documents=50_000,  # capped by what the corpus yields (~26,000 passages of ~4 KB)
+    documents=50_000,  # of the ~78,000 passages of ~4 KB the corpus yields (fewer if it is smaller)
     chunk_bytes=4_000,
     batch_size=250,
     batch_clients=4,
