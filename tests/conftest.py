@@ -3,13 +3,19 @@ store) on 127.0.0.1 and a free port for the whole session, flushed before each t
 and a real 3-node Redis Cluster of the same binary, started on first use.
 
 ``store`` (and ``store_target``, which the API settings use) is parametrized over both backends, so
-every storage, domain and API test that takes it runs against a standalone server and a cluster."""
+every storage, domain and API test that takes it runs against a standalone server and a cluster.
+
+``service`` is a real ``neardup serve`` per test module, started the way the end-to-end tests start
+theirs (tests/e2e overrides it with its own settings)."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import redis
@@ -17,6 +23,29 @@ import redis
 from app.storage import ClusterStore, EmbeddedValkey, LocalCluster, RedisStore, Store
 
 BACKENDS = ["standalone", "cluster"]
+
+
+@pytest.fixture(scope="session")
+def e2e_fixtures() -> ModuleType:
+    """tests/e2e/conftest.py as a module (its Service class), loaded once per session."""
+    name = "neardup_e2e_fixtures"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "e2e" / "conftest.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def service(e2e_fixtures: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    running = e2e_fixtures.Service(tmp_path_factory.mktemp("service") / "data")
+    try:
+        yield running.start()
+    finally:
+        running.stop()
+        running.reap_valkey()
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,8 @@
-"""A real ``neardup serve`` for the CLI tests, started the way the end-to-end tests start theirs."""
+"""``start_service`` for CLI tests that need services of their own (``service``, one per module, is in
+tests/conftest.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -12,33 +11,11 @@ from typing import Any
 import pytest
 
 
-def e2e_fixtures() -> ModuleType:
-    """tests/e2e/conftest.py as a module (its Service class), loaded once per session."""
-    name = "neardup_e2e_fixtures"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "e2e" / "conftest.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    running = e2e_fixtures().Service(tmp_path_factory.mktemp("cli") / "data")
-    try:
-        yield running.start()
-    finally:
-        running.stop()
-        running.reap_valkey()
-
-
 @pytest.fixture
-def start_service(tmp_path: Path) -> Iterator[Any]:
+def start_service(e2e_fixtures: ModuleType) -> Iterator[Any]:
     """``start_service(data_dir, *serve_args, env=...)``: a started service, stopped after the test."""
     started: list[Any] = []
-    cls = e2e_fixtures().Service
+    cls = e2e_fixtures.Service
 
     def start(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> Any:
         running = cls(data_dir, *args, env=env)
