@@ -29,15 +29,6 @@ struct SplitMix64 {
   }
 };
 
-inline uint64_t fmix64(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
-}
-
 }  // namespace
 
 HashFamily make_hash_family(int num_perm, uint64_t seed) {

@@ -10,6 +10,17 @@
 
 namespace neardup {
 
+// MurmurHash3's 64-bit finalizer (full avalanche). Part of the signature format: token hashes,
+// shingle keys and band keys all end with it.
+inline uint64_t fmix64(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
+
 struct Kernels;
 
 // ---- text to features ----------------------------------------------------------------------------

@@ -42,15 +42,6 @@ constexpr uint64_t kTokenK1 = 0x9e3779b97f4a7c15ull;
 constexpr uint64_t kTokenM = 0xbf58476d1ce4e5b9ull;
 constexpr uint64_t kShingleP = 0x9fb21c651e98df25ull;
 
-inline uint64_t fmix64(uint64_t h) {  // MurmurHash3's finalizer: full avalanche
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
-}
-
 inline uint64_t load_le64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
