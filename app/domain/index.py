@@ -135,6 +135,11 @@ class Index:
     async def _collection(self, name: str, *, refresh: bool = False) -> _Collection:
         if not refresh and name in self._collections:
             return self._collections[name]
+        collection, _ = await self._fetch_collection(name)
+        return collection
+
+    async def _fetch_collection(self, name: str) -> tuple[_Collection, int]:
+        """The collection's parameters from the store (cached for later calls) and its document count."""
         if not isinstance(name, str) or not COLLECTION_NAME.match(name):
             raise CollectionNotFound(name)
         async with self._storage(name):
@@ -144,7 +149,7 @@ class Index:
             raise CollectionNotFound(name)
         collection = _decode_params(found[0])
         self._collections[name] = collection
-        return collection
+        return collection, found[1]
 
     async def ping(self) -> None:
         """Readiness: returns if the store answers, else raises StoreUnavailable."""
@@ -195,16 +200,8 @@ class Index:
 
     async def get_collection(self, name: str) -> CollectionInfo:
         """Parameters and document count; CollectionNotFound if absent."""
-        if not isinstance(name, str) or not COLLECTION_NAME.match(name):
-            raise CollectionNotFound(name)
-        async with self._storage(name):
-            found = await self._store.get_collection(name)
-        if found is None:
-            self._collections.pop(name, None)
-            raise CollectionNotFound(name)
-        collection = _decode_params(found[0])
-        self._collections[name] = collection
-        return CollectionInfo(collection.params, found[1])
+        collection, documents = await self._fetch_collection(name)
+        return CollectionInfo(collection.params, documents)
 
     async def list_collections(self) -> list[CollectionInfo]:
         """All collections, sorted by name."""
