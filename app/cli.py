@@ -279,13 +279,13 @@ def add_params(commands: Any) -> None:
         type=float,
         default=FP_WEIGHT,
         help=f"weight of false positives (default {FP_WEIGHT}, the service's: candidates are verified, "
-        "so a false positive of the banding costs only time)"
+        "so a false positive of the banding costs only time)",
     )
     params.add_argument(
         "--fn-weight",
         type=float,
         default=FN_WEIGHT,
-        help=f"weight of false negatives (default {FN_WEIGHT}, the service's)"
+        help=f"weight of false negatives (default {FN_WEIGHT}, the service's)",
     )
     params.add_argument("--bands", type=int, default=None, help="evaluate these bands instead of choosing")
     params.add_argument("--rows", type=int, default=None, help="evaluate these rows instead of choosing")

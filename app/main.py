@@ -16,6 +16,7 @@ from app.api import routers
 from app.api.access_log import AccessLogMiddleware
 from app.api.auth import ApiKeys, AuthMiddleware, install_auth
 from app.api.body_limit import BodyLimitMiddleware
+from app.api.deps import Runtime
 from app.api.errors import CatchAllMiddleware, install_error_handlers
 from app.api.limits import Limits
 from app.api.metrics import Metrics, MetricsMiddleware
@@ -84,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         index = Index(store, observer=metrics)
         default = DefaultCollection(default_params(settings))
         await default.ensure(index)
-        app.state.service = index
+        app.state.runtime = Runtime(index, settings, limits, metrics)
         app.state.default_collection = default
         try:
             yield
@@ -99,9 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=API_DESCRIPTION,
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.limits = Limits.from_settings(settings)
-    app.state.metrics = metrics
+    limits = Limits.from_settings(settings)
     for router in routers:
         app.include_router(router)
     install_error_handlers(app)

@@ -59,9 +59,7 @@ def _check_num_perm(num_perm: int) -> None:
         or not MIN_PERM <= num_perm <= MAX_PERM
         or num_perm % 8
     ):
-        raise ValueError(
-            f"num_perm must be a multiple of 8 from {MIN_PERM} to {MAX_PERM}, got {num_perm!r}"
-        )
+        raise ValueError(f"num_perm must be a multiple of 8 from {MIN_PERM} to {MAX_PERM}, got {num_perm!r}")
 
 
 def signatures(
@@ -191,9 +189,7 @@ def similarity(
         if index.size and (index.min() < 0 or index.max() >= matrix.shape[0]):
             raise ValueError(f"rows must be indices from 0 to {matrix.shape[0] - 1}")
         use_rows = True
-    out: F32Array = _native.similarity(
-        np.ascontiguousarray(query), matrix, index, use_rows, _check_isa(isa)
-    )
+    out: F32Array = _native.similarity(np.ascontiguousarray(query), matrix, index, use_rows, _check_isa(isa))
     return out
 
 
@@ -208,9 +204,7 @@ def band_keys(signatures: U32Array, bands: int, rows: int) -> U64Array:
     if not isinstance(bands, int) or not isinstance(rows, int) or bands < 1 or rows < 1:
         raise ValueError(f"bands and rows must be positive integers, got bands={bands!r} rows={rows!r}")
     if bands * rows > matrix.shape[1]:
-        raise ValueError(
-            f"bands*rows = {bands * rows} exceeds the {matrix.shape[1]} slots of each signature"
-        )
+        raise ValueError(f"bands*rows = {bands * rows} exceeds the {matrix.shape[1]} slots of each signature")
     out: U64Array = _native.band_keys(matrix, bands, rows)
     return out
 

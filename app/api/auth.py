@@ -23,9 +23,9 @@ import hmac
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -166,23 +166,6 @@ def require_write(scope: Scope, action: str) -> None:
     """Raise :class:`Forbidden` if the caller has a read-only key (no keys configured: anyone writes)."""
     if scope.get(SCOPE_KEY) == "ro":
         raise Forbidden(action)
-
-
-class Caller:
-    """The caller as the routes see it: can it write?"""
-
-    def __init__(self, scope: Scope) -> None:
-        self._scope = scope
-
-    def require_write(self, action: str) -> None:
-        require_write(self._scope, action)
-
-
-def get_caller(request: Request) -> Caller:
-    return Caller(request.scope)
-
-
-CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
 def route_access(method: str, openapi_extra: dict[str, Any] | None) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from app.api.auth import READ, WRITE_IF_INSERT, CallerDep
+from app.api.auth import READ, WRITE_IF_INSERT
 from app.api.convert import check_dict, match_dict
-from app.api.deps import CollectionName, LimitsDep, MetricsDep, ServiceDep
+from app.api.deps import CollectionCtx
 from app.api.errors import error_responses
+from app.api.metrics import Metrics
 from app.api.models import (
     BatchCheckRequest,
     BatchCheckResultOut,
@@ -26,7 +27,7 @@ router = APIRouter(prefix="/v1/collections/{name}", tags=["checks"], route_class
 _ERRORS = error_responses(401, 403, 404, 413, 422, 503)
 
 
-def _count(metrics: MetricsDep, results: list[CheckResult]) -> None:
+def _count(metrics: Metrics, results: list[CheckResult]) -> None:
     inserted = duplicates = 0
     for result in results:
         inserted += result.inserted
@@ -41,27 +42,20 @@ def _count(metrics: MetricsDep, results: list[CheckResult]) -> None:
     openapi_extra=WRITE_IF_INSERT,
     summary="Check one document (and insert it)",
 )
-async def check(
-    name: CollectionName,
-    body: CheckRequest,
-    service: ServiceDep,
-    limits: LimitsDep,
-    metrics: MetricsDep,
-    caller: CallerDep,
-) -> Response:
+async def check(ctx: CollectionCtx, body: CheckRequest) -> Response:
     """Verified matches among documents inserted before this one, best first; `duplicate_of` is the
     earliest of them. With `insert` (the default) the document is stored, replacing its id's old
     version; a document never matches itself. A read-only API key may check with `"insert": false`."""
     if body.insert:
-        caller.require_write("check with insert")
-    limits.check_document(("body",), body.id, body.text, body.metadata)
-    results = await service.check(
-        name,
+        ctx.require_write("check with insert")
+    ctx.limits.check_document(("body",), body.id, body.text, body.metadata)
+    results = await ctx.service.check(
+        ctx.name,
         [Document(body.id, body.text, body.metadata)],
         insert=body.insert,
         min_similarity=body.min_similarity,
     )
-    _count(metrics, results)
+    _count(ctx.metrics, results)
     return JSONBytesResponse(check_dict(results[0]))
 
 
@@ -72,26 +66,19 @@ async def check(
     openapi_extra=WRITE_IF_INSERT,
     summary="Check a batch of documents, in order",
 )
-async def check_batch(
-    name: CollectionName,
-    body: BatchCheckRequest,
-    service: ServiceDep,
-    limits: LimitsDep,
-    metrics: MetricsDep,
-    caller: CallerDep,
-) -> Response:
+async def check_batch(ctx: CollectionCtx, body: BatchCheckRequest) -> Response:
     """Results in input order; a later document of the batch sees the earlier ones (as if they had
     been sent one by one). Up to NEARDUP_MAX_BATCH_DOCUMENTS documents per request."""
     if body.insert:
-        caller.require_write("check/batch with insert")
-    limits.check_batch(body.documents)
-    results = await service.check(
-        name,
+        ctx.require_write("check/batch with insert")
+    ctx.limits.check_batch(body.documents)
+    results = await ctx.service.check(
+        ctx.name,
         [Document(doc.id, doc.text, doc.metadata) for doc in body.documents],
         insert=body.insert,
         min_similarity=body.min_similarity,
     )
-    _count(metrics, results)
+    _count(ctx.metrics, results)
     return JSONBytesResponse({"results": [check_dict(result) for result in results]})
 
 
@@ -102,9 +89,11 @@ async def check_batch(
     openapi_extra=READ,
     summary="Find stored near-duplicates of a text",
 )
-async def query(name: CollectionName, body: QueryRequest, service: ServiceDep, limits: LimitsDep) -> Response:
+async def query(ctx: CollectionCtx, body: QueryRequest) -> Response:
     """Read-only: verified matches of `text`, best first, at most `limit`."""
-    limits.check_document(("body",), None, body.text, None)
-    limits.check_query_limit(body.limit)
-    matches = await service.query(name, body.text, limit=body.limit, min_similarity=body.min_similarity)
+    ctx.limits.check_document(("body",), None, body.text, None)
+    ctx.limits.check_query_limit(body.limit)
+    matches = await ctx.service.query(
+        ctx.name, body.text, limit=body.limit, min_similarity=body.min_similarity
+    )
     return JSONBytesResponse({"matches": [match_dict(match) for match in matches]})

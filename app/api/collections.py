@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from app.api.auth import WRITE
 from app.api.convert import collection_dict, params_dict
-from app.api.deps import CollectionName, ServiceDep, SettingsDep
+from app.api.deps import CollectionCtx, Ctx
 from app.api.errors import error_responses, invalid
 from app.api.limits import collection_name_problem
 from app.api.models import CollectionCreate, CollectionList, CollectionOut
@@ -29,27 +29,27 @@ router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=O
     openapi_extra=WRITE,
     summary="Create a collection",
 )
-async def create_collection(body: CollectionCreate, service: ServiceDep, settings: SettingsDep) -> Response:
+async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
     """Parameters left out take the server's defaults; `bands` and `rows` are chosen from the
     threshold (minimizing false positive + false negative probability) unless given."""
     if problem := collection_name_problem(body.name):
         raise invalid(("body", "name"), problem)
     params = CollectionParams.create(
         body.name,
-        threshold=settings.default_threshold if body.threshold is None else body.threshold,
-        num_perm=settings.default_num_perm if body.num_perm is None else body.num_perm,
-        shingle=settings.default_shingle if body.shingle is None else body.shingle,
-        size=settings.default_size if body.size is None else body.size,
+        threshold=ctx.settings.default_threshold if body.threshold is None else body.threshold,
+        num_perm=ctx.settings.default_num_perm if body.num_perm is None else body.num_perm,
+        shingle=ctx.settings.default_shingle if body.shingle is None else body.shingle,
+        size=ctx.settings.default_size if body.size is None else body.size,
         bands=body.bands,
         rows=body.rows,
         ttl_seconds=body.ttl_seconds,
         max_documents=body.max_documents,
     )
-    stored, created = await service.create_collection(params)
+    stored, created = await ctx.service.create_collection(params)
     if created:
         return JSONBytesResponse(params_dict(stored, 0), status_code=201)
     try:
-        documents: int | None = (await service.get_collection(stored.name)).documents
+        documents: int | None = (await ctx.service.get_collection(stored.name)).documents
     except CollectionNotFound:  # deleted between the two calls: still report what was asked for
         documents = None
     return JSONBytesResponse(params_dict(stored, documents), status_code=200)
@@ -58,8 +58,8 @@ async def create_collection(body: CollectionCreate, service: ServiceDep, setting
 @router.get(
     "", response_model=CollectionList, responses=error_responses(401, 503), summary="List collections"
 )
-async def list_collections(service: ServiceDep) -> Response:
-    infos = await service.list_collections()
+async def list_collections(ctx: Ctx) -> Response:
+    infos = await ctx.service.list_collections()
     return JSONBytesResponse({"collections": [collection_dict(info) for info in infos]})
 
 
@@ -69,8 +69,8 @@ async def list_collections(service: ServiceDep) -> Response:
     responses=error_responses(401, 404, 422, 503),
     summary="A collection's parameters and size",
 )
-async def get_collection(name: CollectionName, service: ServiceDep) -> Response:
-    return JSONBytesResponse(collection_dict(await service.get_collection(name)))
+async def get_collection(ctx: CollectionCtx) -> Response:
+    return JSONBytesResponse(collection_dict(await ctx.service.get_collection(ctx.name)))
 
 
 @router.delete(
@@ -80,6 +80,6 @@ async def get_collection(name: CollectionName, service: ServiceDep) -> Response:
     openapi_extra=WRITE,
     summary="Delete a collection and all its documents",
 )
-async def delete_collection(name: CollectionName, service: ServiceDep) -> Response:
-    await service.delete_collection(name)
+async def delete_collection(ctx: CollectionCtx) -> Response:
+    await ctx.service.delete_collection(ctx.name)
     return Response(status_code=204)

@@ -1,15 +1,22 @@
-"""Dependency aliases of the routes: the service, the limits and the metrics of the running app.
+"""The one dependency each route takes: what the running app built at start-up (service, settings,
+limits, metrics), the caller's access, and for routes under ``/v1/collections/{name}`` the validated
+collection name.
 
-All three are built by the app factory's lifespan and kept on ``app.state``; nothing here creates
-clients or reads settings.
+One dependency per route, ``async def``, on purpose. FastAPI resolves every dependency of every
+request again, ~15 us each here, and runs plain ``def`` ones in its thread pool, a hop that costs more
+CPU than checking a small document; with five small dependencies per route that was a third of a
+single check's CPU (bench/bench_service.py single-check runs, profiled).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
+from starlette.types import Scope
 
+from app.api.auth import require_write
 from app.api.errors import invalid
 from app.api.limits import Limits, collection_name_problem
 from app.api.metrics import Metrics
@@ -18,30 +25,52 @@ from app.domain import Index
 from app.settings import Settings
 
 
-def get_settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+@dataclass(frozen=True)
+class Runtime:
+    """What the app factory's lifespan builds once and keeps on ``app.state.runtime``."""
+
+    service: Index
+    settings: Settings
+    limits: Limits
+    metrics: Metrics
 
 
-async def get_service(request: Request) -> Index:
-    service: Index = request.app.state.service
+@dataclass(frozen=True)
+class Context:
+    """One request's view of the app: its runtime and the caller (for write checks)."""
+
+    service: Index
+    settings: Settings
+    limits: Limits
+    metrics: Metrics
+    scope: Scope
+
+    def require_write(self, action: str) -> None:
+        """Raise Forbidden (403) when the caller holds a read-only API key."""
+        require_write(self.scope, action)
+
+
+@dataclass(frozen=True)
+class CollectionContext(Context):
+    """A request under ``/v1/collections/{name}``: ``name`` is a valid collection name."""
+
+    name: str
+
+
+async def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
     default = request.app.state.default_collection
     if not default.ready:  # the store was down at start-up: create `default` as soon as it is back
-        await default.ensure(service)
-    return service
+        await default.ensure(runtime.service)
+    return runtime
 
 
-def get_limits(request: Request) -> Limits:
-    limits: Limits = request.app.state.limits
-    return limits
+async def context(request: Request) -> Context:
+    rt = await _runtime(request)
+    return Context(rt.service, rt.settings, rt.limits, rt.metrics, request.scope)
 
 
-def get_metrics(request: Request) -> Metrics:
-    metrics: Metrics = request.app.state.metrics
-    return metrics
-
-
-def collection_name(
+async def collection_context(
     request: Request,
     name: Annotated[
         str,
@@ -52,7 +81,7 @@ def collection_name(
             json_schema_extra={"pattern": COLLECTION_NAME_PATTERN},
         ),
     ],
-) -> str:
+) -> CollectionContext:
     if request.scope["path"].endswith("\n"):
         # Starlette matches routes with `$`, which also matches before a final line break: without
         # this, ".../documents/a%0A" would silently address document "a", and ".../default%0A" the
@@ -60,21 +89,16 @@ def collection_name(
         raise invalid(("path",), "the path ends with a line break (%0A); ids and names cannot contain one")
     if problem := collection_name_problem(name):
         raise invalid(("path", "name"), problem)
-    return name
+    rt = await _runtime(request)
+    return CollectionContext(rt.service, rt.settings, rt.limits, rt.metrics, request.scope, name)
 
 
-def document_id(
-    doc_id: Annotated[str, Path(description="the document's id (URL-encoded)")],
-    limits: Annotated[Limits, Depends(get_limits)],
-) -> str:
-    if problem := limits.id_problem(doc_id):
+def document_id(ctx: Context, doc_id: str) -> str:
+    """``doc_id`` if the limits allow it, else a 422 naming the path segment."""
+    if problem := ctx.limits.id_problem(doc_id):
         raise invalid(("path", "doc_id"), problem)
     return doc_id
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-ServiceDep = Annotated[Index, Depends(get_service)]
-LimitsDep = Annotated[Limits, Depends(get_limits)]
-MetricsDep = Annotated[Metrics, Depends(get_metrics)]
-CollectionName = Annotated[str, Depends(collection_name)]
-DocumentId = Annotated[str, Depends(document_id)]
+Ctx = Annotated[Context, Depends(context)]
+CollectionCtx = Annotated[CollectionContext, Depends(collection_context)]

@@ -3,17 +3,21 @@ delete. The id segment takes the rest of the path, so ids with a (URL-encoded) `
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 from starlette.responses import Response
 
 from app.api.auth import WRITE
 from app.api.convert import document_dict
-from app.api.deps import CollectionName, DocumentId, LimitsDep, MetricsDep, ServiceDep
+from app.api.deps import CollectionCtx, document_id
 from app.api.errors import error_responses
 from app.api.models import DocumentOut, DocumentPut
 from app.api.responses import JSONBytesResponse
 from app.api.routing import OrjsonRoute
 from app.domain import Document
+
+DocId = Annotated[str, Path(description="the document's id (URL-encoded)")]
 
 router = APIRouter(prefix="/v1/collections/{name}/documents", tags=["documents"], route_class=OrjsonRoute)
 
@@ -25,19 +29,13 @@ router = APIRouter(prefix="/v1/collections/{name}/documents", tags=["documents"]
     openapi_extra=WRITE,
     summary="Insert or replace a document, unchecked",
 )
-async def put_document(
-    name: CollectionName,
-    doc_id: DocumentId,
-    body: DocumentPut,
-    service: ServiceDep,
-    limits: LimitsDep,
-    metrics: MetricsDep,
-) -> Response:
+async def put_document(ctx: CollectionCtx, doc_id: DocId, body: DocumentPut) -> Response:
     """Stores the document without reporting matches; it still takes its place in first-seen order,
     so later checks report it as the earlier copy."""
-    limits.check_document(("body",), None, body.text, body.metadata)
-    stored = await service.put(name, Document(doc_id, body.text, body.metadata))
-    metrics.documents_inserted.inc()
+    doc_id = document_id(ctx, doc_id)
+    ctx.limits.check_document(("body",), None, body.text, body.metadata)
+    stored = await ctx.service.put(ctx.name, Document(doc_id, body.text, body.metadata))
+    ctx.metrics.documents_inserted.inc()
     return JSONBytesResponse(document_dict(stored))
 
 
@@ -47,8 +45,9 @@ async def put_document(
     responses=error_responses(401, 404, 422, 503),
     summary="A stored document's metadata",
 )
-async def get_document(name: CollectionName, doc_id: DocumentId, service: ServiceDep) -> Response:
-    return JSONBytesResponse(document_dict(await service.get_document(name, doc_id)))
+async def get_document(ctx: CollectionCtx, doc_id: DocId) -> Response:
+    stored = await ctx.service.get_document(ctx.name, document_id(ctx, doc_id))
+    return JSONBytesResponse(document_dict(stored))
 
 
 @router.delete(
@@ -58,6 +57,6 @@ async def get_document(name: CollectionName, doc_id: DocumentId, service: Servic
     openapi_extra=WRITE,
     summary="Delete a document",
 )
-async def delete_document(name: CollectionName, doc_id: DocumentId, service: ServiceDep) -> Response:
-    await service.delete_document(name, doc_id)
+async def delete_document(ctx: CollectionCtx, doc_id: DocId) -> Response:
+    await ctx.service.delete_document(ctx.name, document_id(ctx, doc_id))
     return Response(status_code=204)

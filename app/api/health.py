@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from app.api.deps import MetricsDep, ServiceDep
+from app.api.deps import Ctx
 from app.api.errors import error_responses
 from app.api.models import Status
 from app.api.responses import JSONBytesResponse
@@ -24,8 +24,8 @@ async def healthz() -> Response:
     responses=error_responses(503),
     summary="The store answers",
 )
-async def readyz(service: ServiceDep) -> Response:
-    await service.ping()  # StoreUnavailable becomes a 503 with Retry-After in app.api.errors
+async def readyz(ctx: Ctx) -> Response:
+    await ctx.service.ping()  # StoreUnavailable becomes a 503 with Retry-After in app.api.errors
     return JSONBytesResponse({"status": "ready"})
 
 
@@ -35,6 +35,6 @@ async def readyz(service: ServiceDep) -> Response:
     response_class=Response,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **error_responses(401)},
 )
-async def metrics(metrics: MetricsDep) -> Response:
-    body, content_type = metrics.exposition()
+async def metrics(ctx: Ctx) -> Response:
+    body, content_type = ctx.metrics.exposition()
     return Response(body, media_type=content_type)

@@ -29,7 +29,7 @@ class Sketches:
 
     @property
     def empty_flags(self) -> bytes:
-        return np.where(self.empty, ord("1"), ord("0")).astype(np.uint8).tobytes()
+        return (self.empty.view(np.uint8) + ord("0")).tobytes()
 
 
 def sketch_texts(params: CollectionParams, texts: Sequence[str], threads: int = 1) -> Sketches:

@@ -1,0 +1,88 @@
+"""Group commit: concurrent calls for the same key, arriving while one is being sent, go out together.
+
+A crawler's many small checks each cost one store round trip and one script call, and most of that is
+per call, not per document. Here the first call for a key is sent at once; calls that arrive while it
+is in flight wait, and when it returns they are sent as one batch (up to ``max_items`` items), and so
+on. An idle service adds no delay; a busy one sends fewer, larger batches. The batch runs in its own
+task, so a caller that goes away (client disconnect, timeout) cancels only its own wait, never the
+batch the others are in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass
+class _Call(Generic[T, R]):
+    items: Sequence[T]
+    done: asyncio.Future[list[R]]
+
+
+@dataclass
+class _Queue(Generic[T, R]):
+    calls: list[_Call[T, R]] = field(default_factory=list)
+
+
+class GroupCommit(Generic[K, T, R]):
+    """``await submit(key, items)`` returns ``run(key, items)``'s results for those items, in order;
+    ``run`` may be handed the items of several calls at once and must return one result per item."""
+
+    def __init__(self, run: Callable[[K, list[T]], Awaitable[list[R]]], *, max_items: int) -> None:
+        self._run = run
+        self._max_items = max_items
+        self._queues: dict[K, _Queue[T, R]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def submit(self, key: K, items: Sequence[T]) -> list[R]:
+        done: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
+        queue = self._queues.get(key)
+        if queue is None:  # nothing in flight for this key: start a sender
+            queue = self._queues[key] = _Queue()
+            task = asyncio.create_task(self._send(key, queue))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        queue.calls.append(_Call(items, done))
+        return await done
+
+    def _take(self, queue: _Queue[T, R]) -> list[_Call[T, R]]:
+        """The oldest waiting calls, whole, up to max_items items (at least one call)."""
+        taken: list[_Call[T, R]] = []
+        count = 0
+        while queue.calls and (not taken or count + len(queue.calls[0].items) <= self._max_items):
+            call = queue.calls.pop(0)
+            taken.append(call)
+            count += len(call.items)
+        return taken
+
+    async def _send(self, key: K, queue: _Queue[T, R]) -> None:
+        try:
+            while calls := self._take(queue):
+                items = [item for call in calls for item in call.items]
+                try:
+                    results = await self._run(key, items)
+                except asyncio.CancelledError:
+                    for call in calls:
+                        call.done.cancel()
+                    raise
+                except Exception as error:  # every caller of this batch gets the failure
+                    for call in calls:
+                        if not call.done.done():
+                            call.done.set_exception(error)
+                    continue
+                start = 0
+                for call in calls:
+                    if not call.done.done():  # a caller that gave up has a cancelled future
+                        call.done.set_result(results[start : start + len(call.items)])
+                    start += len(call.items)
+        finally:
+            del self._queues[key]
+            for call in queue.calls:  # only when cancelled (shutdown): nobody will send these
+                call.done.cancel()
