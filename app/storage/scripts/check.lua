@@ -32,15 +32,19 @@ local function bands_of(i)
   return string.sub(band_blob, (i - 1) * bands * 8 + 1, i * bands * 8)
 end
 
+-- hashes[id]: the id's group hash (a sha1: computed once); current[id]: the ordinal the id names,
+-- false if none, kept up to date through the batch (one HGET per id, not two).
+local hashes, current = {}, {}
 if writes then
   if st.seq + n > MAX_ORDINAL then return redis.error_reply('ordinals of this collection exhausted') end
   -- Before any write: every stored version we must remove has to come with its band keys.
-  local missing, first = {}, {}
+  local missing = {}
   for i = 1, n do
     local id = arg(i, 0)
-    if not first[id] then
-      first[id] = true
-      local cur = redis.call('HGET', group_of(st.id, id_hash(id)), id)
+    if current[id] == nil then
+      hashes[id] = id_hash(id)
+      local cur = redis.call('HGET', group_of(st.id, hashes[id]), id)
+      current[id] = cur and tonumber(cur) or false
       if cur and cur ~= arg(i, 2) then
         local ord = tonumber(cur)
         missing[#missing + 1] = i
@@ -62,10 +66,10 @@ for i = 1, n do
     st.seq = st.seq + 1
     ord = st.seq
     o4 = ordinal_bytes(ord)
-    local id_key = group_of(st.id, id_hash(id))
-    local cur = redis.call('HGET', id_key, id)
+    local id_key = group_of(st.id, hashes[id])
+    local cur = current[id]
+    current[id] = ord
     if cur then
-      cur = tonumber(cur)
       local earlier = batch_index[cur]
       remove_document(st, cur, earlier and bands_of(earlier) or arg(i, 3))
     else
