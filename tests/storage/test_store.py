@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from app.storage import RedisStore, Store
-from app.storage.keys import CollectionKeys
+from app.storage.keys import BAND_GROUP_TARGET, CollectionKeys
 from app.storage.store import CheckReply, Mode, NeedOldBands
 
 pytestmark = pytest.mark.anyio
@@ -185,7 +185,7 @@ async def test_groups_split_and_every_entry_stays_findable(
     }
     groups = 2 ** state["bL"] + state["bS"]
     assert state["bN"] == n * BANDS
-    assert state["bN"] / groups <= 32  # split as it grew, with no size declared up front
+    assert state["bN"] / groups <= BAND_GROUP_TARGET  # split as it grew, no size declared up front
     assert sync_client.object("encoding", k.band_group(0)) == b"listpack"
     assert sync_client.object("encoding", k.sig_group(0)) == b"listpack"
     probe = await send(store, k, [f"q{i}" for i in range(0, n, 97)], sigs[::97], bands[::97], mode="read")
@@ -196,6 +196,27 @@ async def test_groups_split_and_every_entry_stays_findable(
     # Dropping the collection removes every key it had, found from its state alone.
     assert await store.drop_collection("c") is True
     assert sync_client.dbsize() == 0
+
+
+async def test_a_table_far_over_target_catches_up_a_few_splits_per_document(
+    standalone_store: RedisStore, sync_redis: redis.Redis
+) -> None:
+    # A collection written under a larger group target (an older version) is far over the current
+    # one: it must not split every group in one call (one script would block the server for as long
+    # as it takes), but a few per document, and stay correct meanwhile.
+    store, sync_client = standalone_store, sync_redis
+    k = await new_collection(store)
+    sigs, bands = random_batch(1200)
+    sync_client.hset(k.state, "bN", 1_000_000)  # as if a million band entries were there
+    for start in range(0, 1200, 300):
+        reply = await send(store, k, [f"d{i}" for i in range(start, start + 300)], sigs[start : start + 300],
+                           bands[start : start + 300], mode="put")  # fmt: skip
+        assert isinstance(reply, CheckReply)
+    state = {f.decode(): v for f, v in sync_client.hgetall(k.state).items()}
+    splits = 2 ** int(state["bL"]) + int(state["bS"]) - 1
+    assert 0 < splits <= 4 * 1200  # at most 4 splits per document: still catching up
+    probe = await send(store, k, ["q1", "q2"], sigs[[5, 1100]], bands[[5, 1100]], mode="read")
+    assert isinstance(probe, CheckReply) and probe.candidates == [[6], [1101]]
 
 
 async def test_stale_generation_and_missing_collection_are_reported(store: Store) -> None:

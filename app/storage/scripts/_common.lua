@@ -34,10 +34,15 @@ local function group_of(t, h)
   return name
 end
 
--- Split groups until the table is back under its target fields per group. Each split rehashes one
--- group (tens of fields), so the cost is spread evenly over the insertions.
+-- Split groups until the table is back under its target fields per group, at most MAX_SPLITS per
+-- call. Each split rehashes one group (tens of fields), so the cost is spread evenly over the
+-- insertions; the bound keeps a call short when a table is far over target (e.g. after the target
+-- was lowered): such a table catches up a few splits per document.
+local MAX_SPLITS = 4
 local function grow(t)
-  while t.N > t.target * (t.n + t.S) do
+  local splits = 0
+  while t.N > t.target * (t.n + t.S) and splits < MAX_SPLITS do
+    splits = splits + 1
     local n = t.n
     local src = t.prefix .. string.format('%d', t.S)
     local dst = t.prefix .. string.format('%d', t.S + n)
