@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -231,6 +232,60 @@ async def test_first_seen_wins_under_concurrency(store_target: StoreTarget) -> N
             assert r.duplicate_of is not None and r.duplicate_of.split("-")[0] == group
             assert not results[r.duplicate_of].duplicate or results[r.duplicate_of].duplicate_of != r.id
     assert set(new_per_group.values()) == {1}
+
+
+class CountingStore:
+    """The real store, counting its check calls (to see group commit at work)."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.checks = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def check(self, *args: Any, **kwargs: Any) -> Any:
+        self.checks += 1
+        return await self.inner.check(*args, **kwargs)
+
+
+async def test_concurrent_checks_in_one_process_share_store_calls_and_first_seen_holds(store: Store) -> None:
+    # One service process, 48 concurrent single-document checks (12 groups of 4 variants): they go
+    # out in far fewer store calls than checks (group commit), each caller gets its own result, with
+    # its own min_similarity, and exactly one document per group is new.
+    counting = CountingStore(store)
+    ix = Index(cast(Store, counting))
+    await ix.create_collection(CollectionParams.create("gc", threshold=0.5))
+    docs = [
+        Document(f"g{g}-{c}", variant(text(2000 + g, 60), c) if c else text(2000 + g, 60))
+        for g in range(12)
+        for c in range(4)
+    ]
+    random.Random(9).shuffle(docs)
+    strict = {doc.id for doc in docs[::3]}  # these callers ask for near-identical matches only
+
+    async def one(doc: Document) -> Any:
+        [result] = await ix.check("gc", [doc], min_similarity=0.99 if doc.id in strict else None)
+        return result
+
+    results = await asyncio.gather(*(one(doc) for doc in docs))
+    assert [r.id for r in results] == [doc.id for doc in docs]
+    assert counting.checks < len(docs) / 4
+    for g in range(12):
+        group = [r for r in results if r.id.startswith(f"g{g}-")]
+        for r in group:
+            if r.id in strict:
+                assert all(m.similarity >= 0.99 for m in r.matches)
+        relaxed = [r for r in group if r.id not in strict]
+        new = [r.id for r in relaxed if not r.duplicate]
+        earliest = {r.duplicate_of for r in relaxed if r.duplicate}
+        # Every relaxed duplicate names the group's first-seen copy; exactly one copy is first: a
+        # relaxed one (then it is the only new one) or a strict one (then no relaxed one is new).
+        assert len(new) <= 1 and len(earliest) <= 1
+        if new and earliest:
+            assert earliest == set(new)
+        if not new:
+            assert earliest <= strict
 
 
 async def test_checked_document_survives_a_server_crash(data_dir: Path) -> None:
