@@ -1,9 +1,11 @@
 """Group commit: concurrent calls for the same key, arriving while one is being sent, go out together.
 
 A crawler's many small checks each cost one store round trip and one script call, and most of that is
-per call, not per document. Here the first call for a key is sent at once; calls that arrive while it
-is in flight wait, and when it returns they are sent as one batch (up to ``max_items`` items), and so
-on. An idle service adds no delay; a busy one sends fewer, larger batches. The batch runs in its own
+per call, not per document. Here a call for a key is sent at once while fewer than ``max_in_flight``
+batches of that key are in flight; calls that arrive meanwhile wait, and the next free sender takes
+them as one batch (up to ``max_items`` items), and so on. An idle service adds no delay; a busy one
+sends fewer, larger batches, and with two in flight the store has the next batch while the results
+of the last one are being worked out. The batch runs in its own
 task, so a caller that goes away (client disconnect, timeout) cancels only its own wait, never the
 batch the others are in.
 """
@@ -29,27 +31,33 @@ class _Call(Generic[T, R]):
 @dataclass
 class _Queue(Generic[T, R]):
     calls: list[_Call[T, R]] = field(default_factory=list)
+    senders: int = 0
 
 
 class GroupCommit(Generic[K, T, R]):
     """``await submit(key, items)`` returns ``run(key, items)``'s results for those items, in order;
     ``run`` may be handed the items of several calls at once and must return one result per item."""
 
-    def __init__(self, run: Callable[[K, list[T]], Awaitable[list[R]]], *, max_items: int) -> None:
+    def __init__(
+        self, run: Callable[[K, list[T]], Awaitable[list[R]]], *, max_items: int, max_in_flight: int = 2
+    ) -> None:
         self._run = run
         self._max_items = max_items
+        self._max_in_flight = max_in_flight
         self._queues: dict[K, _Queue[T, R]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def submit(self, key: K, items: Sequence[T]) -> list[R]:
         done: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
         queue = self._queues.get(key)
-        if queue is None:  # nothing in flight for this key: start a sender
+        if queue is None:
             queue = self._queues[key] = _Queue()
+        queue.calls.append(_Call(items, done))
+        if queue.senders < self._max_in_flight:  # a sender free: this call goes out at once
+            queue.senders += 1
             task = asyncio.create_task(self._send(key, queue))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        queue.calls.append(_Call(items, done))
         return await done
 
     def _take(self, queue: _Queue[T, R]) -> list[_Call[T, R]]:
@@ -83,6 +91,8 @@ class GroupCommit(Generic[K, T, R]):
                         call.done.set_result(results[start : start + len(call.items)])
                     start += len(call.items)
         finally:
-            del self._queues[key]
-            for call in queue.calls:  # only when cancelled (shutdown): nobody will send these
-                call.done.cancel()
+            queue.senders -= 1
+            if queue.senders == 0:
+                del self._queues[key]
+                for call in queue.calls:  # only when cancelled (shutdown): nobody will send these
+                    call.done.cancel()

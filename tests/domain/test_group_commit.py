@@ -39,7 +39,7 @@ async def test_a_lone_call_goes_out_at_once_alone() -> None:
 
 async def test_calls_arriving_while_one_is_in_flight_share_the_next_batch() -> None:
     rec = Recorder()
-    commit: GroupCommit[str, int, str] = GroupCommit(rec.run, max_items=100)
+    commit: GroupCommit[str, int, str] = GroupCommit(rec.run, max_items=100, max_in_flight=1)
     rec.gate.clear()
     first = asyncio.ensure_future(commit.submit("a", [1]))
     await asyncio.sleep(0)  # the first batch is in flight, held at the gate
@@ -51,6 +51,34 @@ async def test_calls_arriving_while_one_is_in_flight_share_the_next_batch() -> N
     assert [await r for r in rest] == [[f"a:{10 * i}", f"a:{10 * i + 1}"] for i in range(1, 6)]
     # Two store calls for six callers, in arrival order.
     assert rec.batches == [("a", [1]), ("a", [10, 11, 20, 21, 30, 31, 40, 41, 50, 51])]
+
+
+async def test_with_two_in_flight_the_second_call_goes_at_once_and_later_ones_merge() -> None:
+    rec = Recorder()
+    commit: GroupCommit[str, int, str] = GroupCommit(rec.run, max_items=100, max_in_flight=2)
+    rec.gate.clear()
+    together = [asyncio.ensure_future(commit.submit("a", [i])) for i in range(3)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert rec.batches == [("a", [0, 1, 2])]  # arrived together: the first sender takes them all
+    second = asyncio.ensure_future(commit.submit("a", [10]))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert rec.batches[-1] == ("a", [10])  # the first batch is still in flight: the second goes at once
+    later = [asyncio.ensure_future(commit.submit("a", [i])) for i in (11, 12)]
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert len(rec.batches) == 2  # both senders busy: these wait
+    rec.gate.set()
+    assert [await c for c in (*together, second, *later)] == [
+        ["a:0"],
+        ["a:1"],
+        ["a:2"],
+        ["a:10"],
+        ["a:11"],
+        ["a:12"],
+    ]
+    assert rec.batches == [("a", [0, 1, 2]), ("a", [10]), ("a", [11, 12])]
 
 
 async def test_batches_never_exceed_max_items_and_calls_are_never_split() -> None:
