@@ -1,0 +1,129 @@
+"""The store's share of a check, without HTTP: what the Valkey server spends per checked document.
+
+Passages of the corpus (the same ones, in the same order, as ``bench_service.py``) go through the
+domain's ``Index.check`` in batches straight to a fresh embedded Valkey (``appendfsync always``), one
+batch at a time. Printed as JSON:
+
+- ``valkey_cpu_us_per_doc``: the server's CPU time per document (user + system, from /proc), over the
+  whole run and for the first and last 10% of the batches (the cost grows with the collection: more
+  near-copies share buckets);
+- ``commands_per_doc``: the commands the check script ran per document (``INFO commandstats``), the
+  unit the server's cost follows: each ``redis.call`` from Lua costs several thousand instructions of
+  plumbing in Valkey 9 whatever the command does;
+- with ``--callgrind``: the server runs under valgrind's callgrind and ``instructions`` is its total
+  instruction count, deterministic enough to compare two versions of a script (a few documents only:
+  it runs ~50x slower).
+
+    python bench/bench_store.py                      # 50,000 passages, ~15 s
+    python bench/bench_store.py --docs 1500 --callgrind
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+import bench_service  # noqa: E402
+
+from app.domain import CollectionParams, Document, Index  # noqa: E402
+from app.storage import EmbeddedValkey, RedisStore  # noqa: E402
+from app.storage.embedded import valkey_binary  # noqa: E402
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def run(server: EmbeddedValkey, docs: list[Document], batch: int) -> dict[str, Any]:
+    assert server.pid is not None
+    store = RedisStore.from_url(server.url, timeout=600)
+    index = Index(store)
+    try:
+        params = CollectionParams.create("bench", threshold=bench_service.THRESHOLD)
+        await index.create_collection(params)
+        await store.client.config_resetstat()
+        per_batch: list[float] = []
+        duplicates = 0
+        started, cpu0 = time.perf_counter(), cpu_seconds(server.pid)
+        for start in range(0, len(docs), batch):
+            before = cpu_seconds(server.pid)
+            results = await index.check("bench", docs[start : start + batch])
+            per_batch.append((cpu_seconds(server.pid) - before) / len(results))
+            duplicates += sum(r.duplicate for r in results)
+        wall, cpu = time.perf_counter() - started, cpu_seconds(server.pid) - cpu0
+        stats = await store.client.info("commandstats")
+        memory = (await store.client.info("memory"))["used_memory"]
+    finally:
+        await store.close()
+    n = len(docs)
+    tenth = max(1, len(per_batch) // 10)
+    commands = {
+        name.removeprefix("cmdstat_"): round(value["calls"] / n, 2)
+        for name, value in stats.items()
+        if name.startswith("cmdstat_h") and value["calls"] >= n / 100
+    }
+    return {
+        "documents": n,
+        "batch": batch,
+        "bands": params.bands,
+        "duplicates": duplicates,
+        "docs_per_s_one_client": round(n / wall),
+        "valkey_cpu_us_per_doc": {
+            "all": round(cpu / n * 1e6, 1),
+            "first_tenth": round(sum(per_batch[:tenth]) / tenth * 1e6, 1),
+            "last_tenth": round(sum(per_batch[-tenth:]) / tenth * 1e6, 1),
+        },
+        "commands_per_doc": {"total": round(sum(commands.values()), 2), **commands},
+        "used_memory_per_doc": round(memory / n),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--docs", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=250)
+    parser.add_argument("--callgrind", action="store_true", help="run the server under valgrind (slow)")
+    args = parser.parse_args()
+    settings = bench_service.Settings(**{**bench_service.FULL.__dict__, "documents": args.docs})
+    corpus, _ = bench_service.build_documents(HERE / "data" / "corpus.jsonl", settings)
+    docs = [Document(i, t) for i, t in zip(corpus.ids, corpus.texts, strict=True)]
+    with tempfile.TemporaryDirectory(prefix="neardup-bench-store-") as tmp:
+        binary, out = None, Path(tmp) / "callgrind.out"
+        if args.callgrind:
+            if shutil.which("valgrind") is None:
+                raise SystemExit("--callgrind needs valgrind (apt-get install valgrind)")
+            binary = Path(tmp) / "valkey-under-callgrind"
+            command = f"valgrind --tool=callgrind --callgrind-out-file={out} {valkey_binary()}"
+            binary.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+            binary.chmod(0o755)
+        server = EmbeddedValkey(Path(tmp) / "data", binary=binary)
+        server.start(timeout=120)
+        try:
+            report = asyncio.run(run(server, docs, args.batch))
+        finally:
+            server.stop()
+        if args.callgrind:
+            summary = subprocess.run(["callgrind_annotate", str(out)], capture_output=True, text=True).stdout
+            totals = [line for line in summary.splitlines() if "PROGRAM TOTALS" in line]
+            report["instructions"] = int(totals[0].split()[0].replace(",", "")) if totals else None
+            report["instructions_note"] = "the whole server run, start-up included"
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
