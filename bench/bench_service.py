@@ -614,6 +614,16 @@ def used_memory(client: redis.Redis) -> dict[str, int]:
     return {name: int(info[name]) for name in ("used_memory", "used_memory_dataset") if name in info}
 
 
+def aof_rewrites(service: Service) -> int:
+    """Append-only-file rewrites the embedded server has done so far: a rewrite forks the server and
+    its child writes the whole dataset, which on 2 cores competes with everything measured."""
+    client = service.redis()
+    try:
+        return int(client.info("persistence").get("aof_rewrites", 0))
+    finally:
+        client.close()
+
+
 def key_encodings(client: redis.Redis, pattern: str) -> dict[str, int]:
     """How many keys of the collection use each encoding (listpack is the compact one)."""
     counts: dict[str, int] = {}
@@ -696,6 +706,7 @@ def bench_batch(
             gc.collect()
             before = used_memory(client)
             meter = CpuMeter(service.process.pid if service.process else None)
+            rewrites = aof_rewrites(service)
             meter.start()
             sent = run_async(
                 send_batches(
@@ -714,6 +725,7 @@ def bench_batch(
                 "matches": sent["matches"],
                 "request_latency_ms": sent["request_latency_ms"],
                 "cpu": cpu,
+                "aof_rewrites_during": aof_rewrites(service) - rewrites,
                 "redis_bytes_per_doc": round((after["used_memory"] - before["used_memory"]) / len(corpus), 1),
                 "redis_dataset_bytes_per_doc": round(
                     (after.get("used_memory_dataset", 0) - before.get("used_memory_dataset", 0))
@@ -887,6 +899,7 @@ def single_run(
     service: Service, bodies: SingleBodies, name: str, settings: Settings, rate: float | None
 ) -> dict[str, Any]:
     meter = CpuMeter(service.process.pid if service.process else None)
+    rewrites = aof_rewrites(service)
     tally, cpu = run_async(
         single_load(
             service.port,
@@ -928,6 +941,7 @@ def single_run(
             "mean": round(statistics.fmean(latencies) * 1e3, 2) if latencies else None,
         },
         "cpu": cpu,
+        "aof_rewrites_during": aof_rewrites(service) - rewrites,
         "load_average": load_average(),
     }
     return out

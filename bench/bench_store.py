@@ -16,6 +16,7 @@ batch at a time. Printed as JSON:
 
     python bench/bench_store.py                      # 50,000 passages, ~15 s
     python bench/bench_store.py --docs 1500 --callgrind
+    python bench/bench_store.py --call-cost          # instructions of one redis.call from Lua
 """
 
 from __future__ import annotations
@@ -91,6 +92,46 @@ async def run(server: EmbeddedValkey, docs: list[Document], batch: int) -> dict[
     }
 
 
+CALL_LOOP = """
+local n = tonumber(ARGV[1])
+for i = 1, n do
+  if ARGV[2] == 'call' then redis.call('HGET', 'no-such-key', 'f') end
+end
+return n"""
+
+
+def call_cost(binary: Path, out: Path, data: Path, calls: int = 50_000) -> dict[str, Any]:
+    """Instructions of one ``redis.call`` from Lua: a loop of HGETs of a missing key, minus the same
+    loop without the call, each in its own server run under callgrind."""
+    totals = {}
+    for variant in ("empty", "call"):
+        server = EmbeddedValkey(data / variant, binary=binary)
+        server.start(timeout=120)
+        try:
+            import redis
+
+            client = redis.Redis.from_url(server.url, socket_timeout=600)
+            client.eval(CALL_LOOP, 0, calls, variant)
+            client.close()
+        finally:
+            server.stop()
+        totals[variant] = instructions(out)
+        out.unlink()
+    return {
+        "calls": calls,
+        "instructions_per_redis_call": round((totals["call"] - totals["empty"]) / calls),
+        "how": "HGET of a missing key from Lua, in a loop; the loop without the call subtracted",
+    }
+
+
+def instructions(out: Path) -> int:
+    summary = subprocess.run(["callgrind_annotate", str(out)], capture_output=True, text=True).stdout
+    totals = [line for line in summary.splitlines() if "PROGRAM TOTALS" in line]
+    if not totals:
+        raise SystemExit(f"no callgrind totals in {out}")
+    return int(totals[0].split()[0].replace(",", ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -98,19 +139,26 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=50_000)
     parser.add_argument("--batch", type=int, default=250)
     parser.add_argument("--callgrind", action="store_true", help="run the server under valgrind (slow)")
+    parser.add_argument(
+        "--call-cost", action="store_true", help="only measure what one redis.call from Lua costs (callgrind)"
+    )
     args = parser.parse_args()
     settings = bench_service.Settings(**{**bench_service.FULL.__dict__, "documents": args.docs})
     corpus, _ = bench_service.build_documents(HERE / "data" / "corpus.jsonl", settings)
     docs = [Document(i, t) for i, t in zip(corpus.ids, corpus.texts, strict=True)]
     with tempfile.TemporaryDirectory(prefix="neardup-bench-store-") as tmp:
         binary, out = None, Path(tmp) / "callgrind.out"
-        if args.callgrind:
+        if args.callgrind or args.call_cost:
             if shutil.which("valgrind") is None:
                 raise SystemExit("--callgrind needs valgrind (apt-get install valgrind)")
             binary = Path(tmp) / "valkey-under-callgrind"
             command = f"valgrind --tool=callgrind --callgrind-out-file={out} {valkey_binary()}"
             binary.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
             binary.chmod(0o755)
+        if args.call_cost:
+            assert binary is not None
+            print(json.dumps(call_cost(binary, out, Path(tmp)), indent=1))
+            return
         server = EmbeddedValkey(Path(tmp) / "data", binary=binary)
         server.start(timeout=120)
         try:
@@ -118,9 +166,7 @@ def main() -> None:
         finally:
             server.stop()
         if args.callgrind:
-            summary = subprocess.run(["callgrind_annotate", str(out)], capture_output=True, text=True).stdout
-            totals = [line for line in summary.splitlines() if "PROGRAM TOTALS" in line]
-            report["instructions"] = int(totals[0].split()[0].replace(",", "")) if totals else None
+            report["instructions"] = instructions(out)
             report["instructions_note"] = "the whole server run, start-up included"
     print(json.dumps(report, indent=1))
 
