@@ -17,6 +17,7 @@ batch at a time. Printed as JSON:
     python bench/bench_store.py                      # 50,000 passages, ~15 s
     python bench/bench_store.py --docs 1500 --callgrind
     python bench/bench_store.py --call-cost          # instructions of one redis.call from Lua
+    python bench/bench_store.py --docs 1500 --callgrind --presize 11   # ... with a table that never splits
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ sys.path.insert(0, str(HERE.parent))
 import bench_service  # noqa: E402
 
 from app.domain import CollectionParams, Document, Index  # noqa: E402
-from app.storage import EmbeddedValkey, RedisStore  # noqa: E402
+from app.storage import EmbeddedValkey, RedisStore, keys  # noqa: E402
 from app.storage.embedded import valkey_binary  # noqa: E402
 
 
@@ -48,13 +49,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run(server: EmbeddedValkey, docs: list[Document], batch: int) -> dict[str, Any]:
+async def run(server: EmbeddedValkey, docs: list[Document], batch: int, presize: int) -> dict[str, Any]:
     assert server.pid is not None
     store = RedisStore.from_url(server.url, timeout=600)
     index = Index(store)
     try:
         params = CollectionParams.create("bench", threshold=bench_service.THRESHOLD)
         await index.create_collection(params)
+        if presize:
+            # An experiment, not a service setting: the band table starts with 2^presize groups and
+            # never splits (the target the scripts get is raised), to see what growing costs.
+            keys.BAND_GROUP_TARGET = 1 << 30
+            await store.client.hset(keys.state("bench"), "bL", presize)
         await store.client.config_resetstat()
         per_batch: list[float] = []
         duplicates = 0
@@ -80,6 +86,7 @@ async def run(server: EmbeddedValkey, docs: list[Document], batch: int) -> dict[
         "documents": n,
         "batch": batch,
         "bands": params.bands,
+        "presized_band_groups": 2**presize if presize else None,
         "duplicates": duplicates,
         "docs_per_s_one_client": round(n / wall),
         "valkey_cpu_us_per_doc": {
@@ -140,6 +147,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=250)
     parser.add_argument("--callgrind", action="store_true", help="run the server under valgrind (slow)")
     parser.add_argument(
+        "--presize",
+        type=int,
+        default=0,
+        metavar="L",
+        help="experiment: the band table starts with 2^L groups and never splits",
+    )
+    parser.add_argument(
         "--call-cost", action="store_true", help="only measure what one redis.call from Lua costs (callgrind)"
     )
     args = parser.parse_args()
@@ -162,7 +176,7 @@ def main() -> None:
         server = EmbeddedValkey(Path(tmp) / "data", binary=binary)
         server.start(timeout=120)
         try:
-            report = asyncio.run(run(server, docs, args.batch))
+            report = asyncio.run(run(server, docs, args.batch, args.presize))
         finally:
             server.stop()
         if args.callgrind:
