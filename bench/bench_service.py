@@ -60,6 +60,8 @@ K = 128
 SHINGLE_SIZE = 5
 THRESHOLD = 0.8
 HOST = "127.0.0.1"
+#: The collections' capacity hint (``--expected-documents``); None: the default, a table that grows.
+EXPECTED_DOCUMENTS: int | None = None
 #: Open loop: when a request can only be sent this many seconds after it was due, stop sending.
 MAX_OPEN_LOOP_LAG = 5.0
 #: Open loop below capacity: this fraction of the closed-loop throughput.
@@ -594,6 +596,8 @@ def create_collection(port: int, name: str) -> dict[str, Any]:
     import httpx
 
     body = {"name": name, "threshold": THRESHOLD, "num_perm": K, "shingle": "word", "size": SHINGLE_SIZE}
+    if EXPECTED_DOCUMENTS:
+        body["expected_documents"] = EXPECTED_DOCUMENTS
     reply = httpx.post(f"http://{HOST}:{port}/v1/collections", json=body, timeout=30)
     if reply.status_code not in (200, 201):
         raise RuntimeError(f"creating collection {name}: {reply.status_code} {reply.text[:300]}")
@@ -1213,7 +1217,16 @@ def main() -> None:
         metavar="SECONDS",
         help="before each part, wait up to this long for other processes to leave the CPUs nearly idle",
     )
+    parser.add_argument(
+        "--expected-documents",
+        type=int,
+        default=None,
+        metavar="N",
+        help="create neardup's collections with this capacity hint (default: none)",
+    )
     args = parser.parse_args()
+    global EXPECTED_DOCUMENTS
+    EXPECTED_DOCUMENTS = args.expected_documents
     settings = QUICK if args.quick else FULL
     if args.workers:
         settings = Settings(**{**asdict(settings), "workers": tuple(args.workers)})
@@ -1255,6 +1268,7 @@ def main() -> None:
             "threshold": THRESHOLD,
             "num_perm": K,
             "shingle": f"word {SHINGLE_SIZE}-grams",
+            "expected_documents": EXPECTED_DOCUMENTS,
             "statistic": "median of repeats",
             "load_generator": "this process: asyncio (uvloop) with a minimal HTTP/1.1 keep-alive client, on "
             "the same cores as the service (its CPU is reported under cpu.cores_busy.load_generator)",

@@ -18,6 +18,7 @@ batch at a time. Printed as JSON:
     python bench/bench_store.py --docs 1500 --callgrind
     python bench/bench_store.py --call-cost          # instructions of one redis.call from Lua
     python bench/bench_store.py --docs 1500 --callgrind --presize 11   # ... with a table that never splits
+    python bench/bench_store.py --expected-documents 50000               # the collection's capacity hint
 """
 
 from __future__ import annotations
@@ -49,12 +50,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run(server: EmbeddedValkey, docs: list[Document], batch: int, presize: int) -> dict[str, Any]:
+async def run(
+    server: EmbeddedValkey, docs: list[Document], batch: int, presize: int, expected: int | None
+) -> dict[str, Any]:
     assert server.pid is not None
     store = RedisStore.from_url(server.url, timeout=600)
     index = Index(store)
     try:
-        params = CollectionParams.create("bench", threshold=bench_service.THRESHOLD)
+        params = CollectionParams.create(
+            "bench", threshold=bench_service.THRESHOLD, expected_documents=expected
+        )
         await index.create_collection(params)
         if presize:
             # An experiment, not a service setting: the band table starts with 2^presize groups and
@@ -87,6 +92,7 @@ async def run(server: EmbeddedValkey, docs: list[Document], batch: int, presize:
         "batch": batch,
         "bands": params.bands,
         "presized_band_groups": 2**presize if presize else None,
+        "expected_documents": expected,
         "duplicates": duplicates,
         "docs_per_s_one_client": round(n / wall),
         "valkey_cpu_us_per_doc": {
@@ -154,6 +160,13 @@ def main() -> None:
         help="experiment: the band table starts with 2^L groups and never splits",
     )
     parser.add_argument(
+        "--expected-documents",
+        type=int,
+        default=None,
+        metavar="N",
+        help="create the collection with this capacity hint (expected_documents)",
+    )
+    parser.add_argument(
         "--call-cost", action="store_true", help="only measure what one redis.call from Lua costs (callgrind)"
     )
     args = parser.parse_args()
@@ -176,7 +189,7 @@ def main() -> None:
         server = EmbeddedValkey(Path(tmp) / "data", binary=binary)
         server.start(timeout=120)
         try:
-            report = asyncio.run(run(server, docs, args.batch, args.presize))
+            report = asyncio.run(run(server, docs, args.batch, args.presize, args.expected_documents))
         finally:
             server.stop()
         if args.callgrind:

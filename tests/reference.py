@@ -175,8 +175,9 @@ def hash_family(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def signature(text: str, *, num_perm: int = 128, seed: int = 1, size: int = 5, shingle: str = "word",
-              **options: bool) -> np.ndarray:
+def signature(
+    text: str, *, num_perm: int = 128, seed: int = 1, size: int = 5, shingle: str = "word", **options: bool
+) -> np.ndarray:
     keys = sorted({shingle_key(s) for s in shingles(text, size=size, shingle=shingle, **options)})
     if not keys:
         return np.full(num_perm, EMPTY_SLOT, dtype=np.uint32)

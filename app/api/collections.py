@@ -44,6 +44,7 @@ async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
         rows=body.rows,
         ttl_seconds=body.ttl_seconds,
         max_documents=body.max_documents,
+        expected_documents=body.expected_documents,
     )
     stored, created = await ctx.service.create_collection(params)
     if created:

@@ -23,6 +23,7 @@ def params_dict(params: CollectionParams, documents: int | None = None) -> dict[
         "seed": params.seed,
         "ttl_seconds": params.ttl_seconds,
         "max_documents": params.max_documents,
+        "expected_documents": params.expected_documents,
         "documents": documents,
     }
 

@@ -181,6 +181,8 @@ class Index:
                 gen,
                 ttl_ms=(params.ttl_seconds or 0) * 1000,
                 max_documents=params.max_documents or 0,
+                capacity=_capacity(params),
+                bands=params.bands,
             )
         if existing is None:
             self._collections[params.name] = _Collection(params, CollectionKeys(params.name, gen))
@@ -460,6 +462,13 @@ class Index:
                 await self._store.reclaim(collection.keys, items)
         except (StoreDown, CollectionMissing, GenerationChanged) as error:
             log.info("reclaiming expired documents of %r deferred: %s", params.name, error)
+
+
+def _capacity(params: CollectionParams) -> int:
+    """Documents the store sizes the collection's tables for (0: none, it grows as needed): the hint,
+    or the bound, whichever is smaller."""
+    given = [n for n in (params.expected_documents, params.max_documents) if n]
+    return min(given) if given else 0
 
 
 def _oldest_live_ms(params: CollectionParams) -> int:

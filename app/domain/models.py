@@ -32,6 +32,8 @@ FP_WEIGHT, FN_WEIGHT = 0.15, 0.85
 #: Bounds of the optional retention and size limit of a collection.
 MAX_TTL_SECONDS = 10 * 365 * 86400
 MAX_DOCUMENTS = 2**31
+#: Largest capacity hint: 2^27 documents already size a band table of 2^27 groups at 16 bands.
+MAX_EXPECTED_DOCUMENTS = 2**27
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,10 @@ class CollectionParams:
       and its entries are reclaimed by later writes.
     - ``max_documents``: optional bound; only the most recent ``max_documents`` insertions match (a
       replaced or deleted document still used its place in that window), older ones are reclaimed.
+    - ``expected_documents``: optional capacity hint; the store sizes its band table for that many
+      documents at creation, so it need not grow by splitting while the collection stays below it
+      (about a third less server work per insertion; a collection far smaller than its hint uses
+      more memory per document). Changes no result.
     """
 
     name: str
@@ -61,6 +67,7 @@ class CollectionParams:
     seed: int = sketch.DEFAULT_SEED
     ttl_seconds: int | None = None
     max_documents: int | None = None
+    expected_documents: int | None = None
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -78,6 +85,7 @@ class CollectionParams:
         seed: int = sketch.DEFAULT_SEED,
         ttl_seconds: int | None = None,
         max_documents: int | None = None,
+        expected_documents: int | None = None,
     ) -> CollectionParams:
         """Validate and fill bands/rows (``sketch.optimal_bands``) when not given; raises
         :class:`InvalidParameters` with a message saying what to change."""
@@ -96,7 +104,17 @@ class CollectionParams:
         if bands is None or rows is None:
             bands, rows = sketch.optimal_bands(float(threshold), num_perm, FP_WEIGHT, FN_WEIGHT)
         return cls(
-            name, float(threshold), num_perm, shingle, size, bands, rows, seed, ttl_seconds, max_documents
+            name,
+            float(threshold),
+            num_perm,
+            shingle,
+            size,
+            bands,
+            rows,
+            seed,
+            ttl_seconds,
+            max_documents,
+            expected_documents,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -224,6 +242,12 @@ def _validate(p: CollectionParams) -> None:
         _check_positive("max_documents", p.max_documents)
         if p.max_documents > MAX_DOCUMENTS:
             raise InvalidParameters(f"max_documents must be at most {MAX_DOCUMENTS}, got {p.max_documents}")
+    if p.expected_documents is not None:
+        _check_positive("expected_documents", p.expected_documents)
+        if p.expected_documents > MAX_EXPECTED_DOCUMENTS:
+            raise InvalidParameters(
+                f"expected_documents must be at most {MAX_EXPECTED_DOCUMENTS}, got {p.expected_documents}"
+            )
 
 
 def check_document(doc: Document) -> None:

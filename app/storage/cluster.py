@@ -398,7 +398,15 @@ class ClusterStore:
     # --- collections ----------------------------------------------------------------------------------
 
     async def create_collection(
-        self, name: str, params_json: bytes, gen: str, *, ttl_ms: int = 0, max_documents: int = 0
+        self,
+        name: str,
+        params_json: bytes,
+        gen: str,
+        *,
+        ttl_ms: int = 0,
+        max_documents: int = 0,
+        capacity: int = 0,
+        bands: int = 0,
     ) -> bytes | None:
         """Register (HSETNX on the registry), then write the empty state on the collection's slot."""
         async with self._guard():
@@ -407,7 +415,7 @@ class ClusterStore:
                 if existing is not None:
                     return _bytes(existing)
                 await self._client.hsetnx(keys.REGISTRY, name, params_json)  # dropped meanwhile
-            band_groups, id_groups = keys.cluster_groups(max_documents)
+            band_groups, id_groups = keys.cluster_groups(capacity or max_documents)
             await self._state_call("cluster_init", name, [gen, ttl_ms, max_documents, band_groups, id_groups])
         return None
 

@@ -86,6 +86,22 @@ def late(collection: str) -> str:
     return f"{NAMESPACE}:{{{collection}}}:late"
 
 
+def initial_shape(capacity: int, bands: int) -> tuple[int, int, int, int]:
+    """(L, S) of the band table, then of the id table, of a new collection on one server: as many
+    groups (2^L + S) as hold their target fields when ``capacity`` documents of ``bands`` bands are in,
+    so the tables need no split until then; (0, 0, 0, 0) without a capacity: one group each, grown by
+    splitting."""
+    if capacity <= 0 or bands <= 0:
+        return 0, 0, 0, 0
+
+    def shape(fields: int, target: int) -> tuple[int, int]:
+        groups = max(1, -(-fields // target))
+        level = groups.bit_length() - 1
+        return level, groups - 2**level
+
+    return (*shape(capacity * bands, BAND_GROUP_TARGET), *shape(capacity, ID_GROUP_TARGET))
+
+
 def cluster_groups(max_documents: int) -> tuple[int, int]:
     """(band groups, id groups) of a new collection on a cluster: powers of two sized for about 16
     band fields and 64 ids per group at ``max_documents`` (16 bands), else the defaults."""

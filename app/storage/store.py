@@ -66,7 +66,15 @@ class Store(Protocol):
     async def close(self) -> None: ...
     async def ping(self) -> None: ...
     async def create_collection(
-        self, name: str, params_json: bytes, gen: str, *, ttl_ms: int = 0, max_documents: int = 0
+        self,
+        name: str,
+        params_json: bytes,
+        gen: str,
+        *,
+        ttl_ms: int = 0,
+        max_documents: int = 0,
+        capacity: int = 0,
+        bands: int = 0,
     ) -> bytes | None: ...
     async def get_collection(self, name: str) -> tuple[bytes, int] | None: ...
     async def list_collections(self) -> list[tuple[bytes, int]]: ...
@@ -145,14 +153,24 @@ class RedisStore:
     # --- collections ----------------------------------------------------------------------------------
 
     async def create_collection(
-        self, name: str, params_json: bytes, gen: str, *, ttl_ms: int = 0, max_documents: int = 0
+        self,
+        name: str,
+        params_json: bytes,
+        gen: str,
+        *,
+        ttl_ms: int = 0,
+        max_documents: int = 0,
+        capacity: int = 0,
+        bands: int = 0,
     ) -> bytes | None:
         """Register; returns None if created, else the stored parameters JSON of that name.
-        ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`)."""
+        ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`);
+        ``capacity`` documents of ``bands`` bands (0: none) size its tables up front."""
+        shape = keys.initial_shape(capacity, bands)
         reply = await self._call(
             "create_collection",
             [keys.REGISTRY, keys.state(name)],
-            [name, params_json, gen, ttl_ms, max_documents],
+            [name, params_json, gen, ttl_ms, max_documents, *shape],
         )
         return None if reply[0] == b"created" else bytes(reply[1])
 

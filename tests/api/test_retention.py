@@ -31,3 +31,24 @@ async def test_retention_is_validated_returned_and_applied(
     response = await client.post("/v1/collections/r/check", json={"id": "b", "text": texts.edited(base)})
     assert response.json()["duplicate"] is False
     assert (await client.get("/v1/collections/r/documents/a")).status_code == 404
+
+
+async def test_a_capacity_hint_is_validated_returned_and_changes_no_result(
+    client: httpx.AsyncClient, texts: type[Texts]
+) -> None:
+    for bad in ({"expected_documents": 0}, {"expected_documents": 2**40}, {"expected_documents": "many"}):
+        response = await client.post("/v1/collections", json={"name": "h", **bad})
+        assert response.status_code == 422, response.text
+    response = await client.post("/v1/collections", json={"name": "h", "expected_documents": 5000})
+    assert response.status_code == 201, response.text
+    assert response.json()["expected_documents"] == 5000
+    again = await client.post("/v1/collections", json={"name": "h", "expected_documents": 9000})
+    assert again.status_code == 409 and "expected_documents" in again.json()["message"]
+    await client.post("/v1/collections", json={"name": "plain"})
+    base = texts.words(3)
+    for name in ("h", "plain"):
+        await client.post(f"/v1/collections/{name}/check", json={"id": "a", "text": base})
+        reply = await client.post(
+            f"/v1/collections/{name}/check", json={"id": "b", "text": texts.edited(base)}
+        )
+        assert reply.json()["duplicate_of"] == "a", reply.text

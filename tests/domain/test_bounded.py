@@ -31,7 +31,14 @@ def used_memory(target: StoreTarget) -> int:
 
 
 def test_retention_and_size_are_validated() -> None:
-    for bad in (dict(ttl_seconds=0), dict(ttl_seconds=-5), dict(max_documents=0), dict(ttl_seconds=1.5)):
+    for bad in (
+        dict(ttl_seconds=0),
+        dict(ttl_seconds=-5),
+        dict(max_documents=0),
+        dict(ttl_seconds=1.5),
+        dict(expected_documents=0),
+        dict(expected_documents=2**40),
+    ):
         with pytest.raises(InvalidParameters):
             CollectionParams.create("x", **bad)  # type: ignore[arg-type]
     p = CollectionParams.create("x", ttl_seconds=60, max_documents=1000)

@@ -99,7 +99,11 @@ def test_forcing_an_unknown_isa_fails_the_import_with_advice(tmp_path: Path) -> 
 
     env = {**os.environ, "NEARDUP_FORCE_ISA": "neon9000"}
     out = subprocess.run(
-        [sys.executable, "-c", "import app.sketch"], env=env, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", "import app.sketch"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
         cwd=tmp_path,
     )
     assert out.returncode != 0

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from app.storage import RedisStore, Store
-from app.storage.keys import BAND_GROUP_TARGET, CollectionKeys
+from app.storage.keys import BAND_GROUP_TARGET, ID_GROUP_TARGET, CollectionKeys, initial_shape
 from app.storage.store import CheckReply, Mode, NeedOldBands
 
 pytestmark = pytest.mark.anyio
@@ -237,3 +237,29 @@ async def test_scripts_are_reloaded_after_script_flush(
     k = await new_collection(store)
     sync_client.script_flush()
     assert await store.lookup(k, [b"a"]) == [None]
+
+
+async def test_a_collection_sized_up_front_does_not_split_below_its_capacity(
+    standalone_store: RedisStore, sync_redis: redis.Redis
+) -> None:
+    store, sync_client = standalone_store, sync_redis
+    shape = initial_shape(2000, BANDS)
+    band_groups, id_groups = 2 ** shape[0] + shape[1], 2 ** shape[2] + shape[3]
+    assert band_groups == -(-2000 * BANDS // BAND_GROUP_TARGET) and id_groups == -(-2000 // ID_GROUP_TARGET)
+    assert await store.create_collection("sized", b"{}", "g1", capacity=2000, bands=BANDS) is None
+    k = CollectionKeys("sized", "g1")
+    sigs, bands = random_batch(2000)
+    for start in range(0, 2000, 500):
+        reply = await send(store, k, [f"d{i}" for i in range(start, start + 500)], sigs[start : start + 500],
+                           bands[start : start + 500], mode="put")  # fmt: skip
+        assert isinstance(reply, CheckReply)
+    state = {f.decode(): int(v) for f, v in sync_client.hgetall(k.state).items() if f != b"gen"}
+    assert (state["bL"], state["bS"], state["iL"], state["iS"]) == shape  # no split so far
+    probe = await send(store, k, ["q1", "q2"], sigs[[7, 1999]], bands[[7, 1999]], mode="read")
+    assert isinstance(probe, CheckReply) and probe.candidates == [[8], [2000]]
+    # Past its capacity it grows as any other collection does.
+    more_sigs, more_bands = random_batch(600)
+    reply = await send(store, k, [f"e{i}" for i in range(600)], more_sigs, more_bands, mode="put")
+    assert isinstance(reply, CheckReply)
+    grown = {f.decode(): int(v) for f, v in sync_client.hgetall(k.state).items() if f != b"gen"}
+    assert 2 ** grown["bL"] + grown["bS"] > band_groups
