@@ -207,6 +207,14 @@ def add_load(commands: Any) -> None:
     load.add_argument("--api-key", default=None, help="API key sent as a Bearer token (env NEARDUP_API_KEY)")
     load.add_argument("--create", action="store_true", help="create the collection if it does not exist")
     _collection_options(load, defaults=False)
+    load.add_argument(
+        "--expected-documents",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --create: how many documents the collection will hold, about (sizes its tables up front: "
+        "faster inserts up to N)",
+    )
     _input_options(load)
     load.add_argument("--batch-size", type=int, default=500, help="documents per request (default 500)")
     load.add_argument(

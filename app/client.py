@@ -331,8 +331,10 @@ class Client:
         size: int | None = None,
         bands: int | None = None,
         rows: int | None = None,
+        expected_documents: int | None = None,
     ) -> Collection:
-        """Create, or return the existing one if its parameters are the same (Conflict otherwise)."""
+        """Create, or return the existing one if its parameters are the same (Conflict otherwise).
+        ``expected_documents``: capacity hint, the store sizes its tables for that many documents."""
         body = _without_none(
             name=name,
             threshold=threshold,
@@ -341,6 +343,7 @@ class Client:
             size=size,
             bands=bands,
             rows=rows,
+            expected_documents=expected_documents,
         )
         return Collection.from_json(self.request("POST", _collections(), body))
 
@@ -490,6 +493,7 @@ class AsyncClient:
         size: int | None = None,
         bands: int | None = None,
         rows: int | None = None,
+        expected_documents: int | None = None,
     ) -> Collection:
         body = _without_none(
             name=name,
@@ -499,6 +503,7 @@ class AsyncClient:
             size=size,
             bands=bands,
             rows=rows,
+            expected_documents=expected_documents,
         )
         return Collection.from_json(await self.request("POST", _collections(), body))
 

@@ -151,6 +151,7 @@ def ensure_collection(client: Client, args: argparse.Namespace) -> str:
         num_perm=args.num_perm,
         shingle=args.shingle,
         size=args.size,
+        expected_documents=args.expected_documents,
     )
     return f"created: threshold {created.threshold}, {created.bands} bands x {created.rows} rows"
 

@@ -77,6 +77,8 @@ def test_jsonl_with_rejected_lines(service: Any, tmp_path: Path) -> None:
         "--create",
         "--threshold",
         "0.7",
+        "--expected-documents",
+        "40",
         "--url",
         service.url,
         "--json",
@@ -86,6 +88,7 @@ def test_jsonl_with_rejected_lines(service: Any, tmp_path: Path) -> None:
         "source",
     )
     assert result.returncode == 3, result.stderr  # finished, some rejected
+    assert httpx.get(f"{service.url}/v1/collections/l1").json()["expected_documents"] == 40
     summary = json.loads(result.stdout)
     assert (summary["inserted"], summary["duplicates"], summary["errors"]) == (40, 20, 3)
     samples = " ".join(summary["error_samples"])

@@ -60,6 +60,11 @@ def test_collections(client: Client) -> None:
     client.delete_collection("c1")
     with pytest.raises(NotFound):
         client.get_collection("c1")
+    sized = fresh(client, "c2", expected_documents=10_000)
+    assert client.create_collection("c2", expected_documents=10_000) == sized
+    with pytest.raises(Conflict) as conflict:
+        client.create_collection("c2", expected_documents=20_000)
+    assert "expected_documents" in conflict.value.message
 
 
 def test_check_query_and_documents(client: Client) -> None:
