@@ -93,6 +93,11 @@ _RECLAIM_PER_WRITE = 64
 log = logging.getLogger("neardup.index")
 
 
+#: One document of a check with insert, as it waits for its batch: the document, its encoded
+#: metadata, and its caller's min_similarity.
+_Insert = tuple[Document, bytes, float | None]
+
+
 @dataclass(frozen=True)
 class _Collection:
     params: CollectionParams
@@ -121,7 +126,7 @@ class Index:
         self._collections: dict[str, _Collection] = {}
         # Concurrent checks with insert into one collection share store calls (group commit): the
         # script takes them as one batch, in arrival order, so first seen still wins.
-        self._inserts: GroupCommit[str, tuple[Document, float | None], CheckResult] = GroupCommit(
+        self._inserts: GroupCommit[str, _Insert, CheckResult] = GroupCommit(
             self._check_inserts, max_items=MAX_BATCH
         )
 
@@ -253,21 +258,23 @@ class Index:
         if not docs:
             await self._collection(name)  # still a 404 for an unknown collection
             return []
-        if insert:
-            return await self._inserts.submit(name, [(doc, min_similarity) for doc in docs])
+        # Encoded here, in the caller: a document that cannot be stored must fail its own call, never a
+        # shared batch of others'.
         metas = [records.encode_metadata(doc.id, doc.metadata) for doc in docs]
+        if insert:
+            return await self._inserts.submit(
+                name, [(doc, meta, min_similarity) for doc, meta in zip(docs, metas, strict=True)]
+            )
         collection, batch, reply, _ = await self._run(name, docs, metas, "read")
         floor = _match_floor(collection.params, min_similarity)
         return self._results(collection, docs, batch, reply, [floor] * len(docs), inserted=False)
 
-    async def _check_inserts(
-        self, name: str, items: list[tuple[Document, float | None]]
-    ) -> list[CheckResult]:
+    async def _check_inserts(self, name: str, items: list[_Insert]) -> list[CheckResult]:
         """Checks with insert of one or several concurrent calls (see ``_inserts``), as one batch."""
-        docs = [doc for doc, _ in items]
-        metas = [records.encode_metadata(doc.id, doc.metadata) for doc in docs]
+        docs = [doc for doc, _, _ in items]
+        metas = [meta for _, meta, _ in items]
         collection, batch, reply, _ = await self._run(name, docs, metas, "insert")
-        floors = [_match_floor(collection.params, min_similarity) for _, min_similarity in items]
+        floors = [_match_floor(collection.params, min_similarity) for _, _, min_similarity in items]
         results = self._results(collection, docs, batch, reply, floors, inserted=True)
         await self._reclaim(collection, len(docs))
         return results

@@ -288,6 +288,21 @@ async def test_concurrent_checks_in_one_process_share_store_calls_and_first_seen
             assert earliest <= strict
 
 
+async def test_a_bad_document_fails_its_own_call_not_the_batch_it_would_share(index: Index) -> None:
+    # Two calls go out at once (two batches in flight), the rest wait and would share the next batch:
+    # the one with metadata that cannot be stored fails alone.
+    def call(i: int, metadata: Any = None) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(index.check("c", [Document(f"d{i}", text(40 + i), metadata)]))
+
+    first = [call(0), call(1)]
+    bad = call(2, {"tags": {1, 2}})
+    rest = [call(i) for i in range(3, 10)]
+    with pytest.raises(InvalidInput, match="not JSON-serializable"):
+        await bad
+    for done in (*first, *rest):
+        assert [r.inserted for r in await done] == [True]
+
+
 async def test_checked_document_survives_a_server_crash(data_dir: Path) -> None:
     server = EmbeddedValkey(data_dir)
     server.start()
