@@ -132,6 +132,24 @@ async def test_replace_needs_old_bands_then_removes_old_entries(store: Store) ->
     assert (await store.get_collection("c")) == (b'{"params": 1}', 1)
 
 
+async def test_a_batch_sent_back_for_old_bands_leaves_its_new_ids_unwritten(store: Store) -> None:
+    # "n" is new, "a" replaces a stored version: the first call must write nothing at all (the new
+    # id included), and the second one stores both.
+    k = await new_collection(store)
+    sigs, bands = random_batch(3)
+    await send(store, k, ["a"], sigs[:1], bands[:1])
+    need = await send(store, k, ["n", "a"], sigs[1:], bands[1:])
+    assert isinstance(need, NeedOldBands) and list(need.stored) == [1]
+    assert await store.lookup(k, [b"n"]) == [None]
+    assert (await store.get_collection("c")) == (b'{"params": 1}', 1)
+    reply = await send(
+        store, k, ["n", "a"], sigs[1:], bands[1:], old={1: bands[0].tobytes()}, expected={1: 1}
+    )
+    assert isinstance(reply, CheckReply) and reply.ordinals == [2, 3]
+    found = await store.lookup(k, [b"n", b"a"])
+    assert [f.ordinal if f else None for f in found] == [2, 3]
+
+
 async def test_same_id_twice_in_a_batch_keeps_the_later(store: Store) -> None:
     k = await new_collection(store)
     sigs, bands = random_batch(2)
