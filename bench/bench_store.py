@@ -17,8 +17,8 @@ batch at a time. Printed as JSON:
     python bench/bench_store.py                      # 50,000 passages, ~15 s
     python bench/bench_store.py --docs 1500 --callgrind
     python bench/bench_store.py --call-cost          # instructions of one redis.call from Lua
-    python bench/bench_store.py --docs 1500 --callgrind --presize 11   # ... with a table that never splits
-    python bench/bench_store.py --expected-documents 50000               # the collection's capacity hint
+    python bench/bench_store.py --expected-documents 50000   # the collection's capacity hint
+    python bench/bench_store.py --docs 1500 --callgrind --expected-documents 1500   # ... no splits
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -41,17 +40,12 @@ sys.path.insert(0, str(HERE.parent))
 import bench_service  # noqa: E402
 
 from app.domain import CollectionParams, Document, Index  # noqa: E402
-from app.storage import EmbeddedValkey, RedisStore, keys  # noqa: E402
+from app.storage import EmbeddedValkey, RedisStore  # noqa: E402
 from app.storage.embedded import valkey_binary  # noqa: E402
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def run(
-    server: EmbeddedValkey, docs: list[Document], batch: int, presize: int, expected: int | None
+    server: EmbeddedValkey, docs: list[Document], batch: int, expected: int | None
 ) -> dict[str, Any]:
     assert server.pid is not None
     store = RedisStore.from_url(server.url, timeout=600)
@@ -61,21 +55,16 @@ async def run(
             "bench", threshold=bench_service.THRESHOLD, expected_documents=expected
         )
         await index.create_collection(params)
-        if presize:
-            # An experiment, not a service setting: the band table starts with 2^presize groups and
-            # never splits (the target the scripts get is raised), to see what growing costs.
-            keys.BAND_GROUP_TARGET = 1 << 30
-            await store.client.hset(keys.state("bench"), "bL", presize)
         await store.client.config_resetstat()
         per_batch: list[float] = []
         duplicates = 0
-        started, cpu0 = time.perf_counter(), cpu_seconds(server.pid)
+        started, cpu0 = time.perf_counter(), bench_service.process_cpu_seconds(server.pid)
         for start in range(0, len(docs), batch):
-            before = cpu_seconds(server.pid)
+            before = bench_service.process_cpu_seconds(server.pid)
             results = await index.check("bench", docs[start : start + batch])
-            per_batch.append((cpu_seconds(server.pid) - before) / len(results))
+            per_batch.append((bench_service.process_cpu_seconds(server.pid) - before) / len(results))
             duplicates += sum(r.duplicate for r in results)
-        wall, cpu = time.perf_counter() - started, cpu_seconds(server.pid) - cpu0
+        wall, cpu = time.perf_counter() - started, bench_service.process_cpu_seconds(server.pid) - cpu0
         stats = await store.client.info("commandstats")
         memory = (await store.client.info("memory"))["used_memory"]
     finally:
@@ -91,7 +80,6 @@ async def run(
         "documents": n,
         "batch": batch,
         "bands": params.bands,
-        "presized_band_groups": 2**presize if presize else None,
         "expected_documents": expected,
         "duplicates": duplicates,
         "docs_per_s_one_client": round(n / wall),
@@ -153,13 +141,6 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=250)
     parser.add_argument("--callgrind", action="store_true", help="run the server under valgrind (slow)")
     parser.add_argument(
-        "--presize",
-        type=int,
-        default=0,
-        metavar="L",
-        help="experiment: the band table starts with 2^L groups and never splits",
-    )
-    parser.add_argument(
         "--expected-documents",
         type=int,
         default=None,
@@ -189,7 +170,7 @@ def main() -> None:
         server = EmbeddedValkey(Path(tmp) / "data", binary=binary)
         server.start(timeout=120)
         try:
-            report = asyncio.run(run(server, docs, args.batch, args.presize, args.expected_documents))
+            report = asyncio.run(run(server, docs, args.batch, args.expected_documents))
         finally:
             server.stop()
         if args.callgrind:

@@ -39,9 +39,9 @@ scanned linearly (~35 ns a field; HSETNX scans twice), so ~16 fields per band gr
 and CPU low at any collection size, with no capacity to declare up front. Growing is not free: every
 entry is moved about once (half of a group moves at each split, whatever the target), and in Lua a
 move costs about as much as the insertion itself. Measured with callgrind on valkey-server over 1,500
-documents (``bench/bench_store.py --docs 1500 --callgrind``, and ``--presize 11`` for a table that
-never splits): 1,156M instructions, 748M without splits, so growing is ~35% of the server's work per
-checked document; 16 instead of 32 fields per group cut the total by 6% (scans of half the length) for
+documents (``bench/bench_store.py --docs 1500 --callgrind``, and ``--expected-documents 1500`` for a
+table sized up front that never splits): 1,156M instructions, 713M without splits, so growing is ~38%
+of the server's work per checked document; 16 instead of 32 fields per group cut the total by 6% (scans of half the length) for
 ~1.3 more bytes per field.
 """
 
