@@ -36,13 +36,9 @@ class Runtime:
 
 
 @dataclass(frozen=True)
-class Context:
+class Context(Runtime):
     """One request's view of the app: its runtime and the caller (for write checks)."""
 
-    service: Index
-    settings: Settings
-    limits: Limits
-    metrics: Metrics
     scope: Scope
 
     def require_write(self, action: str) -> None:
