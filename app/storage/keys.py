@@ -41,8 +41,8 @@ entry is moved about once (half of a group moves at each split, whatever the tar
 move costs about as much as the insertion itself. Measured with callgrind on valkey-server over 1,500
 documents (``bench/bench_store.py --docs 1500 --callgrind``, and ``--expected-documents 1500`` for a
 table sized up front that never splits): 1,156M instructions, 713M without splits, so growing is ~38%
-of the server's work per checked document; 16 instead of 32 fields per group cut the total by 6% (scans of half the length) for
-~1.3 more bytes per field.
+of the server's work per checked document; 16 instead of 32 fields per group cut the total by 6%
+(scans of half the length) for ~1.3 more bytes per field.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ MAX_ORDINAL = 2**32 - 1
 
 #: Implicit stamp of an ordinal stamped in order: ordinal * 2^20 (exact in a Lua double below 2^53).
 STAMP_SCALE = 2**20
-#: Fixed group counts of a collection's band and id tables on a cluster when no max_documents sizes
+#: Fixed group counts of a collection's band and id tables on a cluster when no capacity sizes
 #: them: 2^14 band groups hold ~250,000 documents at 16 bands before groups pass 256 fields.
 CLUSTER_BAND_GROUPS = 2**14
 CLUSTER_ID_GROUPS = 2**12
@@ -102,13 +102,13 @@ def initial_shape(capacity: int, bands: int) -> tuple[int, int, int, int]:
     return (*shape(capacity * bands, BAND_GROUP_TARGET), *shape(capacity, ID_GROUP_TARGET))
 
 
-def cluster_groups(max_documents: int) -> tuple[int, int]:
+def cluster_groups(capacity: int) -> tuple[int, int]:
     """(band groups, id groups) of a new collection on a cluster: powers of two sized for about 16
-    band fields and 64 ids per group at ``max_documents`` (16 bands), else the defaults."""
-    if max_documents <= 0:
+    band fields and 64 ids per group at ``capacity`` documents (16 bands), else the defaults."""
+    if capacity <= 0:
         return CLUSTER_BAND_GROUPS, CLUSTER_ID_GROUPS
-    band = 1 << max(6, min(30, (max_documents * 16 // BAND_GROUP_TARGET).bit_length()))
-    ids = 1 << max(4, min(28, (max_documents // ID_GROUP_TARGET).bit_length()))
+    band = 1 << max(6, min(30, (capacity * 16 // BAND_GROUP_TARGET).bit_length()))
+    ids = 1 << max(4, min(28, (capacity // ID_GROUP_TARGET).bit_length()))
     return band, ids
 
 

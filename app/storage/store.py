@@ -165,7 +165,8 @@ class RedisStore:
     ) -> bytes | None:
         """Register; returns None if created, else the stored parameters JSON of that name.
         ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`);
-        ``capacity`` documents of ``bands`` bands (0: none) size its tables up front."""
+        ``capacity`` documents of ``bands`` bands (0: none; the domain folds ``max_documents`` into
+        it) size its tables up front."""
         shape = keys.initial_shape(capacity, bands)
         reply = await self._call(
             "create_collection",
