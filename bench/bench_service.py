@@ -55,6 +55,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import corpus as corpus_module  # noqa: E402
+from machine import cpu_model, git_commit  # noqa: E402
 
 K = 128
 SHINGLE_SIZE = 5
@@ -121,16 +122,6 @@ FULL = Settings(
 # --- machine and versions --------------------------------------------------------------------------
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def version(package: str) -> str:
     try:
         return importlib.metadata.version(package)
@@ -140,13 +131,6 @@ def version(package: str) -> str:
         found = re.search(r'^version\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
         return f"{found.group(1)} (pyproject.toml)" if found else ""
     return ""
-
-
-def git_commit() -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    return proc.stdout.strip()
 
 
 def modified_sources() -> list[str]:

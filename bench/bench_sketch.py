@@ -48,6 +48,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import corpus as corpus_module  # noqa: E402
+from machine import cpu_model, git_commit  # noqa: E402
 
 K = 128
 SHINGLE_SIZE = 5
@@ -159,28 +160,11 @@ def throughput(result: dict[str, Any], nbytes: int) -> dict[str, Any]:
     return result
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def version(package: str) -> str:
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return ""
-
-
-def git_commit() -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    return proc.stdout.strip()
 
 
 # --- the reference shingle sets --------------------------------------------------------------------
