@@ -19,6 +19,12 @@ batch at a time. Printed as JSON:
     python bench/bench_store.py --call-cost          # instructions of one redis.call from Lua
     python bench/bench_store.py --expected-documents 50000   # the collection's capacity hint
     python bench/bench_store.py --docs 1500 --callgrind --expected-documents 1500   # ... no splits
+    python bench/bench_store.py --docs 1500 --callgrind --profile-out cg.out   # callgrind_annotate cg.out
+    python bench/bench_store.py --valkey-config rdbcompression=yes   # compare ``aof_rewrite``
+    LD_PRELOAD=/path/to/libmimalloc.so python bench/bench_store.py   # the server with another malloc
+
+After the run the server rewrites its append-only file once more, timed (``aof_rewrite``: seconds and
+the size of the snapshot that starts the new file).
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ async def run(
         system = system_seconds(server.pid) - system0
         stats = await store.client.info("commandstats")
         memory = (await store.client.info("memory"))["used_memory"]
+        rewrite = await timed_rewrite(store, server)
     finally:
         await store.close()
     n = len(docs)
@@ -83,7 +90,6 @@ async def run(
         "batch": batch,
         "bands": params.bands,
         "expected_documents": expected,
-        "malloc": server.malloc,
         "duplicates": duplicates,
         "docs_per_s_one_client": round(n / wall),
         "valkey_cpu_us_per_doc": {
@@ -94,7 +100,27 @@ async def run(
         },
         "commands_per_doc": {"total": round(sum(commands.values()), 2), **commands},
         "used_memory_per_doc": round(memory / n),
+        "aof_rewrite": rewrite,
     }
+
+
+async def timed_rewrite(store: RedisStore, server: EmbeddedValkey) -> dict[str, float]:
+    """BGREWRITEAOF now, timed until done; the size of the new file's snapshot (its base file)."""
+
+    async def busy() -> bool:
+        info = await store.client.info("persistence")
+        return bool(int(info["aof_rewrite_in_progress"]) or int(info["aof_rewrite_scheduled"]))
+
+    while await busy():
+        await asyncio.sleep(0.01)
+    started = time.perf_counter()
+    await store.client.bgrewriteaof()
+    await asyncio.sleep(0.01)
+    while await busy():
+        await asyncio.sleep(0.01)
+    seconds = time.perf_counter() - started
+    base = [f for f in (server.data_dir / "appendonlydir").iterdir() if ".base." in f.name]
+    return {"seconds": round(seconds, 3), "base_mb": round(sum(f.stat().st_size for f in base) / 1e6, 1)}
 
 
 def system_seconds(pid: int) -> float:
@@ -165,12 +191,6 @@ def main() -> None:
         help="extra server setting for the embedded Valkey (repeatable), e.g. auto-aof-rewrite-min-size=1gb",
     )
     parser.add_argument(
-        "--malloc",
-        choices=("tuned", "default"),
-        default="tuned",
-        help="the embedded server's glibc malloc: with the product's tunables (MALLOC_TUNABLES) or without",
-    )
-    parser.add_argument(
         "--profile-out",
         type=Path,
         default=None,
@@ -198,7 +218,7 @@ def main() -> None:
             print(json.dumps(call_cost(binary, out, Path(tmp)), indent=1))
             return
         extra = dict(item.split("=", 1) for item in args.valkey_config)
-        server = EmbeddedValkey(Path(tmp) / "data", binary=binary, extra_config=extra, malloc=args.malloc)
+        server = EmbeddedValkey(Path(tmp) / "data", binary=binary, extra_config=extra)
         server.start(timeout=120)
         try:
             report = asyncio.run(run(server, docs, args.batch, args.expected_documents))

@@ -415,7 +415,7 @@ class ClusterStore:
                 if existing is not None:
                     return _bytes(existing)
                 await self._client.hsetnx(keys.REGISTRY, name, params_json)  # dropped meanwhile
-            band_groups, id_groups = keys.cluster_groups(capacity)
+            band_groups, id_groups = keys.cluster_groups(capacity, bands)
             await self._state_call("cluster_init", name, [gen, ttl_ms, max_documents, band_groups, id_groups])
         return None
 

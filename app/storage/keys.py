@@ -102,12 +102,12 @@ def initial_shape(capacity: int, bands: int) -> tuple[int, int, int, int]:
     return (*shape(capacity * bands, BAND_GROUP_TARGET), *shape(capacity, ID_GROUP_TARGET))
 
 
-def cluster_groups(capacity: int) -> tuple[int, int]:
+def cluster_groups(capacity: int, bands: int) -> tuple[int, int]:
     """(band groups, id groups) of a new collection on a cluster: powers of two sized for about 16
-    band fields and 64 ids per group at ``capacity`` documents (16 bands), else the defaults."""
-    if capacity <= 0:
+    band fields and 64 ids per group at ``capacity`` documents of ``bands`` bands, else the defaults."""
+    if capacity <= 0 or bands <= 0:
         return CLUSTER_BAND_GROUPS, CLUSTER_ID_GROUPS
-    band = 1 << max(6, min(30, (capacity * 16 // BAND_GROUP_TARGET).bit_length()))
+    band = 1 << max(6, min(30, (capacity * bands // BAND_GROUP_TARGET).bit_length()))
     ids = 1 << max(4, min(28, (capacity // ID_GROUP_TARGET).bit_length()))
     return band, ids
 

@@ -9,7 +9,15 @@ import pytest
 import redis
 
 from app.storage import RedisStore, Store
-from app.storage.keys import BAND_GROUP_TARGET, ID_GROUP_TARGET, CollectionKeys, initial_shape
+from app.storage.keys import (
+    BAND_GROUP_TARGET,
+    CLUSTER_BAND_GROUPS,
+    CLUSTER_ID_GROUPS,
+    ID_GROUP_TARGET,
+    CollectionKeys,
+    cluster_groups,
+    initial_shape,
+)
 from app.storage.store import CheckReply, Mode, NeedOldBands
 
 pytestmark = pytest.mark.anyio
@@ -255,6 +263,18 @@ async def test_scripts_are_reloaded_after_script_flush(
     k = await new_collection(store)
     sync_client.script_flush()
     assert await store.lookup(k, [b"a"]) == [None]
+
+
+def test_cluster_group_counts_follow_the_capacity_and_the_bands() -> None:
+    assert cluster_groups(0, 16) == (CLUSTER_BAND_GROUPS, CLUSTER_ID_GROUPS)
+    for capacity in (1_000, 100_000, 3_000_000):
+        for bands in (8, 16, 32):
+            band_groups, id_groups = cluster_groups(capacity, bands)
+            # at most the target fields per group on average, and no more than twice the groups needed
+            assert capacity * bands / BAND_GROUP_TARGET <= band_groups
+            assert band_groups <= max(64, 2 * capacity * bands / BAND_GROUP_TARGET)
+            assert capacity / ID_GROUP_TARGET <= id_groups <= max(16, 2 * capacity / ID_GROUP_TARGET)
+    assert cluster_groups(100_000, 32)[0] == 2 * cluster_groups(100_000, 16)[0]
 
 
 async def test_a_collection_sized_up_front_does_not_split_below_its_capacity(
