@@ -1385,10 +1385,26 @@ def main() -> None:
             "target_max": TARGETS["single_p99_ms_max"],
             "run": main_key,
         }
+    # The single-check targets also for the other worker counts (the service's default is 1 worker):
+    # on 2 cores, one worker merges more concurrent checks into each script call (group commit is per
+    # process) and leaves more CPU to Valkey and to the load generator.
+    for key, section in neardup.items():
+        if key != main_key and "single" in section and "single_p99_ms" in targets:
+            single = section["single"]
+            targets["single_requests_per_s"].setdefault("other_runs", {})[key] = {
+                "value": single["closed_loop"]["requests_per_s"]
+            }
+            targets["single_p99_ms"].setdefault("other_runs", {})[key] = {
+                "value": single["open_loop"]["latency_ms"]["p99"]
+            }
+
+    def met(entry: dict[str, Any], value: float) -> bool:
+        return value >= entry["target"] if "target" in entry else value <= entry["target_max"]
+
     for entry in targets.values():
-        entry["met"] = (
-            entry["value"] >= entry["target"] if "target" in entry else entry["value"] <= entry["target_max"]
-        )
+        entry["met"] = met(entry, entry["value"])
+        for other in entry.get("other_runs", {}).values():
+            other["met"] = met(entry, other["value"])
     report["targets"] = targets
     report["machine"]["load_average_at_end"] = load_average()
     report["seconds"] = round(time.perf_counter() - started, 1)
