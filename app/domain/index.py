@@ -48,7 +48,7 @@ from app.domain.models import (
 from app.domain.observer import IndexObserver, NullObserver
 from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from app.storage.keys import CollectionKeys
-from app.storage.store import CheckReply, Mode, NeedOldBands, Store
+from app.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
 MAX_BATCH = 1000
@@ -364,29 +364,25 @@ class Index:
                 previous = collection.params
             inserted_ms = int(time.time() * 1000)
             recs = [records.pack(inserted_ms, i, m) for i, m in zip(ids, metas, strict=True)]
-            expected = [b""] * len(docs)
-            old_bands = [b""] * len(docs)
+            request = CheckBatch(
+                bands=collection.params.bands,
+                band_keys=batch.band_key_bytes,
+                signatures=batch.signature_bytes,
+                empties=batch.empty_flags,
+                ids=ids,
+                records=recs,
+            )
             try:
                 for _ in range(_ATTEMPTS):
                     async with self._storage(name):
                         reply = await self._store.check(
-                            collection.keys,
-                            mode,
-                            bands=collection.params.bands,
-                            max_candidates=MAX_CANDIDATES,
-                            band_keys=batch.band_key_bytes,
-                            signatures=batch.signature_bytes,
-                            empties=batch.empty_flags,
-                            ids=ids,
-                            records=recs,
-                            expected=expected,
-                            old_bands=old_bands,
+                            collection.keys, mode, request, max_candidates=MAX_CANDIDATES
                         )
                     if not isinstance(reply, NeedOldBands):
                         return collection, batch, reply, inserted_ms
                     for i, (ordinal, signature) in reply.stored.items():
-                        expected[i] = b"%d" % ordinal
-                        old_bands[i] = stored_band_keys(collection.params, signature)
+                        request.expected[i] = b"%d" % ordinal
+                        request.old_bands[i] = stored_band_keys(collection.params, signature)
             except GenerationChanged:
                 continue
         raise StoreUnavailable("the collection keeps changing under this request; retry")

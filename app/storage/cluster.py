@@ -43,7 +43,7 @@ from redis.retry import Retry
 from app.storage import keys
 from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from app.storage.scripts import Script
-from app.storage.store import CheckReply, Mode, NeedOldBands, StoredVersion
+from app.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, StoredVersion
 
 #: A pending ordinal older than this belongs to a check that died between append and stamp. It must
 #: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see _guard;
@@ -460,41 +460,17 @@ class ClusterStore:
     # --- documents ------------------------------------------------------------------------------------
 
     async def check(
-        self,
-        k: keys.CollectionKeys,
-        mode: Mode,
-        *,
-        bands: int,
-        max_candidates: int,
-        band_keys: bytes,
-        signatures: bytes,
-        empties: bytes,
-        ids: Sequence[bytes],
-        records: Sequence[bytes],
-        expected: Sequence[bytes],
-        old_bands: Sequence[bytes],
+        self, k: keys.CollectionKeys, mode: Mode, batch: CheckBatch, *, max_candidates: int
     ) -> CheckReply | NeedOldBands:
         """The same contract as RedisStore.check, in the round trips of the module docstring."""
         async with self._guard():
-            return await self._check(
-                k, mode, bands, max_candidates, band_keys, signatures, empties, ids, records, expected,
-                old_bands,
-            )  # fmt: skip
+            return await self._check(k, mode, batch, max_candidates)
 
     async def _check(
-        self,
-        k: keys.CollectionKeys,
-        mode: Mode,
-        bands: int,
-        max_candidates: int,
-        band_keys: bytes,
-        signatures: bytes,
-        empties: bytes,
-        ids: Sequence[bytes],
-        records: Sequence[bytes],
-        expected: Sequence[bytes],
-        old_bands: Sequence[bytes],
+        self, k: keys.CollectionKeys, mode: Mode, batch: CheckBatch, max_candidates: int
     ) -> CheckReply | NeedOldBands:
+        bands, band_keys, signatures, empties = batch.bands, batch.band_keys, batch.signatures, batch.empties
+        ids, records, expected, old_bands = batch.ids, batch.records, batch.expected, batch.old_bands
         n = len(ids)
         if n == 0:
             return CheckReply([], [], {})

@@ -42,6 +42,34 @@ class CheckReply:
         return self.stamps.get(ordinal, ordinal)
 
 
+@dataclass
+class CheckBatch:
+    """One batch of documents for :meth:`Store.check`, as bytes. ``band_keys``: n * ``bands`` uint64,
+    raw; ``signatures``: n raw signatures of one size; ``empties``: n bytes, b'1' where the document is
+    empty (no band entries, never matches); per document its id and packed record. ``expected[i]`` is
+    the ordinal of the stored version of id i whose band keys ``old_bands[i]`` are (b'' when unknown):
+    the caller fills both in when the store answers :class:`NeedOldBands`."""
+
+    bands: int
+    band_keys: bytes
+    signatures: bytes
+    empties: bytes
+    ids: Sequence[bytes]
+    records: Sequence[bytes]
+    expected: list[bytes] = field(default_factory=list)
+    old_bands: list[bytes] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.ids)
+        self.expected = self.expected or [b""] * n
+        self.old_bands = self.old_bands or [b""] * n
+        if not len(self.records) == len(self.expected) == len(self.old_bands) == len(self.empties) == n:
+            raise ValueError("a check batch needs one record, expected, old_bands and empty flag per id")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 @dataclass(frozen=True)
 class StoredVersion:
     """What an id names now: its ordinal, raw signature and packed record."""
@@ -80,19 +108,7 @@ class Store(Protocol):
     async def list_collections(self) -> list[tuple[bytes, int]]: ...
     async def drop_collection(self, name: str) -> bool: ...
     async def check(
-        self,
-        k: keys.CollectionKeys,
-        mode: Mode,
-        *,
-        bands: int,
-        max_candidates: int,
-        band_keys: bytes,
-        signatures: bytes,
-        empties: bytes,
-        ids: Sequence[bytes],
-        records: Sequence[bytes],
-        expected: Sequence[bytes],
-        old_bands: Sequence[bytes],
+        self, k: keys.CollectionKeys, mode: Mode, batch: CheckBatch, *, max_candidates: int
     ) -> CheckReply | NeedOldBands: ...
     async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]: ...
     async def delete(
@@ -225,27 +241,15 @@ class RedisStore:
             raise GenerationChanged()
 
     async def check(
-        self,
-        k: keys.CollectionKeys,
-        mode: Mode,
-        *,
-        bands: int,
-        max_candidates: int,
-        band_keys: bytes,
-        signatures: bytes,
-        empties: bytes,
-        ids: Sequence[bytes],
-        records: Sequence[bytes],
-        expected: Sequence[bytes],
-        old_bands: Sequence[bytes],
+        self, k: keys.CollectionKeys, mode: Mode, batch: CheckBatch, *, max_candidates: int
     ) -> CheckReply | NeedOldBands:
-        """One batch through check.lua. ``band_keys``: n*bands uint64 as raw bytes; ``signatures``: n
-        raw signatures; ``empties``: n bytes of b'0'/b'1'; per document its id, record, the ordinal of
-        the stored version the caller computed ``old_bands`` for (b'' when unknown)."""
-        n = len(ids)
-        args: list[Any] = [*self._head(k), mode, n, bands, max_candidates, band_keys, signatures, empties]
-        for i in range(n):
-            args += (ids[i], records[i], expected[i], old_bands[i])
+        """One batch through check.lua (one round trip)."""
+        b = batch
+        args: list[Any] = [
+            *self._head(k), mode, len(b), b.bands, max_candidates, b.band_keys, b.signatures, b.empties
+        ]  # fmt: skip
+        for i in range(len(b)):
+            args += (b.ids[i], b.records[i], b.expected[i], b.old_bands[i])
         reply = await self._call("check", [k.state], args)
         self._status(reply)
         if reply[0] == b"replace":

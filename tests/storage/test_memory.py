@@ -11,7 +11,7 @@ import redis
 
 from app.storage import RedisStore
 from app.storage.keys import CollectionKeys
-from app.storage.store import CheckReply
+from app.storage.store import CheckBatch, CheckReply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -31,19 +31,15 @@ async def test_bytes_per_document_within_budget(
         sigs = rng.integers(0, 2**32 - 2, size=(BATCH, PERM), dtype=np.uint32)
         bands = rng.integers(1, 2**64 - 1, size=(BATCH, BANDS), dtype=np.uint64)
         ids = [str(uuid.UUID(int=int(x))).encode() for x in rng.integers(0, 2**62, size=BATCH)]
-        reply = await store.check(
-            k,
-            "insert",
+        batch = CheckBatch(
             bands=BANDS,
-            max_candidates=256,
             band_keys=bands.tobytes(),
             signatures=sigs.tobytes(),
             empties=b"0" * BATCH,
             ids=ids,
             records=[b"1760000000000:36:" + i for i in ids],
-            expected=[b""] * BATCH,
-            old_bands=[b""] * BATCH,
         )
+        reply = await store.check(k, "insert", batch, max_candidates=256)
         assert isinstance(reply, CheckReply)
     after = int(sync_redis.info("memory")["used_memory"])
     per_doc = (after - before) / DOCS

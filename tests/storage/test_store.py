@@ -18,7 +18,7 @@ from app.storage.keys import (
     cluster_groups,
     initial_shape,
 )
-from app.storage.store import CheckReply, Mode, NeedOldBands
+from app.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands
 
 pytestmark = pytest.mark.anyio
 
@@ -50,11 +50,8 @@ async def send(
 ) -> CheckReply | NeedOldBands:
     n = len(ids)
     flags = b"".join(b"1" if e else b"0" for e in (empty or [False] * n))
-    return await store.check(
-        k,
-        mode,
+    batch = CheckBatch(
         bands=BANDS,
-        max_candidates=256,
         band_keys=bands.astype("<u8").tobytes(),
         signatures=sigs.astype("<u4").tobytes(),
         empties=flags,
@@ -63,6 +60,15 @@ async def send(
         expected=[b"%d" % (expected or {}).get(i, 0) if i in (expected or {}) else b"" for i in range(n)],
         old_bands=[(old or {}).get(i, b"") for i in range(n)],
     )
+    return await store.check(k, mode, batch, max_candidates=256)
+
+
+def test_a_check_batch_fills_in_unknown_stored_versions_and_rejects_ragged_lists() -> None:
+    batch = CheckBatch(bands=1, band_keys=b"k" * 16, signatures=b"s" * 8, empties=b"00", ids=[b"a", b"b"],
+                       records=[b"ra", b"rb"])  # fmt: skip
+    assert len(batch) == 2 and batch.expected == [b"", b""] and batch.old_bands == [b"", b""]
+    with pytest.raises(ValueError, match="one record"):
+        CheckBatch(bands=1, band_keys=b"", signatures=b"", empties=b"0", ids=[b"a", b"b"], records=[b"r"])
 
 
 async def test_collection_registry_round_trip(store: Store) -> None:
