@@ -365,8 +365,10 @@ def serve(args: argparse.Namespace) -> int:
 
             # Started here, in the main thread of the parent process: once for all workers, and it
             # dies with this process even on SIGKILL (the server is bound to the thread that started it).
-            embedded = EmbeddedValkey(settings.data_dir, fsync=settings.fsync)
             try:
+                embedded = EmbeddedValkey(
+                    settings.data_dir, fsync=settings.fsync, malloc=settings.valkey_malloc
+                )
                 url = embedded.start()
             except (OSError, RuntimeError) as exc:
                 raise CliError(f"could not start the embedded Valkey in {settings.data_dir}: {exc}") from None

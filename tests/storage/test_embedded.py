@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from app.storage import EmbeddedValkey, RedisStore
-from app.storage.embedded import PIDFILE, find_free_port
+from app.storage import EmbeddedValkey, RedisStore, embedded
+from app.storage.embedded import PIDFILE, find_free_port, mimalloc_library
 from app.storage.errors import StoreDown
 
 
@@ -55,6 +55,36 @@ def test_rewritten_append_only_files_start_with_an_uncompressed_snapshot(data_di
         client.close()
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mimalloc is preloaded on Linux only")
+def test_the_server_can_run_with_mimalloc(data_dir: Path) -> None:
+    assert mimalloc_library() is not None, "the test extra installs cmeel-mimalloc"
+    server = EmbeddedValkey(data_dir, malloc="mimalloc")
+    server.start()
+    try:
+        maps = Path(f"/proc/{server.pid}/maps").read_text()
+        assert "libmimalloc" in maps
+        client = redis.Redis.from_url(server.url)
+        client.hset("h", "f", "v" * 1000)
+        assert client.hget("h", "f") == b"v" * 1000
+        client.close()
+    finally:
+        server.stop()
+    plain = EmbeddedValkey(data_dir)
+    plain.start()
+    try:
+        assert "libmimalloc" not in Path(f"/proc/{plain.pid}/maps").read_text()
+    finally:
+        plain.stop()
+
+
+def test_mimalloc_without_its_library_is_a_clear_error(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedded, "mimalloc_library", lambda: None)
+    with pytest.raises(RuntimeError, match=r"pip install 'neardup\[mimalloc\]'"):
+        EmbeddedValkey(data_dir, malloc="mimalloc")
 
 
 def test_server_dies_with_the_process_that_started_it(data_dir: Path) -> None:
