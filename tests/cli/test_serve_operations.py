@@ -107,14 +107,13 @@ def test_embedded_valkey_with_mimalloc(start_service: Any, tmp_path: Path) -> No
     assert pid is not None and "libmimalloc" in Path(f"/proc/{pid}/maps").read_text()
 
 
-def test_an_unknown_valkey_malloc_is_refused(start_service: Any, tmp_path: Path) -> None:
+def test_an_unknown_valkey_malloc_is_refused(e2e_fixtures: Any, tmp_path: Path) -> None:
     import subprocess
-    import sys
 
     env = {"NEARDUP_VALKEY_MALLOC": "tcmalloc", "PATH": "/usr/bin:/bin"}
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "serve", "--data-dir", str(tmp_path / "d")],
-        env=env, capture_output=True, text=True, timeout=60,
+        [*e2e_fixtures.neardup_command(), "serve", "--data-dir", str(tmp_path / "d")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode != 0
     assert "valkey_malloc" in result.stderr
