@@ -252,6 +252,16 @@ class _Retry:
 
 #: Errors raised before the request could have been processed or while waiting for an answer.
 _TRANSIENT = (httpx.TransportError,)
+#: Of those, the ones raised before anything was sent: the service never saw the request.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def _maybe_done(exc: Exception | None, response: httpx.Response | None) -> bool:
+    """Whether a failed attempt may still have been carried out: it was sent and its answer was lost,
+    or the service answered 503 (its store call failed, possibly after the store had done it)."""
+    if exc is not None:
+        return not isinstance(exc, _NOT_SENT)
+    return response is not None and response.status_code == 503
 
 
 def _decode(response: httpx.Response) -> Any:
@@ -296,6 +306,11 @@ class Client:
 
     def request(self, method: str, path: str, json: Any = None) -> Any:
         """One API call with retries; returns the decoded JSON body (None for 204)."""
+        return _decode(self._send(method, path, json)[0])
+
+    def _send(self, method: str, path: str, json: Any = None) -> tuple[httpx.Response, bool]:
+        """The last response, and whether an earlier attempt may have been carried out already."""
+        maybe_done = False
         for attempt in range(self._retry.retries + 1):
             last = attempt == self._retry.retries
             try:
@@ -303,12 +318,14 @@ class Client:
             except _TRANSIENT as exc:
                 if last:
                     raise NeardupError(0, "unreachable", f"{self._http.base_url}: {exc}") from exc
+                maybe_done = maybe_done or _maybe_done(exc, None)
                 time.sleep(self._retry.delay(attempt, None))
                 continue
             if response.status_code in RETRY_STATUSES and not last:
+                maybe_done = maybe_done or _maybe_done(None, response)
                 time.sleep(self._retry.delay(attempt, response))
                 continue
-            return _decode(response)
+            return response, maybe_done
         raise AssertionError("unreachable")  # pragma: no cover
 
     # health
@@ -354,7 +371,11 @@ class Client:
         return Collection.from_json(self.request("GET", _collections(name)))
 
     def delete_collection(self, name: str) -> None:
-        self.request("DELETE", _collections(name))
+        """Drop it; NotFound if it does not exist (a 404 after a retried attempt that may have dropped it
+        counts as done)."""
+        response, maybe_done = self._send("DELETE", _collections(name))
+        if not (response.status_code == 404 and maybe_done):
+            _decode(response)
 
     # checks
     def check(
@@ -426,7 +447,13 @@ class Client:
         return StoredDocument.from_json(self.request("GET", _document(collection, id)))
 
     def delete(self, collection: str, id: str) -> None:
-        self.request("DELETE", _document(collection, id))
+        """Delete a document; NotFound if it (or its collection) does not exist. A 404 after a retried
+        attempt that may have deleted it counts as done once the collection is found to exist."""
+        response, maybe_done = self._send("DELETE", _document(collection, id))
+        if response.status_code == 404 and maybe_done:
+            self.get_collection(collection)  # NotFound if the collection is what is missing
+            return
+        _decode(response)
 
 
 # --- the asyncio client ------------------------------------------------------------------------------
@@ -461,6 +488,10 @@ class AsyncClient:
         await self.aclose()
 
     async def request(self, method: str, path: str, json: Any = None) -> Any:
+        return _decode((await self._send(method, path, json))[0])
+
+    async def _send(self, method: str, path: str, json: Any = None) -> tuple[httpx.Response, bool]:
+        maybe_done = False
         for attempt in range(self._retry.retries + 1):
             last = attempt == self._retry.retries
             try:
@@ -468,12 +499,14 @@ class AsyncClient:
             except _TRANSIENT as exc:
                 if last:
                     raise NeardupError(0, "unreachable", f"{self._http.base_url}: {exc}") from exc
+                maybe_done = maybe_done or _maybe_done(exc, None)
                 await asyncio.sleep(self._retry.delay(attempt, None))
                 continue
             if response.status_code in RETRY_STATUSES and not last:
+                maybe_done = maybe_done or _maybe_done(None, response)
                 await asyncio.sleep(self._retry.delay(attempt, response))
                 continue
-            return _decode(response)
+            return response, maybe_done
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def ready(self) -> bool:
@@ -515,7 +548,9 @@ class AsyncClient:
         return Collection.from_json(await self.request("GET", _collections(name)))
 
     async def delete_collection(self, name: str) -> None:
-        await self.request("DELETE", _collections(name))
+        response, maybe_done = await self._send("DELETE", _collections(name))
+        if not (response.status_code == 404 and maybe_done):
+            _decode(response)
 
     async def check(
         self,
@@ -600,4 +635,8 @@ class AsyncClient:
         return StoredDocument.from_json(await self.request("GET", _document(collection, id)))
 
     async def delete(self, collection: str, id: str) -> None:
-        await self.request("DELETE", _document(collection, id))
+        response, maybe_done = await self._send("DELETE", _document(collection, id))
+        if response.status_code == 404 and maybe_done:
+            await self.get_collection(collection)  # NotFound if the collection is what is missing
+            return
+        _decode(response)

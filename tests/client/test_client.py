@@ -187,3 +187,74 @@ async def test_async_client(service: Any) -> None:
         await nd.delete_collection("c4")
         with pytest.raises(NotFound):
             await nd.get_collection("c4")
+
+
+COLLECTION_C = {"name": "c", "threshold": 0.8, "num_perm": 128, "shingle": "word", "size": 5, "bands": 16,
+                "rows": 8, "seed": 1, "documents": 0}  # fmt: skip
+
+
+def _lost_first_answer(collection_exists: bool) -> tuple[list[str], Any]:
+    """A service whose first DELETE is carried out but its answer is lost (a read timeout); the retry
+    then finds nothing to delete (404)."""
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.path}")
+        if request.method == "DELETE" and len(seen) == 1:
+            raise httpx.ReadTimeout("answer lost", request=request)
+        if request.method == "GET" and collection_exists:
+            return httpx.Response(200, json=COLLECTION_C)
+        return httpx.Response(404, json={"error": "not_found", "message": "not found"})
+
+    return seen, handler
+
+
+def test_a_retried_delete_whose_first_answer_was_lost_is_done_not_404() -> None:
+    seen, handler = _lost_first_answer(collection_exists=True)
+    with Client("http://neardup.test", backoff=0.001, transport=httpx.MockTransport(handler)) as nd:
+        nd.delete("c", "a")  # no NotFound: the first attempt deleted it
+        assert seen == ["DELETE /v1/collections/c/documents/a"] * 2 + ["GET /v1/collections/c"]
+        seen.clear()
+        nd.delete_collection("c")
+        assert seen == ["DELETE /v1/collections/c"] * 2
+    # ... unless the collection itself is missing
+    seen, handler = _lost_first_answer(collection_exists=False)
+    transport = httpx.MockTransport(handler)
+    with Client("http://neardup.test", backoff=0.001, transport=transport) as nd, pytest.raises(NotFound):
+        nd.delete("c", "a")
+    # A 404 with no doubtful attempt before it is a plain NotFound, and connection refusals (never
+    # sent) leave no doubt either.
+    plain = httpx.MockTransport(lambda r: httpx.Response(404, json={"error": "not_found", "message": "x"}))
+    with Client("http://neardup.test", backoff=0.001, transport=plain) as nd, pytest.raises(NotFound):
+        nd.delete("c", "a")
+    refused: list[str] = []
+
+    def refuse_once(request: httpx.Request) -> httpx.Response:
+        refused.append(request.method)
+        if len(refused) == 1:
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(404, json={"error": "not_found", "message": "x"})
+
+    transport = httpx.MockTransport(refuse_once)
+    with Client("http://neardup.test", backoff=0.001, transport=transport) as nd, pytest.raises(NotFound):
+        nd.delete("c", "a")
+    assert refused == ["DELETE", "DELETE"]
+
+
+@pytest.mark.anyio
+async def test_the_async_client_treats_a_retried_delete_the_same_way() -> None:
+    seen, handler = _lost_first_answer(collection_exists=True)
+    async with AsyncClient(
+        "http://neardup.test", backoff=0.001, transport=httpx.MockTransport(handler)
+    ) as nd:
+        await nd.delete("c", "a")
+        assert seen == ["DELETE /v1/collections/c/documents/a"] * 2 + ["GET /v1/collections/c"]
+        seen.clear()
+        await nd.delete_collection("c")
+        assert seen == ["DELETE /v1/collections/c"] * 2
+    seen, handler = _lost_first_answer(collection_exists=False)
+    async with AsyncClient(
+        "http://neardup.test", backoff=0.001, transport=httpx.MockTransport(handler)
+    ) as nd:
+        with pytest.raises(NotFound):
+            await nd.delete("c", "a")
