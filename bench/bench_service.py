@@ -197,12 +197,17 @@ def wait_until_quiet(max_wait: float, cores: float = 0.3) -> dict[str, Any]:
     return {"busy_cores_before": busy, "waited_s": round(time.perf_counter() - started, 1)}
 
 
-def process_cpu_seconds(pid: int) -> float:
+def process_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process so far, from /proc; (0, 0) if it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return 0.0
-    return (int(stat[11]) + int(stat[12])) / _TICK  # utime + stime
+        return 0.0, 0.0
+    return int(stat[11]) / _TICK, int(stat[12]) / _TICK  # utime, stime
+
+
+def process_cpu_seconds(pid: int) -> float:
+    return sum(process_times(pid))
 
 
 def descendants(pid: int) -> list[int]:
@@ -619,27 +624,33 @@ def aof_rewrites(service: Service) -> int:
         client.close()
 
 
-def compact_aof(service: Service, timeout: float = 120.0) -> None:
+def rewrite_aof(client: redis.Redis, timeout: float = 120.0) -> float:
+    """Have the server rewrite its append-only file now (after any rewrite already under way) and wait
+    until it is done; returns the seconds the rewrite took."""
+    deadline = time.monotonic() + timeout
+
+    def busy() -> bool:
+        info = client.info("persistence")
+        return bool(int(info.get("aof_rewrite_in_progress", 0)) or int(info.get("aof_rewrite_scheduled", 0)))
+
+    while busy() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.perf_counter()
+    client.bgrewriteaof()
+    time.sleep(0.01)
+    while busy() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return time.perf_counter() - started
+
+
+def compact_aof(service: Service) -> None:
     """Rewrite the append-only file before a timed run and wait until it is done. The benchmark drops
     and refills collections, so the file is mostly earlier runs' dropped data, and the server would
     rewrite it inside the next window for reasons that are the benchmark's, not the workload's. A
     rewrite the run's own writes cause still happens, and ``aof_rewrites_during`` counts it."""
     client = service.redis()
     try:
-        deadline = time.monotonic() + timeout
-
-        def busy() -> bool:
-            info = client.info("persistence")
-            return bool(
-                int(info.get("aof_rewrite_in_progress", 0)) or int(info.get("aof_rewrite_scheduled", 0))
-            )
-
-        while busy() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        client.bgrewriteaof()
-        time.sleep(0.05)
-        while busy() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        rewrite_aof(client)
     finally:
         client.close()
 

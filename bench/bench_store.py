@@ -44,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import bench_service  # noqa: E402
+import redis  # noqa: E402
 
 from app.domain import CollectionParams, Document, Index  # noqa: E402
 from app.storage import EmbeddedValkey, RedisStore  # noqa: E402
@@ -65,17 +66,16 @@ async def run(
         per_batch: list[float] = []
         duplicates = 0
         started, cpu0 = time.perf_counter(), bench_service.process_cpu_seconds(server.pid)
-        system0 = system_seconds(server.pid)
+        system0 = bench_service.process_times(server.pid)[1]
         for start in range(0, len(docs), batch):
             before = bench_service.process_cpu_seconds(server.pid)
             results = await index.check("bench", docs[start : start + batch])
             per_batch.append((bench_service.process_cpu_seconds(server.pid) - before) / len(results))
             duplicates += sum(r.duplicate for r in results)
         wall, cpu = time.perf_counter() - started, bench_service.process_cpu_seconds(server.pid) - cpu0
-        system = system_seconds(server.pid) - system0
+        system = bench_service.process_times(server.pid)[1] - system0
         stats = await store.client.info("commandstats")
         memory = (await store.client.info("memory"))["used_memory"]
-        rewrite = await timed_rewrite(store, server)
     finally:
         await store.close()
     n = len(docs)
@@ -100,33 +100,7 @@ async def run(
         },
         "commands_per_doc": {"total": round(sum(commands.values()), 2), **commands},
         "used_memory_per_doc": round(memory / n),
-        "aof_rewrite": rewrite,
     }
-
-
-async def timed_rewrite(store: RedisStore, server: EmbeddedValkey) -> dict[str, float]:
-    """BGREWRITEAOF now, timed until done; the size of the new file's snapshot (its base file)."""
-
-    async def busy() -> bool:
-        info = await store.client.info("persistence")
-        return bool(int(info["aof_rewrite_in_progress"]) or int(info["aof_rewrite_scheduled"]))
-
-    while await busy():
-        await asyncio.sleep(0.01)
-    started = time.perf_counter()
-    await store.client.bgrewriteaof()
-    await asyncio.sleep(0.01)
-    while await busy():
-        await asyncio.sleep(0.01)
-    seconds = time.perf_counter() - started
-    base = [f for f in (server.data_dir / "appendonlydir").iterdir() if ".base." in f.name]
-    return {"seconds": round(seconds, 3), "base_mb": round(sum(f.stat().st_size for f in base) / 1e6, 1)}
-
-
-def system_seconds(pid: int) -> float:
-    """The kernel's share of a process's CPU time (stime: writes and fsyncs of the append-only file)."""
-    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(stat[12]) / bench_service._TICK
 
 
 CALL_LOOP = """
@@ -145,8 +119,6 @@ def call_cost(binary: Path, out: Path, data: Path, calls: int = 50_000) -> dict[
         server = EmbeddedValkey(data / variant, binary=binary)
         server.start(timeout=120)
         try:
-            import redis
-
             client = redis.Redis.from_url(server.url, socket_timeout=600)
             client.eval(CALL_LOOP, 0, calls, variant)
             client.close()
@@ -159,6 +131,17 @@ def call_cost(binary: Path, out: Path, data: Path, calls: int = 50_000) -> dict[
         "instructions_per_redis_call": round((totals["call"] - totals["empty"]) / calls),
         "how": "HGET of a missing key from Lua, in a loop; the loop without the call subtracted",
     }
+
+
+def timed_rewrite(server: EmbeddedValkey) -> dict[str, float]:
+    """One more append-only-file rewrite, timed; the size of the snapshot that starts the new file."""
+    client = redis.Redis.from_url(server.url, socket_timeout=600)
+    try:
+        seconds = bench_service.rewrite_aof(client)
+    finally:
+        client.close()
+    base = [f for f in (server.data_dir / "appendonlydir").iterdir() if ".base." in f.name]
+    return {"seconds": round(seconds, 3), "base_mb": round(sum(f.stat().st_size for f in base) / 1e6, 1)}
 
 
 def instructions(out: Path) -> int:
@@ -222,6 +205,7 @@ def main() -> None:
         server.start(timeout=120)
         try:
             report = asyncio.run(run(server, docs, args.batch, args.expected_documents))
+            report["aof_rewrite"] = timed_rewrite(server)
         finally:
             server.stop()
         if args.callgrind:
