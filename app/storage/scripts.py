@@ -1,5 +1,9 @@
 """Server-side scripts: each ``scripts/<name>.lua`` (with ``_common.lua`` prepended where it is used),
-registered once per client and loaded again when the server answers NOSCRIPT (restart, SCRIPT FLUSH)."""
+registered once per client and loaded again when the server answers NOSCRIPT (restart, SCRIPT FLUSH).
+
+check.lua's band step comes in two versions with one contract: ``_bands_lua.lua`` for any server and
+``_bands_module.lua``, one call of ``ND.BANDS`` where the server has neardup's module loaded (the
+embedded one always has). The store asks the server which once, when it loads the scripts."""
 
 from __future__ import annotations
 
@@ -8,25 +12,40 @@ from importlib import resources
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 _NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim"}
 
 
-def _source(name: str) -> str:
+#: The name neardup's Valkey module (native/valkey/bands.cpp) registers under.
+MODULE_NAME = b"neardup"
+
+
+async def has_module(client: aioredis.Redis) -> bool:
+    """Whether the server has neardup's module loaded (False where MODULE LIST is refused)."""
+    try:
+        modules = await client.module_list()
+    except ResponseError:
+        return False
+    return any(m.get(b"name") == MODULE_NAME for m in modules)
+
+
+def _source(name: str, bands: str) -> str:
     folder = resources.files("app.storage").joinpath("scripts")
-    body = folder.joinpath(f"{name}.lua").read_text("utf-8")
+    parts = [folder.joinpath(f"{name}.lua").read_text("utf-8")]
+    if name == "check":
+        parts.insert(0, folder.joinpath(f"_bands_{bands}.lua").read_text("utf-8"))
     if name in _NEEDS_COMMON:
-        body = folder.joinpath("_common.lua").read_text("utf-8") + "\n" + body
-    return body
+        parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
+    return "\n".join(parts)
 
 
 class Script:
     """One Lua script called by SHA; a NOSCRIPT answer loads it and retries once."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, bands: str = "lua") -> None:
         self.name = name
-        self.source = _source(name)
+        self.source = _source(name, bands)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def load(self, client: aioredis.Redis) -> None:
@@ -45,6 +64,7 @@ class Scripts:
 
     def __init__(self) -> None:
         self.check = Script("check")
+        self.uses_module = False
         self.lookup = Script("lookup")
         self.delete = Script("delete")
         self.create_collection = Script("create_collection")
@@ -55,6 +75,8 @@ class Scripts:
 
     async def ensure_loaded(self, client: aioredis.Redis) -> None:
         if not self._loaded:
+            self.uses_module = await has_module(client)
+            self.check = Script("check", "module" if self.uses_module else "lua")
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
                 self.due, self.reclaim,

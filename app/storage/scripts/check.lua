@@ -84,40 +84,7 @@ for i = 1, n do
   end
   ordinals[i] = ord
 
-  local found, seen = {}, {}
-  local report = mode ~= 'put'
-  local own = bands_of(i)
-  -- HSETNX first: most buckets of a new document are new, and then one command does it all; a shared
-  -- bucket then costs three (HSETNX, HGET, HSET). A document that has already hit two shared buckets
-  -- is most likely a near-copy whose other buckets are shared too: for those, HGET first (two
-  -- commands either way). At 50,000 passages of the benchmark corpus a third of the documents are
-  -- such copies; this cut the commands per document by ~12%.
-  local hits = 0
-  for p = 1, #own, 8 do
-    local field = string.sub(own, p, p + 7)
-    local key = group_of(st.band, band_hash(field))
-    if writes and hits < 2 and redis.call('HSETNX', key, field, o4) == 1 then
-      st.band.N = st.band.N + 1
-    else
-      local value = redis.call('HGET', key, field)
-      if value then
-        hits = hits + 1
-        if report then
-          for q = 1, #value, 4 do
-            local c = struct.unpack('>I4', value, q)
-            if not seen[c] then
-              seen[c] = true
-              found[#found + 1] = c
-            end
-          end
-        end
-        if writes then redis.call('HSET', key, field, value .. o4) end
-      elseif writes then  -- HGET first (after two hits) and the bucket is new
-        redis.call('HSET', key, field, o4)
-        st.band.N = st.band.N + 1
-      end
-    end
-  end
+  local found = band_step(st, bands_of(i), o4, mode)
   -- Ordinals are stamps: the earliest candidates are the ones that can be duplicate_of.
   local floor = floor_of(st)
   if floor > 0 then
@@ -138,12 +105,9 @@ for i = 1, n do
     end
   end
   candidates[i] = found
-  if writes then
-    -- Split after every document, not once per batch: a group that outgrows the listpack limits is
-    -- converted to a hashtable, and the server never converts it back.
-    grow(st.band)
-    grow(st.id)
-  end
+  -- Split after every document, not once per batch (band_step splits its table): a group that
+  -- outgrows the listpack limits is converted to a hashtable, and the server never converts it back.
+  if writes then grow(st.id) end
 end
 
 if writes then save_state(st) end

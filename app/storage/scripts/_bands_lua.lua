@@ -1,0 +1,43 @@
+-- _bands_lua.lua: check.lua's band step in Lua (any Redis or Valkey server). The store prepends it, or
+-- _bands_module.lua where the server has neardup's module loaded; both write the same data.
+--
+-- band_step(st, own, o4, mode): append ordinal o4 to the buckets of band keys `own` (8 raw bytes
+-- each) unless mode is 'read', split the band table as needed, and return the ordinals already in
+-- those buckets (each once, in the order first met) unless mode is 'put'.
+local function band_step(st, own, o4, mode)
+  local writes, report = mode ~= 'read', mode ~= 'put'
+  local found, seen = {}, {}
+  -- HSETNX first: most buckets of a new document are new, and then one command does it all; a shared
+  -- bucket then costs three (HSETNX, HGET, HSET). A document that has already hit two shared buckets
+  -- is most likely a near-copy whose other buckets are shared too: for those, HGET first (two
+  -- commands either way). At 50,000 passages of the benchmark corpus a third of the documents are
+  -- such copies; this cut the commands per document by ~12%.
+  local hits = 0
+  for p = 1, #own, 8 do
+    local field = string.sub(own, p, p + 7)
+    local key = group_of(st.band, band_hash(field))
+    if writes and hits < 2 and redis.call('HSETNX', key, field, o4) == 1 then
+      st.band.N = st.band.N + 1
+    else
+      local value = redis.call('HGET', key, field)
+      if value then
+        hits = hits + 1
+        if report then
+          for q = 1, #value, 4 do
+            local c = struct.unpack('>I4', value, q)
+            if not seen[c] then
+              seen[c] = true
+              found[#found + 1] = c
+            end
+          end
+        end
+        if writes then redis.call('HSET', key, field, value .. o4) end
+      elseif writes then  -- HGET first (after two hits) and the bucket is new
+        redis.call('HSET', key, field, o4)
+        st.band.N = st.band.N + 1
+      end
+    end
+  end
+  if writes then grow(st.band) end
+  return found
+end

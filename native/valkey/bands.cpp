@@ -1,0 +1,222 @@
+// neardup's Valkey module: ND.BANDS, the band-table step of check.lua done in C++.
+//
+// The check script's hottest loop appends a document's ordinal to each of its band buckets, reads the
+// ordinals already there, and splits groups of the table (linear hashing). From Lua each band costs one
+// to three redis.call's of several thousand instructions of plumbing each, plus one propagated
+// command per write; here the whole loop is one command, propagated once to the append-only file
+// (verbatim: it is deterministic given the data, so replaying it rebuilds the same hashes). The data
+// layout is exactly the one the Lua path writes (app/storage/keys.py), so a collection written by
+// either path is read by the other and the embedded server and an external one store the same bytes.
+//
+//   ND.BANDS 1 <prefix> <L> <S> <N> <target> <mode> <o4> <fields>
+//     1        protocol version (a later version must keep accepting what an old append-only file holds)
+//     prefix   band group key prefix; a group's key is prefix + decimal group number
+//     L S N    the table's level, split pointer and field count (from the collection's state hash)
+//     target   fields per group before a split
+//     mode     insert (append and report), put (append only), read (report only, no writes)
+//     o4       the document's ordinal, 4 bytes big-endian ('' in read mode)
+//     fields   the document's band keys, 8 raw bytes each (little-endian; the low 32 bits pick a group)
+//   -> [L, S, N, found]: the table's new shape and the ordinals already in the document's buckets,
+//      4 bytes each, each once, in the order first met.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "module_api.hpp"
+
+namespace neardup::vm {
+namespace {
+
+constexpr int kMaxSplits = 4;  // per call, as in _common.lua's grow()
+constexpr long long kMaxLevel = 40;
+
+uint32_t band_hash(const char* field) {
+  const auto* b = reinterpret_cast<const unsigned char*>(field);
+  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
+         static_cast<uint32_t>(b[3]) << 24;
+}
+
+struct Table {
+  std::string prefix;
+  long long level, split, fields, target;
+  uint64_t n() const { return uint64_t{1} << level; }
+  uint64_t group(uint32_t h) const {
+    const uint64_t g = h % n();
+    return g < static_cast<uint64_t>(split) ? h % (2 * n()) : g;
+  }
+};
+
+// One group's hash, opened for the duration of one operation.
+class Group {
+ public:
+  Group(VmCtx* ctx, const std::string& prefix, uint64_t number, int mode) : ctx_(ctx) {
+    const std::string name = prefix + std::to_string(number);
+    name_ = api.CreateString(ctx, name.data(), name.size());
+    key_ = api.OpenKey(ctx, name_, mode);
+  }
+  ~Group() {
+    if (key_) api.CloseKey(key_);
+    api.FreeString(ctx_, name_);
+  }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  bool wrong_type() const {
+    if (!key_) return false;
+    const int type = api.KeyType(key_);
+    return type != kKeyTypeEmpty && type != kKeyTypeHash;
+  }
+  // The field's value (owned by the caller), or nullptr.
+  VmString* get(VmString* field) const {
+    if (!key_ || api.KeyType(key_) != kKeyTypeHash) return nullptr;
+    VmString* value = nullptr;
+    api.HashGet(key_, kHashNone, field, &value, nullptr);
+    return value;
+  }
+  void set(VmString* field, VmString* value) { api.HashSet(key_, kHashNone, field, value, nullptr); }
+  VmKey* key() const { return key_; }
+
+ private:
+  VmCtx* ctx_;
+  VmString* name_;
+  VmKey* key_;
+};
+
+struct Moved {
+  VmCtx* ctx;
+  uint64_t modulus, stays;
+  std::vector<std::pair<VmString*, VmString*>> entries;  // retained copies of field and value
+};
+
+void collect_moved(VmKey*, VmString* field, VmString* value, void* data) {
+  auto* moved = static_cast<Moved*>(data);
+  size_t len = 0;
+  const char* f = api.StringPtrLen(field, &len);
+  if (len < 4 || band_hash(f) % moved->modulus == moved->stays) return;
+  size_t vlen = 0;
+  const char* v = api.StringPtrLen(value, &vlen);
+  moved->entries.emplace_back(api.CreateString(moved->ctx, f, len), api.CreateString(moved->ctx, v, vlen));
+}
+
+// Linear hashing's split of group S into S and S + n, as _common.lua's grow() does it.
+void split_once(VmCtx* ctx, Table& t) {
+  const uint64_t n = t.n();
+  Moved moved{ctx, 2 * n, static_cast<uint64_t>(t.split), {}};
+  {
+    Group src(ctx, t.prefix, static_cast<uint64_t>(t.split), kRead | kWrite);
+    if (src.key() && api.KeyType(src.key()) == kKeyTypeHash) {
+      VmScanCursor* cursor = api.ScanCursorCreate();
+      while (api.ScanKey(src.key(), cursor, collect_moved, &moved)) {
+      }
+      api.ScanCursorDestroy(cursor);
+      for (auto& [field, value] : moved.entries) src.set(field, kHashDelete);
+    }
+  }
+  if (!moved.entries.empty()) {
+    Group dst(ctx, t.prefix, static_cast<uint64_t>(t.split) + n, kRead | kWrite);
+    for (auto& [field, value] : moved.entries) dst.set(field, value);
+  }
+  for (auto& [field, value] : moved.entries) {
+    api.FreeString(ctx, field);
+    api.FreeString(ctx, value);
+  }
+  t.split += 1;
+  if (static_cast<uint64_t>(t.split) == n) {
+    t.level += 1;
+    t.split = 0;
+  }
+}
+
+void grow(VmCtx* ctx, Table& t) {
+  for (int splits = 0; splits < kMaxSplits; ++splits) {
+    if (t.fields <= t.target * static_cast<long long>(t.n() + static_cast<uint64_t>(t.split))) return;
+    split_once(ctx, t);
+  }
+}
+
+uint32_t ordinal_at(const char* v) {
+  const auto* b = reinterpret_cast<const unsigned char*>(v);
+  return static_cast<uint32_t>(b[0]) << 24 | static_cast<uint32_t>(b[1]) << 16 | static_cast<uint32_t>(b[2]) << 8 |
+         static_cast<uint32_t>(b[3]);
+}
+
+bool integer(VmString* s, long long lo, long long hi, long long& out) {
+  return api.StringToLongLong(s, &out) == kOk && out >= lo && out <= hi;
+}
+
+int bands_command(VmCtx* ctx, VmString** argv, int argc) {
+  if (argc != 10) return api.WrongArity(ctx);
+  size_t len = 0;
+  const char* version = api.StringPtrLen(argv[1], &len);
+  if (len != 1 || version[0] != '1') return api.ReplyWithError(ctx, "ERR ND.BANDS: unknown protocol version");
+  Table t;
+  const char* prefix = api.StringPtrLen(argv[2], &len);
+  t.prefix.assign(prefix, len);
+  if (!integer(argv[3], 0, kMaxLevel, t.level) || !integer(argv[4], 0, (1LL << t.level) - 1, t.split) ||
+      !integer(argv[5], 0, 1LL << 62, t.fields) || !integer(argv[6], 1, 1LL << 20, t.target))
+    return api.ReplyWithError(ctx, "ERR ND.BANDS: L, S, N or target out of range");
+  const char* mode = api.StringPtrLen(argv[7], &len);
+  const std::string mode_name(mode, len);
+  const bool write = mode_name == "insert" || mode_name == "put";
+  const bool report = mode_name == "insert" || mode_name == "read";
+  if (!write && !report) return api.ReplyWithError(ctx, "ERR ND.BANDS: mode must be insert, put or read");
+  size_t o4_len = 0, fields_len = 0;
+  const char* o4 = api.StringPtrLen(argv[8], &o4_len);
+  const char* fields = api.StringPtrLen(argv[9], &fields_len);
+  if ((write && o4_len != 4) || fields_len % 8 != 0)
+    return api.ReplyWithError(ctx, "ERR ND.BANDS: the ordinal is 4 bytes and band keys 8 bytes each");
+
+  // Checked before any write, so an error leaves the table untouched.
+  for (size_t p = 0; p < fields_len; p += 8) {
+    if (Group(ctx, t.prefix, t.group(band_hash(fields + p)), kRead).wrong_type())
+      return api.ReplyWithError(ctx, "WRONGTYPE ND.BANDS: a band group key holds a non-hash value");
+  }
+  if (write) api.ReplicateVerbatim(ctx);
+
+  std::string found, appended;
+  std::unordered_set<uint32_t> seen;
+  for (size_t p = 0; p < fields_len; p += 8) {
+    Group group(ctx, t.prefix, t.group(band_hash(fields + p)), write ? kRead | kWrite : kRead);
+    VmString* field = api.CreateString(ctx, fields + p, 8);
+    VmString* value = group.get(field);
+    if (value) {
+      const char* v = api.StringPtrLen(value, &len);
+      if (report)
+        for (size_t q = 0; q + 4 <= len; q += 4)
+          if (seen.insert(ordinal_at(v + q)).second) found.append(v + q, 4);
+      if (write) {
+        appended.assign(v, len);
+        appended.append(o4, 4);
+        VmString* longer = api.CreateString(ctx, appended.data(), appended.size());
+        group.set(field, longer);
+        api.FreeString(ctx, longer);
+      }
+      api.FreeString(ctx, value);
+    } else if (write) {
+      VmString* first = api.CreateString(ctx, o4, 4);
+      group.set(field, first);
+      api.FreeString(ctx, first);
+      t.fields += 1;
+    }
+    api.FreeString(ctx, field);
+  }
+  if (write) grow(ctx, t);
+
+  api.ReplyWithArray(ctx, 4);
+  api.ReplyWithLongLong(ctx, t.level);
+  api.ReplyWithLongLong(ctx, t.split);
+  api.ReplyWithLongLong(ctx, t.fields);
+  api.ReplyWithStringBuffer(ctx, found.data(), found.size());
+  return kOk;
+}
+
+}  // namespace
+}  // namespace neardup::vm
+
+extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* ctx, VmString**, int) {
+  using namespace neardup::vm;
+  if (init(ctx, "neardup", 1) != kOk) return kErr;
+  return api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0);
+}

@@ -1,0 +1,202 @@
+"""neardup's Valkey module (ND.BANDS, native/valkey/bands.cpp) against real servers: the embedded server
+loads it and the store uses it; it writes exactly what the Lua band step writes (the same workload on a
+server with and one without the module ends in identical keyspaces); its commands replay from the
+append-only file after a restart; bad arguments get an error, never a crash."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+
+from app.storage import RedisStore
+from app.storage.embedded import EmbeddedValkey, valkey_module
+from app.storage.keys import CollectionKeys
+from app.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands
+
+pytestmark = pytest.mark.anyio
+
+BANDS, PERM = 16, 128
+
+
+def test_the_module_is_installed_with_the_package() -> None:
+    path = valkey_module()
+    assert path is not None and path.name == "neardup_valkey.so" and path.stat().st_size > 0
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[tuple[EmbeddedValkey, EmbeddedValkey]]:
+    with_module = EmbeddedValkey(tmp_path / "module")
+    lua_only = EmbeddedValkey(tmp_path / "lua", module=False)
+    with_module.start()
+    lua_only.start()
+    try:
+        yield with_module, lua_only
+    finally:
+        with_module.stop()
+        lua_only.stop()
+
+
+@pytest.fixture
+async def stores(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey],
+) -> AsyncIterator[tuple[RedisStore, RedisStore]]:
+    a, b = RedisStore.from_url(servers[0].url), RedisStore.from_url(servers[1].url)
+    try:
+        yield a, b
+    finally:
+        await a.close()
+        await b.close()
+
+
+def dump(url: str) -> dict[bytes, dict[bytes, bytes]]:
+    client = redis.Redis.from_url(url)
+    try:
+        return {key: client.hgetall(key) for key in client.scan_iter(count=1000)}
+    finally:
+        client.close()
+
+
+class Workload:
+    """Random documents, a third of them near-copies (half their bands taken from an earlier one),
+    some ids checked again (replacements), in put, insert and read batches."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.sent: dict[str, tuple[bytes, int]] = {}  # id -> (its band keys, its ordinal)
+        self.bands: list[np.ndarray] = []
+
+    def documents(self, n: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+        sigs = self.rng.integers(0, 2**32 - 2, size=(n, PERM), dtype=np.uint32)
+        bands = self.rng.integers(1, 2**64 - 1, size=(n, BANDS), dtype=np.uint64)
+        for row in range(n):
+            if self.bands and self.rng.random() < 1 / 3:
+                earlier = self.bands[int(self.rng.integers(len(self.bands)))]
+                bands[row, : BANDS // 2] = earlier[: BANDS // 2]
+            self.bands.append(bands[row].copy())
+        ids = [
+            f"d{int(self.rng.integers(len(self.sent)))}" if self.sent and self.rng.random() < 0.1
+            else f"d{len(self.sent) + row}"
+            for row in range(n)
+        ]  # fmt: skip
+        return ids, sigs, bands
+
+
+async def check(
+    store: RedisStore, k: CollectionKeys, w: Workload, mode: Mode, ids: list[str], sigs: np.ndarray,
+    bands: np.ndarray,
+) -> CheckReply:  # fmt: skip
+    old: dict[int, bytes] = {}
+    expected: dict[int, bytes] = {}
+    while True:
+        batch = CheckBatch(
+            bands=BANDS,
+            band_keys=bands.astype("<u8").tobytes(),
+            signatures=sigs.astype("<u4").tobytes(),
+            empties=b"0" * len(ids),
+            ids=[i.encode() for i in ids],
+            records=[b"0:%d:%s" % (len(i), i.encode()) for i in ids],
+            expected=[expected.get(j, b"") for j in range(len(ids))],
+            old_bands=[old.get(j, b"") for j in range(len(ids))],
+        )
+        reply = await store.check(k, mode, batch, max_candidates=256)
+        if isinstance(reply, CheckReply):
+            return reply
+        assert isinstance(reply, NeedOldBands)
+        for j, (ordinal, _signature) in reply.stored.items():
+            old[j], expected[j] = w.sent[ids[j]][0], b"%d" % ordinal
+
+
+async def run_workload(store: RedisStore, seed: int) -> list[CheckReply]:
+    assert await store.create_collection("c", b"{}", "g") is None
+    k = CollectionKeys("c", "g")
+    w = Workload(seed)
+    replies = []
+    for step, mode in enumerate(["put", "insert", "insert", "read", "insert", "put", "insert", "read"] * 2):
+        ids, sigs, bands = w.documents(150)
+        reply = await check(store, k, w, mode, ids, sigs, bands)
+        replies.append(reply)
+        if mode != "read":
+            for j, i in enumerate(ids):
+                w.sent[i] = (bands[j].astype("<u8").tobytes(), reply.ordinals[j])
+        assert reply.ordinals, step
+    return replies
+
+
+async def test_the_embedded_server_loads_the_module_and_the_store_uses_it(
+    stores: tuple[RedisStore, RedisStore],
+) -> None:
+    with_module, lua_only = stores
+    await run_workload(with_module, seed=1)
+    await run_workload(lua_only, seed=1)
+    assert with_module._scripts.uses_module is True
+    assert lua_only._scripts.uses_module is False
+    stats_with = await with_module.client.info("commandstats")
+    stats_lua = await lua_only.client.info("commandstats")
+    assert stats_with["cmdstat_nd.bands"]["calls"] >= 2400  # one per document of the 16 batches
+    assert "cmdstat_hsetnx" not in stats_with
+    assert "cmdstat_nd.bands" not in stats_lua and stats_lua["cmdstat_hsetnx"]["calls"] > 0
+
+
+async def test_module_and_lua_band_steps_write_the_same_data_and_answer_the_same(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey], stores: tuple[RedisStore, RedisStore]
+) -> None:
+    with_module, lua_only = stores
+    replies_module = await run_workload(with_module, seed=2)
+    replies_lua = await run_workload(lua_only, seed=2)
+    assert [r.ordinals for r in replies_module] == [r.ordinals for r in replies_lua]
+    assert [r.candidates for r in replies_module] == [r.candidates for r in replies_lua]
+    assert any(any(c) for r in replies_module for c in r.candidates)  # the near-copies were found
+    a, b = dump(servers[0].url), dump(servers[1].url)
+    assert a == b
+    state = {f.decode(): v for f, v in a[b"nd:{c}:state"].items()}
+    assert int(state["bL"]) >= 6  # the band table split many times along the way (one group at first)
+
+
+async def test_the_module_commands_replay_from_the_append_only_file(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey], stores: tuple[RedisStore, RedisStore]
+) -> None:
+    server = servers[0]
+    await run_workload(stores[0], seed=3)
+    before = dump(server.url)
+    aof = b"".join(p.read_bytes() for p in (server.data_dir / "appendonlydir").glob("*.incr.aof"))
+    assert b"nd.bands" in aof.lower()
+    server.stop()
+    server.start()
+    assert dump(server.url) == before
+
+
+def test_bad_arguments_get_an_error_and_leave_the_data_alone(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey],
+) -> None:
+    client = redis.Redis.from_url(servers[0].url)
+    try:
+        field = (7).to_bytes(8, "little")
+        ok = ["1", "p:", 0, 0, 0, 16, "insert", b"\0\0\0\1", field]
+        cases = [
+            ("wrong number", ok[:-1]),
+            ("protocol version", ["2", *ok[1:]]),
+            ("out of range", ["1", "p:", 0, 1, 0, 16, "insert", b"\0\0\0\1", field]),  # S >= 2^L
+            ("out of range", ["1", "p:", 99, 0, 0, 16, "insert", b"\0\0\0\1", field]),
+            ("mode must be", [*ok[:6], "upsert", *ok[7:]]),
+            ("4 bytes", [*ok[:7], b"\0\1", field]),
+            ("8 bytes", [*ok[:8], field[:5]]),
+        ]
+        for message, args in cases:
+            with pytest.raises(redis.ResponseError, match=message):
+                client.execute_command("ND.BANDS", *args)
+        client.set("p:0", "not a hash")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("ND.BANDS", *ok)
+        assert client.dbsize() == 1 and client.get("p:0") == b"not a hash"
+        client.delete("p:0")
+        assert client.execute_command("ND.BANDS", *ok) == [0, 0, 1, b""]
+        again = ["1", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\2", field]  # N is 1 now
+        assert client.execute_command("ND.BANDS", *again) == [0, 0, 1, b"\0\0\0\1"]
+        assert client.hgetall("p:0") == {field: b"\0\0\0\1\0\0\0\2"}
+        assert client.ping()
+    finally:
+        client.close()
