@@ -177,11 +177,22 @@ class EmbeddedValkey:
             **self.extra_config,
         }
         if self.module is not None:
-            config["loadmodule"] = str(self.module)
+            config["loadmodule"] = str(self._loadable(self.module))
         command = [str(self.binary)]
         for name, value in config.items():
             command += [f"--{name}", value]
         return command
+
+    def _loadable(self, module: Path) -> Path:
+        # The server loads only a module file it may execute, and pip installs the wheel's files
+        # without that bit: then it loads a copy in the data directory, refreshed at every start.
+        if os.access(module, os.X_OK):
+            return module
+        copy, partial = self.data_dir / module.name, self.data_dir / f"{module.name}.partial"
+        partial.write_bytes(module.read_bytes())
+        partial.chmod(0o755)
+        partial.replace(copy)  # a new file, never one a server still has mapped rewritten in place
+        return copy
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -27,6 +27,26 @@ def test_the_module_is_installed_with_the_package() -> None:
     assert path is not None and path.name == "neardup_valkey.so" and path.stat().st_size > 0
 
 
+def test_a_module_file_installed_without_the_execute_bit_is_loaded_from_a_copy(tmp_path: Path) -> None:
+    # pip installs the wheel's files without it, and valkey-server refuses to load such a module.
+    source = valkey_module()
+    assert source is not None
+    plain = tmp_path / "installed" / source.name
+    plain.parent.mkdir()
+    plain.write_bytes(source.read_bytes())
+    plain.chmod(0o644)
+    server = EmbeddedValkey(tmp_path / "data")
+    server.module = plain
+    server.start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        assert any(m[b"name"] == b"neardup" for m in client.module_list())
+        client.close()
+        assert (tmp_path / "data" / source.name).stat().st_mode & 0o111
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[tuple[EmbeddedValkey, EmbeddedValkey]]:
     with_module = EmbeddedValkey(tmp_path / "module")
