@@ -92,10 +92,15 @@ def test_server_dies_with_the_process_that_started_it(data_dir: Path) -> None:
         "import sys, time; from app.storage import EmbeddedValkey; "
         f"s = EmbeddedValkey({str(data_dir)!r}); s.start(); print(s.pid, flush=True); time.sleep(60)"
     )
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    # cwd outside the checkout: the child imports the installed package (with its compiled parts).
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=data_dir.parent)
     assert parent.stdout is not None
-    pid = int(parent.stdout.readline())
-    parent.stdout.close()
+    with parent.stdout:
+        line = parent.stdout.readline()
+    if not line:
+        parent.wait()
+    assert line.strip().isdigit(), f"the child did not start a server (exit {parent.returncode})"
+    pid = int(line)
     assert _alive(pid)
     parent.send_signal(signal.SIGKILL)  # the service is killed outright
     parent.wait()
