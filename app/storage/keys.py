@@ -11,6 +11,10 @@ created again never meets the old one's keys while they are being unlinked)::
     nd:c:g:s:<ord // 120>   hash  ord % 120 -> signature (4 * num_perm raw bytes)
     nd:c:g:d:<ord // 120>   hash  ord % 120 -> record "<inserted_ms>:<id bytes>:<id><metadata JSON>"
 
+The band table is written by check.lua's band step: in Lua (``scripts/_bands_lua.lua``), or by the
+``ND.BANDS`` command of neardup's server module where the server has it (``native/valkey/bands.cpp``);
+both follow this layout byte for byte.
+
 Ordinals: each insertion takes the next number of ``seq``; it names the document inside the band
 table (4 bytes instead of the id, 16 times per document) and is also its first-seen *stamp* on a
 standalone server, where one script per batch does append + stamp + read atomically.

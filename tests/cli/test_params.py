@@ -21,7 +21,7 @@ def neardup_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
 
 
-COMMANDS = ["serve", "load", "dedup", "params", "bench"]
+COMMANDS = ["serve", "load", "dedup", "params", "bench", "valkey-module"]
 
 
 def test_params_text(capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,3 +101,10 @@ def test_bench_passes_arguments_through(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == ["--quick", "--only", "similarity"]
     assert run([*neardup_command(), "bench", "all", "--quick"]).returncode == 3  # the scripts' status
+
+
+def test_valkey_module_prints_the_path_of_the_installed_module() -> None:
+    done = subprocess.run([*neardup_command(), "valkey-module"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip())
+    assert path.name == "neardup_valkey.so" and path.read_bytes()[:4] == b"\x7fELF"
