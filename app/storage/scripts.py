@@ -73,6 +73,10 @@ class Scripts:
         self.reclaim = Script("reclaim")
         self._loaded = False
 
+    def forget(self) -> None:
+        """Ask the server again, on the next call, whether it has the module, and load the scripts."""
+        self._loaded = False
+
     async def ensure_loaded(self, client: aioredis.Redis) -> None:
         if not self._loaded:
             self.uses_module = await has_module(client)

@@ -160,7 +160,15 @@ class RedisStore:
         async with self._guard():
             await self._scripts.ensure_loaded(self._client)
             script = getattr(self._scripts, name)
-            return await script(self._client, keys_, args)
+            try:
+                return await script(self._client, keys_, args)
+            except rx.ResponseError as error:
+                # The server lost neardup's module since the scripts were chosen (an external server
+                # restarted without it; the server does not name the command): choose again on the
+                # next call; this one is a 503.
+                if self._scripts.uses_module and "unknown command" in str(error).lower():
+                    self._scripts.forget()
+                raise
 
     async def ping(self) -> None:
         async with self._guard():

@@ -13,7 +13,8 @@ import pytest
 import redis
 
 from app.storage import RedisStore
-from app.storage.embedded import EmbeddedValkey, valkey_module
+from app.storage.embedded import EmbeddedValkey, find_free_port, valkey_module
+from app.storage.errors import StoreDown
 from app.storage.keys import CollectionKeys
 from app.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands
 
@@ -220,3 +221,44 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         assert client.ping()
     finally:
         client.close()
+
+
+async def test_a_server_restarted_without_the_module_is_used_through_the_lua_band_step(
+    tmp_path: Path,
+) -> None:
+    # An external server that loaded the module and comes back without it: one call gets a 503
+    # (StoreDown), then the store chooses the Lua band step by itself.
+    port = find_free_port()
+    first = EmbeddedValkey(tmp_path / "a", port=port)
+    first.start()
+    store = RedisStore.from_url(first.url)
+    try:
+        assert (await run_workload(store, seed=4))[-1].ordinals
+        assert store._scripts.uses_module is True
+        first.stop()
+        second = EmbeddedValkey(tmp_path / "b", port=port, module=False)
+        second.start()
+        try:
+            errors: list[str] = []
+            for _ in range(5):  # pooled connections to the old server fail first, as after any restart
+                try:
+                    assert await store.create_collection("c", b"{}", "g") is None
+                    break
+                except StoreDown as error:
+                    errors.append(str(error))
+            k, w = CollectionKeys("c", "g"), Workload(5)
+            ids, sigs, bands = w.documents(10)
+            for _ in range(5):
+                try:
+                    reply = await check(store, k, w, "insert", ids, sigs, bands)
+                    break
+                except StoreDown as error:
+                    errors.append(str(error))
+            assert reply.ordinals == list(range(1, 11))
+            assert any("unknown command" in e.lower() for e in errors), errors
+            assert store._scripts.uses_module is False
+        finally:
+            second.stop()
+    finally:
+        await store.close()
+        first.stop()

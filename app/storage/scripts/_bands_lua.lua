@@ -41,3 +41,6 @@ local function band_step(st, own, o4, mode)
   if writes then grow(st.band) end
   return found
 end
+
+-- Nothing to check before the first write: every command this step uses is the server's own.
+local function band_step_ready(st) end

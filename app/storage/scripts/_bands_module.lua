@@ -11,3 +11,10 @@ local function band_step(st, own, o4, mode)
   for q = 1, #blob, 4 do found[#found + 1] = struct.unpack('>I4', blob, q) end
   return found
 end
+
+-- Called before the script's first write: a server without the module (an external one restarted
+-- without it) fails the script here, with nothing written, instead of half way through a batch.
+local function band_step_ready(st)
+  local t = st.band
+  redis.call('ND.BANDS', '1', t.prefix, t.L, t.S, t.N, t.target, 'read', '', '')
+end

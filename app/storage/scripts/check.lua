@@ -36,6 +36,7 @@ end
 -- false if none, kept up to date through the batch (one HGET per id, not two).
 local hashes, current = {}, {}
 if writes then
+  band_step_ready(st)
   if st.seq + n > MAX_ORDINAL then return redis.error_reply('ordinals of this collection exhausted') end
   -- Before any write: every stored version we must remove has to come with its band keys.
   local missing = {}
