@@ -45,7 +45,9 @@ def _count(metrics: Metrics, results: list[CheckResult]) -> None:
 async def check(ctx: CollectionCtx, body: CheckRequest) -> Response:
     """Verified matches among documents inserted before this one, best first; `duplicate_of` is the
     earliest of them. With `insert` (the default) the document is stored, replacing its id's old
-    version; a document never matches itself. A read-only API key may check with `"insert": false`."""
+    version; a document never matches itself. The same text and metadata as the stored version keep
+    that version and its place (a retried check gets the first answer again). A read-only API key may
+    check with `"insert": false`."""
     if body.insert:
         ctx.require_write("check with insert")
     ctx.limits.check_document(("body",), body.id, body.text, body.metadata)

@@ -269,15 +269,60 @@ class Index:
         floor = _match_floor(collection.params, min_similarity)
         return self._results(collection, docs, batch, reply, [floor] * len(docs), inserted=False)
 
-    async def _check_inserts(self, name: str, items: list[_Insert]) -> list[CheckResult]:
-        """Checks with insert of one or several concurrent calls (see ``_inserts``), as one batch."""
+    async def _check_inserts(
+        self, name: str, items: list[_Insert], *, keep_unchanged: bool = True
+    ) -> list[CheckResult]:
+        """Checks with insert of one or several concurrent calls (see ``_inserts``), as one batch.
+
+        A document whose id is stored with the same signature and metadata (a retry of a check whose
+        answer was lost, or the same document sent again) keeps its stored copy and its place in
+        first-seen order: it is checked read-only against the documents stamped before that copy.
+        Replacing it would move it after a near-duplicate that arrived in between, which was already
+        told that this one is earlier."""
         docs = [doc for doc, _, _ in items]
         metas = [meta for _, meta, _ in items]
-        collection, batch, reply, _ = await self._run(name, docs, metas, "insert")
+        try:
+            collection, batch, reply, _ = await self._run(
+                name, docs, metas, "insert", keep_unchanged=keep_unchanged
+            )
+        except _Unchanged as unchanged:
+            return await self._check_some_unchanged(name, items, unchanged.stored)
         floors = [_match_floor(collection.params, min_similarity) for _, _, min_similarity in items]
         results = self._results(collection, docs, batch, reply, floors, inserted=True)
         await self._reclaim(collection, len(docs))
         return results
+
+    async def _check_some_unchanged(
+        self, name: str, items: list[_Insert], stored: dict[int, int]
+    ) -> list[CheckResult]:
+        """``stored``: batch position -> ordinal of the unchanged stored copy of that document. A copy
+        that its own read-only check does not find (on a cluster: appended by a check that died before
+        stamping it; or past the earliest candidates) is replaced after all, as before."""
+        results: list[CheckResult | None] = [None] * len(items)
+        rest = [i for i in range(len(items)) if i not in stored]
+        if rest:  # the others first, in their order (they may meet unchanged copies of their own)
+            for i, result in zip(
+                rest, await self._check_inserts(name, [items[i] for i in rest]), strict=True
+            ):
+                results[i] = result
+        kept = sorted(stored)
+        docs = [items[i][0] for i in kept]
+        metas = [items[i][1] for i in kept]
+        collection, batch, reply, _ = await self._run(name, docs, metas, "read")
+        floors = [_match_floor(collection.params, items[i][2]) for i in kept]
+        before = [reply.stamp(stored[i]) for i in kept]
+        read = self._results(collection, docs, batch, reply, floors, inserted=True, before=before)
+        gone = []
+        for j, i in enumerate(kept):
+            if stored[i] in reply.candidates[j]:
+                results[i] = read[j]
+            else:
+                gone.append(i)
+        if gone:
+            replaced = await self._check_inserts(name, [items[i] for i in gone], keep_unchanged=False)
+            for i, result in zip(gone, replaced, strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
 
     async def query(
         self, name: str, text: str, *, limit: int = 10, min_similarity: float | None = None
@@ -296,10 +341,18 @@ class Index:
         return result.matches[:limit]
 
     async def put(self, name: str, doc: Document) -> StoredDocument:
-        """Insert or replace without reporting matches (it still takes its place in first-seen order)."""
+        """Insert or replace without reporting matches (it still takes its place in first-seen order).
+        The same text and metadata as the stored version change nothing."""
         check_document(doc)
         meta = records.encode_metadata(doc.id, doc.metadata)
-        collection, _, _, inserted_ms = await self._run(name, [doc], [meta], "put")
+        try:
+            collection, _, _, inserted_ms = await self._run(name, [doc], [meta], "put", keep_unchanged=True)
+        except _Unchanged as unchanged:  # stored as it is: it keeps its place (see _check_inserts) ...
+            _, _, reply, _ = await self._run(name, [doc], [meta], "read")
+            if unchanged.stored[0] in reply.candidates[0]:
+                return await self.get_document(name, doc.id)
+            # ... unless its own check does not find it (see _check_some_unchanged)
+            collection, _, _, inserted_ms = await self._run(name, [doc], [meta], "put")
         await self._reclaim(collection, 1)
         return StoredDocument(doc.id, doc.metadata, inserted_ms / 1000.0)
 
@@ -344,10 +397,12 @@ class Index:
     # --- the check path -------------------------------------------------------------------------------
 
     async def _run(
-        self, name: str, docs: list[Document], metas: list[bytes], mode: Mode
+        self, name: str, docs: list[Document], metas: list[bytes], mode: Mode, *, keep_unchanged: bool = False
     ) -> tuple[_Collection, Sketches, CheckReply, int]:
         """Sketch the texts and send the batch; retries when the collection was recreated (new
-        parameters: sketch again) or when stored versions of the ids need their band keys."""
+        parameters: sketch again) or when stored versions of the ids need their band keys. With
+        ``keep_unchanged``, raises :class:`_Unchanged` (nothing written) if some ids are stored with
+        the same signature and metadata."""
         texts = [doc.text for doc in docs]
         ids = [doc.id.encode("utf-8", "surrogatepass") for doc in docs]
         batch: Sketches | None = None
@@ -380,12 +435,50 @@ class Index:
                         )
                     if not isinstance(reply, NeedOldBands):
                         return collection, batch, reply, inserted_ms
+                    if keep_unchanged:
+                        unchanged = await self._unchanged(collection, docs, ids, metas, batch, reply)
+                        if unchanged:
+                            raise _Unchanged(unchanged)
                     for i, (ordinal, signature) in reply.stored.items():
                         request.expected[i] = b"%d" % ordinal
                         request.old_bands[i] = stored_band_keys(collection.params, signature)
             except GenerationChanged:
                 continue
         raise StoreUnavailable("the collection keeps changing under this request; retry")
+
+    async def _unchanged(
+        self,
+        collection: _Collection,
+        docs: list[Document],
+        ids: list[bytes],
+        metas: list[bytes],
+        batch: Sketches,
+        reply: NeedOldBands,
+    ) -> dict[int, int]:
+        """Positions of ``reply`` whose stored version has this document's signature and metadata, live,
+        and whose id is not sent twice in the batch (the later one must win): position -> ordinal.
+        Not used under ``max_documents``, whose evicted copies can still be found by id."""
+        if collection.params.max_documents:
+            return {}
+        repeated = {i for i in ids if ids.count(i) > 1} if len(set(ids)) < len(ids) else set()
+        same = [
+            i
+            for i, (_, signature) in sorted(reply.stored.items())
+            if ids[i] not in repeated and signature == batch.signatures[i].astype("<u4", copy=False).tobytes()
+        ]
+        if not same:
+            return {}
+        found = await self._store.lookup(collection.keys, [ids[i] for i in same])
+        unchanged: dict[int, int] = {}
+        for i, version in zip(same, found, strict=True):
+            if version is None or version.ordinal != reply.stored[i][0] or not version.record:
+                continue
+            if _expired(collection.params, version.record):
+                continue
+            stored_id, _, metadata = records.unpack(version.record)
+            if stored_id == docs[i].id and records.encode_metadata(stored_id, metadata) == metas[i]:
+                unchanged[i] = version.ordinal
+        return unchanged
 
     def _results(
         self,
@@ -396,8 +489,11 @@ class Index:
         floors: Sequence[float],
         *,
         inserted: bool,
+        before: Sequence[int] | None = None,
     ) -> list[CheckResult]:
-        """Verified matches of each document; ``floors[i]``: least estimate a match of document i needs."""
+        """Verified matches of each document; ``floors[i]``: least estimate a match of document i needs.
+        ``before[i]``: only candidates stamped before this (the stored copy of an unchanged document,
+        checked read-only), instead of the batch's own order."""
         n = len(docs)
         num_perm = collection.params.num_perm
         # One matrix of every signature a candidate can point at: the batch's, then the fetched ones.
@@ -416,7 +512,7 @@ class Index:
         for row, (ordinal, _, rec) in enumerate(fetched, start=n):
             stored_id, _, metadata = records.unpack(rec)
             known[ordinal] = (row, reply.stamp(ordinal), stored_id, metadata)
-        in_batch = earlier_in_batch(batch.band_keys, batch.empty) if not inserted else {}
+        in_batch = earlier_in_batch(batch.band_keys, batch.empty) if not inserted and before is None else {}
 
         results: list[CheckResult] = []
         for i, doc in enumerate(docs):
@@ -426,7 +522,9 @@ class Index:
             ]
             for j in sorted(in_batch.get(i, ())):
                 rows.append((j, _VIRTUAL_STAMP + j, docs[j].id, docs[j].metadata))
-            if not inserted:  # the stored version of the same id is this document, not an earlier one
+            if before is not None:
+                rows = [r for r in rows if r[1] < before[i]]
+            elif not inserted:  # the stored version of the same id is this document, not an earlier one
                 rows = [r for r in rows if r[2] != doc.id]
             matches: list[tuple[float, int, Match]] = []
             if rows and not batch.empty[i]:
@@ -465,6 +563,14 @@ class Index:
                 await self._store.reclaim(collection.keys, items)
         except (StoreDown, CollectionMissing, GenerationChanged) as error:
             log.info("reclaiming expired documents of %r deferred: %s", params.name, error)
+
+
+class _Unchanged(Exception):  # a signal inside Index, never raised to its callers
+    """Some documents of a batch are stored unchanged (position -> ordinal); nothing was written."""
+
+    def __init__(self, stored: dict[int, int]) -> None:
+        super().__init__(stored)
+        self.stored = stored
 
 
 def _capacity(params: CollectionParams) -> int:

@@ -174,6 +174,45 @@ async def test_replace_and_delete(index: Index) -> None:
     assert not r.duplicate  # a deleted document never matches again
 
 
+async def test_a_document_checked_again_unchanged_keeps_its_place_in_first_seen_order(index: Index) -> None:
+    # A client retries a check whose answer was lost, after a near-duplicate arrived: that one was told
+    # "a" is earlier, so "a" must not now be told that "b" is earlier (nor move after it).
+    base = text(7)
+    [a] = await index.check("c", [Document("a", base, {"u": 1})])
+    [b] = await index.check("c", [Document("b", variant(base, 1))])
+    assert not a.duplicate and b.duplicate_of == "a"
+    inserted_at = (await index.get_document("c", "a")).inserted_at
+    [again] = await index.check("c", [Document("a", base, {"u": 1})])
+    assert again.inserted is True and not again.duplicate and again.matches == []
+    assert (await index.get_document("c", "a")).inserted_at == inserted_at  # the stored copy, untouched
+    [later] = await index.check("c", [Document("d", variant(base, 2))])
+    assert later.duplicate_of == "a"
+    # In a batch beside new documents (a new near-copy of it among them) and a real replacement.
+    results = await index.check(
+        "c",
+        [Document("e", variant(base, 3)), Document("a", base, {"u": 1}), Document("b", text(8))],
+    )
+    assert [r.duplicate_of for r in results] == ["a", None, None]
+    assert (await index.get_document("c", "a")).inserted_at == inserted_at
+    # Other metadata, or another text, is a replacement: it moves to the end of first-seen order.
+    [moved] = await index.check("c", [Document("a", base, {"u": 2})])
+    assert moved.duplicate and moved.duplicate_of == "d"
+    assert (await index.get_document("c", "a")).metadata == {"u": 2}
+    # PUT of the same document changes nothing either.
+    stored = await index.get_document("c", "a")
+    assert await index.put("c", Document("a", base, {"u": 2})) == stored
+    assert (await index.get_collection("c")).documents == 4
+
+
+async def test_the_same_id_twice_in_a_batch_is_a_replacement_even_when_one_is_unchanged(index: Index) -> None:
+    base, other = text(9), text(10)
+    await index.check("c", [Document("a", base)])
+    results = await index.check("c", [Document("a", base), Document("a", other)])
+    assert [r.inserted for r in results] == [True, True]
+    assert [m.id for m in await index.query("c", other)] == ["a"]
+    assert await index.query("c", base) == []
+
+
 async def test_empty_documents_are_stored_but_never_match(index: Index) -> None:
     results = await index.check("c", [Document("e1", ""), Document("e2", ""), Document("e3", "  ...  ")])
     assert [r.duplicate for r in results] == [False, False, False]

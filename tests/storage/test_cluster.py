@@ -6,6 +6,7 @@ into StoreUnavailable promptly and the service recovers when it comes back."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,38 @@ async def test_a_collection_spreads_over_every_shard(
     assert all(b"{" not in key for keys in per_node for key in keys if b"{big}" not in key)
 
 
+def die_at_stamp(cstore: ClusterStore, monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Every check dies between append and stamp (as if the service were killed there) until the
+    returned function is called."""
+    real = cstore._state_call
+
+    async def dies_at_stamp(name: str, k: Any, args: Any) -> Any:
+        if name == "cluster_stamp":
+            raise StoreDown("killed between append and stamp")
+        return await real(name, k, args)
+
+    monkeypatch.setattr(cstore, "_state_call", dies_at_stamp)
+    return lambda: monkeypatch.setattr(cstore, "_state_call", real)
+
+
+async def test_a_put_that_dies_between_append_and_stamp_is_written_again_by_its_retry(
+    cstore: ClusterStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The retry finds its own copy stored with the same text and metadata, but never stamped: it must
+    # not keep that invisible copy (as it keeps a live unchanged one) but write the document again.
+    index = Index(cstore)
+    await index.create_collection(CollectionParams.create("c", threshold=0.7))
+    restore = die_at_stamp(cstore, monkeypatch)
+    with pytest.raises(StoreUnavailable):
+        await index.put("c", Document("a", text(23), {"k": 1}))
+    restore()
+    assert await index.query("c", text(23)) == []
+    await index.put("c", Document("a", text(23), {"k": 1}))
+    assert [m.id for m in await index.query("c", text(23))] == ["a"]
+    stored = await index.get_document("c", "a")
+    assert await index.put("c", Document("a", text(23), {"k": 1})) == stored  # now live: kept as it is
+
+
 async def test_a_check_that_dies_between_append_and_stamp_converges_on_retry(
     cstore: ClusterStore, cluster_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -65,17 +98,10 @@ async def test_a_check_that_dies_between_append_and_stamp_converges_on_retry(
     base = text(21)
     await index.check("c", [Document("a", base)])
 
-    real = cstore._state_call
-
-    async def dies_at_stamp(name: str, k: Any, args: Any) -> Any:
-        if name == "cluster_stamp":
-            raise StoreDown("killed between append and stamp")
-        return await real(name, k, args)
-
-    monkeypatch.setattr(cstore, "_state_call", dies_at_stamp)
+    restore = die_at_stamp(cstore, monkeypatch)
     with pytest.raises(StoreUnavailable):
         await index.check("c", [Document("a", text(22))])  # a replaced by an unrelated text, half-way
-    monkeypatch.setattr(cstore, "_state_call", real)
+    restore()
 
     # Half-written: the new version is pending (ignored), the old one is gone from the id table.
     assert await index.query("c", text(22)) == []
@@ -115,17 +141,10 @@ async def test_an_abandoned_reservation_is_stamped_later(
 ) -> None:
     index = Index(cstore)
     await index.create_collection(CollectionParams.create("c", threshold=0.7))
-    real = cstore._state_call
-
-    async def dies_at_stamp(name: str, k: Any, args: Any) -> Any:
-        if name == "cluster_stamp":
-            raise StoreDown("killed between append and stamp")
-        return await real(name, k, args)
-
-    monkeypatch.setattr(cstore, "_state_call", dies_at_stamp)
+    restore = die_at_stamp(cstore, monkeypatch)
     with pytest.raises(StoreUnavailable):
         await index.check("c", [Document("lost", text(31))])
-    monkeypatch.setattr(cstore, "_state_call", real)
+    restore()
     k = (await index._collection("c")).keys
     client = redis.RedisCluster.from_url(cluster_url)
     try:
