@@ -20,7 +20,9 @@
 //      4 bytes each, each once, in the order first met.
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -167,40 +169,55 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
   const char* fields = api.StringPtrLen(argv[9], &fields_len);
   if ((write && o4_len != 4) || fields_len % 8 != 0)
     return api.ReplyWithError(ctx, "ERR ND.BANDS: the ordinal is 4 bytes and band keys 8 bytes each");
+  std::string found;  // the reply: ordinals already in the buckets, each once
 
-  // Checked before any write, so an error leaves the table untouched.
-  for (size_t p = 0; p < fields_len; p += 8) {
-    if (Group(ctx, t.prefix, t.group(band_hash(fields + p)), kRead).wrong_type())
-      return api.ReplyWithError(ctx, "WRONGTYPE ND.BANDS: a band group key holds a non-hash value");
-  }
-  if (write) api.ReplicateVerbatim(ctx);
-
-  std::string found, appended;
-  std::unordered_set<uint32_t> seen;
-  for (size_t p = 0; p < fields_len; p += 8) {
-    Group group(ctx, t.prefix, t.group(band_hash(fields + p)), write ? kRead | kWrite : kRead);
-    VmString* field = api.CreateString(ctx, fields + p, 8);
-    VmString* value = group.get(field);
-    if (value) {
-      const char* v = api.StringPtrLen(value, &len);
-      if (report)
-        for (size_t q = 0; q + 4 <= len; q += 4)
-          if (seen.insert(ordinal_at(v + q)).second) found.append(v + q, 4);
-      if (write) {
-        appended.assign(v, len);
-        appended.append(o4, 4);
-        VmString* longer = api.CreateString(ctx, appended.data(), appended.size());
-        group.set(field, longer);
-        api.FreeString(ctx, longer);
+  // Each group the document's bands fall in is opened once, and all of them are type-checked before
+  // any write, so an error leaves the table untouched. The handles are closed before grow() opens
+  // groups of its own.
+  {
+    const int mode_flags = write ? kRead | kWrite : kRead;
+    std::unordered_map<uint64_t, std::unique_ptr<Group>> groups;
+    std::vector<Group*> of_band;
+    of_band.reserve(fields_len / 8);
+    for (size_t p = 0; p < fields_len; p += 8) {
+      const uint64_t number = t.group(band_hash(fields + p));
+      auto& group = groups[number];
+      if (!group) {
+        group = std::make_unique<Group>(ctx, t.prefix, number, mode_flags);
+        if (group->wrong_type())
+          return api.ReplyWithError(ctx, "WRONGTYPE ND.BANDS: a band group key holds a non-hash value");
       }
-      api.FreeString(ctx, value);
-    } else if (write) {
-      VmString* first = api.CreateString(ctx, o4, 4);
-      group.set(field, first);
-      api.FreeString(ctx, first);
-      t.fields += 1;
+      of_band.push_back(group.get());
     }
-    api.FreeString(ctx, field);
+    if (write) api.ReplicateVerbatim(ctx);
+
+    std::string appended;
+    std::unordered_set<uint32_t> seen;
+    for (size_t b = 0; b < of_band.size(); ++b) {
+      Group& group = *of_band[b];
+      VmString* field = api.CreateString(ctx, fields + 8 * b, 8);
+      VmString* value = group.get(field);
+      if (value) {
+        const char* v = api.StringPtrLen(value, &len);
+        if (report)
+          for (size_t q = 0; q + 4 <= len; q += 4)
+            if (seen.insert(ordinal_at(v + q)).second) found.append(v + q, 4);
+        if (write) {
+          appended.assign(v, len);
+          appended.append(o4, 4);
+          VmString* longer = api.CreateString(ctx, appended.data(), appended.size());
+          group.set(field, longer);
+          api.FreeString(ctx, longer);
+        }
+        api.FreeString(ctx, value);
+      } else if (write) {
+        VmString* first = api.CreateString(ctx, o4, 4);
+        group.set(field, first);
+        api.FreeString(ctx, first);
+        t.fields += 1;
+      }
+      api.FreeString(ctx, field);
+    }
   }
   if (write) grow(ctx, t);
 
