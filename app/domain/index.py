@@ -8,6 +8,7 @@ import logging
 import math
 import secrets
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -347,12 +348,9 @@ class Index:
         meta = records.encode_metadata(doc.id, doc.metadata)
         try:
             collection, _, _, inserted_ms = await self._run(name, [doc], [meta], "put", keep_unchanged=True)
-        except _Unchanged as unchanged:  # stored as it is: it keeps its place (see _check_inserts) ...
-            _, _, reply, _ = await self._run(name, [doc], [meta], "read")
-            if unchanged.stored[0] in reply.candidates[0]:
-                return await self.get_document(name, doc.id)
-            # ... unless its own check does not find it (see _check_some_unchanged)
-            collection, _, _, inserted_ms = await self._run(name, [doc], [meta], "put")
+        except _Unchanged as unchanged:  # stored as it is: it keeps its place, as in a check
+            await self._check_some_unchanged(name, [(doc, meta, None)], unchanged.stored)
+            return await self.get_document(name, doc.id)
         await self._reclaim(collection, 1)
         return StoredDocument(doc.id, doc.metadata, inserted_ms / 1000.0)
 
@@ -460,11 +458,11 @@ class Index:
         Not used under ``max_documents``, whose evicted copies can still be found by id."""
         if collection.params.max_documents:
             return {}
-        repeated = {i for i in ids if ids.count(i) > 1} if len(set(ids)) < len(ids) else set()
+        times = Counter(ids)
         same = [
             i
             for i, (_, signature) in sorted(reply.stored.items())
-            if ids[i] not in repeated and signature == batch.signatures[i].astype("<u4", copy=False).tobytes()
+            if times[ids[i]] == 1 and signature == batch.signatures[i].astype("<u4", copy=False).tobytes()
         ]
         if not same:
             return {}
