@@ -1,4 +1,4 @@
-"""Type stub of the compiled sketch core (native/bindings.cpp). Use app.sketch, not this module."""
+"""Type stub of the compiled sketch core (native/bindings.cpp). Use neardup.sketch, not this module."""
 
 import numpy as np
 import numpy.typing as npt

@@ -1,9 +1,9 @@
 """The ``neardup`` command. ``neardup serve`` runs the HTTP service with uvicorn; without a Redis URL it
 first starts the embedded Valkey (once, in this process, even with several workers) and stops it on exit.
-``load``, ``dedup``, ``params`` and ``bench`` live in ``app.commands``; their exit codes are
-``app.commands.common.ExitCode``.
+``load``, ``dedup``, ``params`` and ``bench`` live in ``neardup.commands``; their exit codes are
+``neardup.commands.common.ExitCode``.
 
-Flags override ``NEARDUP_*`` environment variables; both are validated by ``app.settings.Settings``.
+Flags override ``NEARDUP_*`` environment variables; both are validated by ``neardup.settings.Settings``.
 Errors are reported in one line, without a traceback.
 """
 
@@ -19,15 +19,13 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from neardup.commands.common import EXIT_CODES_HELP, CliError, ExitCode
+from neardup.logs import log_config
 
-from app.commands.common import EXIT_CODES_HELP, ExitCode
-from app.commands.common import CliError as CommandError
-from app.domain.models import FN_WEIGHT, FP_WEIGHT
-from app.logs import log_config
-from app.settings import Settings
+if TYPE_CHECKING:
+    from neardup.settings import Settings
 
 PROG = "neardup"
 log = logging.getLogger("neardup")
@@ -42,12 +40,8 @@ SERVE_FLAGS = {
 }
 
 
-class CliError(Exception):
-    """A problem the user can fix; printed as one line, exit status 1 or 2."""
-
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
+#: What the base install lacks (it is the client side): these commands need ``neardup[server]``.
+SERVER_EXTRA_HINT = "pip install 'neardup[server]'"
 
 
 class Parser(argparse.ArgumentParser):
@@ -118,12 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from neardup import __version__
 
-    try:
-        return version("neardup")
-    except PackageNotFoundError:
-        return "(source tree)"
+    return __version__
 
 
 def _input_options(command: argparse.ArgumentParser) -> None:
@@ -286,15 +277,15 @@ def add_params(commands: Any) -> None:
     params.add_argument(
         "--fp-weight",
         type=float,
-        default=FP_WEIGHT,
-        help=f"weight of false positives (default {FP_WEIGHT}, the service's: candidates are verified, "
+        default=None,
+        help="weight of false positives (default: the service's; candidates are verified, "
         "so a false positive of the banding costs only time)",
     )
     params.add_argument(
         "--fn-weight",
         type=float,
-        default=FN_WEIGHT,
-        help=f"weight of false negatives (default {FN_WEIGHT}, the service's)",
+        default=None,
+        help="weight of false negatives (default: the service's)",
     )
     params.add_argument("--bands", type=int, default=None, help="evaluate these bands instead of choosing")
     params.add_argument("--rows", type=int, default=None, help="evaluate these rows instead of choosing")
@@ -333,6 +324,10 @@ def add_bench(commands: Any) -> None:
 def settings_from(args: argparse.Namespace) -> Settings:
     """Flags win over the environment. They are written back into the environment so that worker
     processes, which build their own Settings, see the same values."""
+    from pydantic import ValidationError
+
+    from neardup.settings import Settings
+
     for flag, field in SERVE_FLAGS.items():
         value = getattr(args, flag)
         if value is not None:
@@ -344,7 +339,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
             f"{'.'.join(str(part) for part in error['loc']) or 'settings'}: {error['msg']}"
             for error in exc.errors()
         )
-        raise CliError(f"invalid settings: {problems}", status=2) from None
+        raise CliError(f"invalid settings: {problems}", ExitCode.USAGE) from None
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -376,7 +371,7 @@ def serve(args: argparse.Namespace) -> int:
     embedded = None
     try:
         if settings.redis_url is None:
-            from app.storage import EmbeddedValkey
+            from neardup.storage import EmbeddedValkey
 
             # Started here, in the main thread of the parent process: once for all workers, and it
             # dies with this process even on SIGKILL (the server is bound to the thread that started it).
@@ -391,7 +386,7 @@ def serve(args: argparse.Namespace) -> int:
             log.info("embedded valkey on %s, data in %s", url, settings.data_dir.resolve())
         with metrics_dir(settings.workers):
             uvicorn.run(
-                "app.main:create_app",
+                "neardup.main:create_app",
                 factory=True,
                 host=settings.host,
                 port=settings.port,
@@ -420,23 +415,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             return serve(args)
         if args.command == "valkey-module":
-            from app.storage.embedded import valkey_module
+            from neardup.storage.embedded import valkey_module
 
             path = valkey_module()
             if path is None:
-                raise CliError("this installation has no Valkey module: reinstall neardup with pip", status=1)
+                raise CliError("this installation has no Valkey module: reinstall neardup with pip")
             print(path)
             return ExitCode.OK
         if args.command in ("load", "dedup", "params", "bench"):
             import importlib
 
-            module = importlib.import_module(f"app.commands.{args.command}")
+            module = importlib.import_module(f"neardup.commands.{args.command}")
             status: int = module.run(args)
             return status
-        raise CliError(f"unknown command {args.command!r}", status=2)
-    except (CliError, CommandError) as exc:
+        raise CliError(f"unknown command {args.command!r}", ExitCode.USAGE)
+    except CliError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exc.status
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] == "neardup":
+            raise
+        # The base install is the client side; the service and the offline commands need the extra.
+        print(
+            f"{PROG}: error: '{PROG} {args.command}' needs the server extra (no module {exc.name!r}): "
+            f"{SERVER_EXTRA_HINT}",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     except BrokenPipeError:  # `neardup dedup ... --out - | head`: the reader left; not an error of ours

@@ -4,7 +4,7 @@ Both have the same methods as the API, return typed results (frozen dataclasses)
 ``Authorization: Bearer`` and retry with exponential backoff on 503/429 (honouring ``Retry-After``) and
 on connection errors::
 
-    from app.client import Client
+    from neardup.client import Client
 
     with Client("http://127.0.0.1:8000", api_key=None) as nd:
         nd.create_collection("pages", threshold=0.7)

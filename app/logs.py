@@ -1,7 +1,7 @@
 """Logging of the service: one JSON object per line (for log shippers) or uvicorn's plain text, and the
 request id of the request being served, added to every record logged while serving it.
 
-``app.api.access_log`` sets the request id and writes the access log; ``app.cli`` picks the format
+``neardup.api.access_log`` sets the request id and writes the access log; ``neardup.cli`` picks the format
 (``neardup serve --log-format json``) through :func:`log_config`, applied in every worker process.
 """
 
@@ -63,5 +63,5 @@ def log_config(level: str, fmt: LogFormat = "text", access_log: bool = False) ->
     config["loggers"][ACCESS_LOGGER] = {"handlers": ["default"], "level": access_level, "propagate": False}
     if fmt == "json":
         for name in ("default", "access"):
-            config["formatters"][name] = {"()": "app.logs.JsonFormatter"}
+            config["formatters"][name] = {"()": "neardup.logs.JsonFormatter"}
     return config

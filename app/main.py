@@ -1,7 +1,7 @@
 """The app factory: reads the settings, picks the store (external Redis or an embedded Valkey), wires
 domain and HTTP layers together. Nothing is built at import time.
 
-Run with ``neardup serve`` (see ``app.cli``) or ``uvicorn --factory app.main:create_app``.
+Run with ``neardup serve`` (see ``neardup.cli``) or ``uvicorn --factory neardup.main:create_app``.
 """
 
 from __future__ import annotations
@@ -13,17 +13,18 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import routers
-from app.api.access_log import AccessLogMiddleware
-from app.api.auth import ApiKeys, AuthMiddleware, install_auth
-from app.api.body_limit import BodyLimitMiddleware
-from app.api.deps import Runtime
-from app.api.errors import CatchAllMiddleware, install_error_handlers
-from app.api.limits import Limits
-from app.api.metrics import Metrics, MetricsMiddleware
-from app.domain import CollectionParams, Index, StoreUnavailable
-from app.settings import Settings
-from app.storage import ClusterStore, EmbeddedValkey, RedisStore, Store
+from neardup import __version__
+from neardup.api import routers
+from neardup.api.access_log import AccessLogMiddleware
+from neardup.api.auth import ApiKeys, AuthMiddleware, install_auth
+from neardup.api.body_limit import BodyLimitMiddleware
+from neardup.api.deps import Runtime
+from neardup.api.errors import CatchAllMiddleware, install_error_handlers
+from neardup.api.limits import Limits
+from neardup.api.metrics import Metrics, MetricsMiddleware
+from neardup.domain import CollectionParams, Index, StoreUnavailable
+from neardup.settings import Settings
+from neardup.storage import ClusterStore, EmbeddedValkey, RedisStore, Store
 
 log = logging.getLogger("neardup")
 
@@ -103,7 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         title="neardup",
-        version="0.1.0",
+        version=__version__,
         description=API_DESCRIPTION,
         lifespan=lifespan,
     )

@@ -1,6 +1,6 @@
 """The service's settings: one validated class, read from ``NEARDUP_*`` environment variables.
 
-Only ``app.main`` (the app factory) and ``app.cli`` build a ``Settings``; everything else receives
+Only ``neardup.main`` (the app factory) and ``neardup.cli`` build a ``Settings``; everything else receives
 values from them, so tests can run several differently configured apps in one process.
 """
 
@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     @classmethod
     def _keys_parse(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
-            from app.api.auth import ApiKeys  # the format lives with the code that uses it
+            from neardup.api.auth import ApiKeys  # the format lives with the code that uses it
 
             ApiKeys.parse(value.get_secret_value())  # ApiKeyError is a ValueError, keyless
         return value

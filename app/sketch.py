@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from app import _native
+from neardup import _native
 
 Shingle = Literal["word", "char"]
 Isa = Literal["serial", "avx2", "avx512"]

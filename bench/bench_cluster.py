@@ -25,11 +25,11 @@ from typing import Any
 
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.domain import CollectionParams, Document, Index
-from app.storage import ClusterStore, EmbeddedValkey, LocalCluster, RedisStore, Store
-from app.storage import keys as key_layout
+from neardup.domain import CollectionParams, Document, Index
+from neardup.storage import ClusterStore, EmbeddedValkey, RedisStore, Store
+from neardup.testing import LocalCluster
+from neardup.storage import keys as key_layout
 
 VOCAB = [f"w{i}" for i in range(5000)]
 #: Usable memory per shard assumed by the projection (a 32 GB node with headroom for forks/buffers).

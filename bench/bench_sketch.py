@@ -225,9 +225,9 @@ def jaccard(a: set[str], b: set[str]) -> float:
 
 def import_neardup() -> ModuleType:
     try:
-        import app.sketch as sketch
+        import neardup.sketch as sketch
     except ImportError as error:
-        sys.exit(f"cannot import app.sketch ({error}): install the project (pip install -e .) first")
+        sys.exit(f"cannot import neardup.sketch ({error}): install the project (pip install -e .) first")
     return sketch
 
 

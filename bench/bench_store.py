@@ -43,13 +43,12 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
 import bench_service  # noqa: E402
 import redis  # noqa: E402
 
-from app.domain import CollectionParams, Document, Index  # noqa: E402
-from app.storage import EmbeddedValkey, RedisStore  # noqa: E402
-from app.storage.embedded import valkey_binary  # noqa: E402
+from neardup.domain import CollectionParams, Document, Index  # noqa: E402
+from neardup.storage import EmbeddedValkey, RedisStore  # noqa: E402
+from neardup.storage.embedded import valkey_binary  # noqa: E402
 
 
 async def run(

@@ -22,7 +22,7 @@ overall and on pairs whose shingle sets are not identical; for mutants, recall p
 among the mutants whose exact Jaccard with their base is >= t) and the plain detection rate.
 
 The **trade-off curve** (threshold 0.8): the service's check, simulated in this process with the same
-signatures and band keys (``app.sketch``) and its verification rule (estimate >= a floor), for the
+signatures and band keys (``neardup.sketch``) and its verification rule (estimate >= a floor), for the
 (b, r) that ``optimal_bands`` picks at several false-negative weights and floors from t - 2/128 to
 t + 4/128, beside the service's own floor (``verification_floor``: t + half a standard error);
 and the empirical candidate rate per true-Jaccard bucket beside the S-curve P(s) = 1 - (1 - s^r)^b.
@@ -60,15 +60,15 @@ import numpy.typing as npt
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-if importlib.util.find_spec("app") is None:  # the source tree, when the project is not installed
-    sys.path.insert(1, str(ROOT))
+if importlib.util.find_spec("neardup") is None:
+    sys.exit("bench needs the installed package: pip install '.[bench]' from the repository root")
 
 import mutations  # noqa: E402
 import truth as truth_module  # noqa: E402
 
-from app import sketch  # noqa: E402
-from app.domain.index import verification_floor  # noqa: E402
-from app.domain.models import CollectionParams  # noqa: E402
+from neardup import sketch  # noqa: E402
+from neardup.domain.index import verification_floor  # noqa: E402
+from neardup.domain.models import CollectionParams  # noqa: E402
 
 HOST = "127.0.0.1"
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -76,7 +76,7 @@ NUM_PERM = 128
 HEADLINE = 0.8
 FN_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99)
 #: Verification floors tried: the threshold plus this many signature slots (1/128 each; negative = a
-#: margin below t), and the service's own rule (``app.domain.index.verification_floor``).
+#: margin below t), and the service's own rule (``neardup.domain.index.verification_floor``).
 OFFSET_SLOTS = (-2, -1, 0, 1, 2, 3, 4)
 TARGETS = {"precision": 0.99, "recall": 0.98, "recall_at_1pct_edits": 0.97}
 #: Hash seeds for the robustness check: seed 1 is neardup's (part of the stored format); the others
@@ -237,7 +237,7 @@ class Service:
 
     def __enter__(self) -> Service:
         env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
-        # the same `app` this process imports (installed, or the source tree when it is not)
+        # the same `neardup` this process imports
         env["PYTHONPATH"] = os.pathsep.join(
             [str(Path(sketch.__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
         )
@@ -248,7 +248,7 @@ class Service:
                     [
                         sys.executable,
                         "-m",
-                        "app.cli",
+                        "neardup.cli",
                         "serve",
                         "--host",
                         HOST,

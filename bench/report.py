@@ -26,8 +26,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-if importlib.util.find_spec("app") is None:  # the source tree, when the project is not installed
-    sys.path.insert(1, str(ROOT))
+if importlib.util.find_spec("neardup") is None:
+    sys.exit("bench needs the installed package: pip install '.[bench]' from the repository root")
 
 import matplotlib  # noqa: E402
 
@@ -36,9 +36,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import mutations  # noqa: E402
 import quality  # noqa: E402
 
-from app import sketch  # noqa: E402
-from app.domain import index as domain_index  # noqa: E402
-from app.domain.models import CollectionParams  # noqa: E402
+from neardup import sketch  # noqa: E402
+from neardup.domain import index as domain_index  # noqa: E402
+from neardup.domain.models import CollectionParams  # noqa: E402
 
 RESULTS = HERE / "results"
 HEADLINE = f"{quality.HEADLINE:.1f}"

@@ -187,7 +187,7 @@ py::str normalized_text(const py::str& text, bool char_mode, bool normalize, boo
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
-  m.doc() = "neardup sketch core (use app.sketch, not this module)";
+  m.doc() = "neardup sketch core (use neardup.sketch, not this module)";
   neardup::active_kernels();  // resolve the dispatch table now: a bad NEARDUP_FORCE_ISA fails the import
   m.attr("UNICODE_VERSION") = neardup::unicode_version();
   m.def("active_isa", [] { return std::string(neardup::active_kernels().name); });

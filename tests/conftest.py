@@ -20,7 +20,8 @@ from types import ModuleType
 import pytest
 import redis
 
-from app.storage import ClusterStore, EmbeddedValkey, LocalCluster, RedisStore, Store
+from neardup.storage import ClusterStore, EmbeddedValkey, RedisStore, Store
+from neardup.testing import LocalCluster
 
 BACKENDS = ["standalone", "cluster"]
 

@@ -1,11 +1,11 @@
 """The HTTP layer: one router per resource, request/response models, and the error mapping.
 
-``app.main`` mounts ``routers`` and installs the handlers of ``app.api.errors``.
+``neardup.main`` mounts ``routers`` and installs the handlers of ``neardup.api.errors``.
 """
 
 from fastapi import APIRouter
 
-from app.api import checks, collections, documents, health, web
+from neardup.api import checks, collections, documents, health, web
 
 routers: list[APIRouter] = [collections.router, checks.router, documents.router, health.router, web.router]
 

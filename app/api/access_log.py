@@ -11,7 +11,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.logs import ACCESS_LOGGER, request_id
+from neardup.logs import ACCESS_LOGGER, request_id
 
 log = logging.getLogger(ACCESS_LOGGER)
 

@@ -29,7 +29,7 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.errors import error_response
+from neardup.api.errors import error_response
 
 Access = Literal["rw", "ro"]
 #: The scope key where the authentication middleware leaves the caller's access for the routes.

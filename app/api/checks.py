@@ -5,12 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from app.api.auth import READ, WRITE_IF_INSERT
-from app.api.convert import check_dict, match_dict
-from app.api.deps import CollectionCtx
-from app.api.errors import error_responses
-from app.api.metrics import Metrics
-from app.api.models import (
+from neardup.api.auth import READ, WRITE_IF_INSERT
+from neardup.api.convert import check_dict, match_dict
+from neardup.api.deps import CollectionCtx
+from neardup.api.errors import error_responses
+from neardup.api.metrics import Metrics
+from neardup.api.models import (
     BatchCheckRequest,
     BatchCheckResultOut,
     CheckRequest,
@@ -18,9 +18,9 @@ from app.api.models import (
     QueryRequest,
     QueryResultOut,
 )
-from app.api.responses import JSONBytesResponse
-from app.api.routing import OrjsonRoute
-from app.domain import CheckResult, Document
+from neardup.api.responses import JSONBytesResponse
+from neardup.api.routing import OrjsonRoute
+from neardup.domain import CheckResult, Document
 
 router = APIRouter(prefix="/v1/collections/{name}", tags=["checks"], route_class=OrjsonRoute)
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from app.api.auth import WRITE
-from app.api.convert import collection_dict, params_dict
-from app.api.deps import CollectionCtx, Ctx
-from app.api.errors import error_responses, invalid
-from app.api.limits import collection_name_problem
-from app.api.models import CollectionCreate, CollectionList, CollectionOut
-from app.api.responses import JSONBytesResponse
-from app.api.routing import OrjsonRoute
-from app.domain import CollectionNotFound, CollectionParams
+from neardup.api.auth import WRITE
+from neardup.api.convert import collection_dict, params_dict
+from neardup.api.deps import CollectionCtx, Ctx
+from neardup.api.errors import error_responses, invalid
+from neardup.api.limits import collection_name_problem
+from neardup.api.models import CollectionCreate, CollectionList, CollectionOut
+from neardup.api.responses import JSONBytesResponse
+from neardup.api.routing import OrjsonRoute
+from neardup.domain import CollectionNotFound, CollectionParams
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=OrjsonRoute)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.domain import CheckResult, CollectionInfo, CollectionParams, Match, StoredDocument
+from neardup.domain import CheckResult, CollectionInfo, CollectionParams, Match, StoredDocument
 
 
 def params_dict(params: CollectionParams, documents: int | None = None) -> dict[str, Any]:

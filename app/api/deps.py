@@ -16,13 +16,13 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from starlette.types import Scope
 
-from app.api.auth import require_write
-from app.api.errors import invalid
-from app.api.limits import Limits, collection_name_problem
-from app.api.metrics import Metrics
-from app.api.models import COLLECTION_NAME_PATTERN
-from app.domain import Index
-from app.settings import Settings
+from neardup.api.auth import require_write
+from neardup.api.errors import invalid
+from neardup.api.limits import Limits, collection_name_problem
+from neardup.api.metrics import Metrics
+from neardup.api.models import COLLECTION_NAME_PATTERN
+from neardup.domain import Index
+from neardup.settings import Settings
 
 
 @dataclass(frozen=True)

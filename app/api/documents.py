@@ -8,14 +8,14 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from starlette.responses import Response
 
-from app.api.auth import WRITE
-from app.api.convert import document_dict
-from app.api.deps import CollectionCtx, document_id
-from app.api.errors import error_responses
-from app.api.models import DocumentOut, DocumentPut
-from app.api.responses import JSONBytesResponse
-from app.api.routing import OrjsonRoute
-from app.domain import Document
+from neardup.api.auth import WRITE
+from neardup.api.convert import document_dict
+from neardup.api.deps import CollectionCtx, document_id
+from neardup.api.errors import error_responses
+from neardup.api.models import DocumentOut, DocumentPut
+from neardup.api.responses import JSONBytesResponse
+from neardup.api.routing import OrjsonRoute
+from neardup.domain import Document
 
 DocId = Annotated[str, Path(description="the document's id (URL-encoded)")]
 

@@ -20,9 +20,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.models import ErrorOut
-from app.api.responses import JSONBytesResponse
-from app.domain.errors import (
+from neardup.api.models import ErrorOut
+from neardup.api.responses import JSONBytesResponse
+from neardup.domain.errors import (
     CollectionConflict,
     InvalidInput,
     NearDupError,

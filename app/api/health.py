@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from app.api.deps import Ctx
-from app.api.errors import error_responses
-from app.api.models import Status
-from app.api.responses import JSONBytesResponse
+from neardup.api.deps import Ctx
+from neardup.api.errors import error_responses
+from neardup.api.models import Status
+from neardup.api.responses import JSONBytesResponse
 
 router = APIRouter(tags=["health"])
 
@@ -25,7 +25,7 @@ async def healthz() -> Response:
     summary="The store answers",
 )
 async def readyz(ctx: Ctx) -> Response:
-    await ctx.service.ping()  # StoreUnavailable becomes a 503 with Retry-After in app.api.errors
+    await ctx.service.ping()  # StoreUnavailable becomes a 503 with Retry-After in neardup.api.errors
     return JSONBytesResponse({"status": "ready"})
 
 

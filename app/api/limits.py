@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 from fastapi.exceptions import RequestValidationError
 
-from app.api.errors import invalid
-from app.domain.models import COLLECTION_NAME, MAX_ID_BYTES
-from app.settings import Settings
+from neardup.api.errors import invalid
+from neardup.domain.models import COLLECTION_NAME, MAX_ID_BYTES
+from neardup.settings import Settings
 
 #: UTF-8 needs at most this many bytes per code point: texts shorter than limit/4 need no encoding.
 MAX_UTF8_BYTES_PER_CHAR = 4

@@ -103,7 +103,7 @@ class Metrics:
             registry=self.registry,
         )
 
-    # --- the index's observer hook (app.domain.observer.IndexObserver) -----------------------------
+    # --- the index's observer hook (neardup.domain.observer.IndexObserver) -----------------------------
 
     def signatures_computed(self, documents: int, seconds: float) -> None:
         self.signatures.inc(documents)

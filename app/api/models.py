@@ -1,8 +1,8 @@
 """Pydantic models of the v1 API: request bodies (validated) and response shapes (documented).
 
 Limits that depend on the settings (text bytes, id length, metadata bytes, batch length) are checked
-by ``app.api.limits`` in the routes, not here: these models are built once, at import time.
-Responses are written as plain dicts by the routes (see ``app.api.convert``); the response models
+by ``neardup.api.limits`` in the routes, not here: these models are built once, at import time.
+Responses are written as plain dicts by the routes (see ``neardup.api.convert``); the response models
 below exist for the OpenAPI schema and for clients that want to read it.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: The collection name alphabet as a JSON Schema (ECMA) pattern (enforced by app.api.limits).
+#: The collection name alphabet as a JSON Schema (ECMA) pattern (enforced by neardup.api.limits).
 COLLECTION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 Metadata = dict[str, Any]

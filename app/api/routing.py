@@ -18,7 +18,7 @@ import orjson
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from app.api.auth import require_write, route_access
+from neardup.api.auth import require_write, route_access
 
 
 class OrjsonRequest(Request):

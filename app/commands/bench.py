@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.commands.common import CliError, ExitCode
+from neardup.commands.common import CliError, ExitCode
 
 SCRIPTS = {"sketch": "bench_sketch.py", "service": "bench_service.py"}
 

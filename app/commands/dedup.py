@@ -27,8 +27,8 @@ from typing import IO, Any
 
 import orjson
 
-from app.commands.common import CliError, ExitCode, Stopwatch, plural, progress_bar, progress_wanted
-from app.commands.sources import Fields, Record, Source, describe
+from neardup.commands.common import CliError, ExitCode, Stopwatch, plural, progress_bar, progress_wanted
+from neardup.commands.sources import Fields, Record, Source, describe
 
 BATCH = 1000
 COLLECTION = "dedup"
@@ -90,8 +90,8 @@ def chunks(records: Iterator[Record], outcome: Outcome) -> Iterator[list[tuple[i
 
 
 async def check_all(source: Source, args: argparse.Namespace, outcome: Outcome, url: str) -> None:
-    from app.domain import CollectionParams, Document, Index
-    from app.storage import RedisStore
+    from neardup.domain import CollectionParams, Document, Index
+    from neardup.storage import RedisStore
 
     store = RedisStore.from_url(url, timeout=120.0)
     try:
@@ -204,7 +204,7 @@ def spool_stdin(directory: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.storage import EmbeddedValkey
+    from neardup.storage import EmbeddedValkey
 
     fields = Fields(args.id_field, args.text_field, tuple(args.metadata_field))
     if args.out != "-" and args.duplicates and Path(args.out).resolve() == Path(args.duplicates).resolve():

@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from app.client import AuthError, Client, InvalidRequest, NeardupError, NotFound, Unavailable
-from app.commands.common import CliError, ExitCode, Stopwatch, plural, progress_bar, progress_wanted
-from app.commands.sources import Fields, Record, Source, describe
+from neardup.client import AuthError, Client, InvalidRequest, NeardupError, NotFound, Unavailable
+from neardup.commands.common import CliError, ExitCode, Stopwatch, plural, progress_bar, progress_wanted
+from neardup.commands.sources import Fields, Record, Source, describe
 
 #: Errors listed in the summary; the count covers them all.
 SHOWN_ERRORS = 10

@@ -7,8 +7,9 @@ import argparse
 
 import orjson
 
-from app import sketch
-from app.commands.common import CliError, ExitCode
+from neardup import sketch
+from neardup.commands.common import CliError, ExitCode
+from neardup.domain.models import FN_WEIGHT, FP_WEIGHT
 
 SIMILARITIES = (0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
 WIDTH = 60
@@ -27,7 +28,9 @@ def choose(args: argparse.Namespace) -> tuple[int, int]:
                 )
             sketch.error_probabilities(args.threshold, args.bands, args.rows)  # validates the threshold
             return int(args.bands), int(args.rows)
-        return sketch.optimal_bands(args.threshold, args.num_perm, args.fp_weight, args.fn_weight)
+        fp_weight = FP_WEIGHT if args.fp_weight is None else args.fp_weight
+        fn_weight = FN_WEIGHT if args.fn_weight is None else args.fn_weight
+        return sketch.optimal_bands(args.threshold, args.num_perm, fp_weight, fn_weight)
     except ValueError as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
 

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from app.commands.common import CliError, ExitCode
+from neardup.commands.common import CliError, ExitCode
 
 Format = Literal["auto", "jsonl", "csv", "text"]
 #: Bytes of a file that make it binary, not text, in a folder of plain files.

@@ -3,8 +3,8 @@ ordering. Never imports fastapi, starlette or pydantic-settings.
 
 Use::
 
-    from app.domain import Index, CollectionParams, Document
-    from app.storage import RedisStore
+    from neardup.domain import Index, CollectionParams, Document
+    from neardup.storage import RedisStore
 
     store = RedisStore.from_url("redis://127.0.0.1:6379/0")   # app/main.py picks the store
     index = Index(store)
@@ -27,7 +27,7 @@ Semantics every caller can rely on:
 - Every store failure (unreachable, timeout, loading) surfaces as :class:`StoreUnavailable`.
 """
 
-from app.domain.errors import (
+from neardup.domain.errors import (
     CollectionConflict,
     CollectionNotFound,
     DocumentNotFound,
@@ -37,8 +37,8 @@ from app.domain.errors import (
     NotFound,
     StoreUnavailable,
 )
-from app.domain.index import MAX_BATCH, MAX_CANDIDATES, Index
-from app.domain.models import (
+from neardup.domain.index import MAX_BATCH, MAX_CANDIDATES, Index
+from neardup.domain.models import (
     MAX_ID_BYTES,
     CheckResult,
     CollectionInfo,

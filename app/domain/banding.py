@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from app import sketch
-from app.domain.models import CollectionParams
+from neardup import sketch
+from neardup.domain.models import CollectionParams
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,16 @@ from typing import Any
 import numpy as np
 import orjson
 
-from app import sketch
-from app.domain import records
-from app.domain.banding import (
+from neardup import sketch
+from neardup.domain import records
+from neardup.domain.banding import (
     Sketches,
     earlier_in_batch,
     signature_matrix,
     sketch_texts,
     stored_band_keys,
 )
-from app.domain.errors import (
+from neardup.domain.errors import (
     CollectionConflict,
     CollectionNotFound,
     DocumentNotFound,
@@ -34,8 +34,8 @@ from app.domain.errors import (
     InvalidParameters,
     StoreUnavailable,
 )
-from app.domain.group_commit import GroupCommit
-from app.domain.models import (
+from neardup.domain.group_commit import GroupCommit
+from neardup.domain.models import (
     COLLECTION_NAME,
     CheckResult,
     CollectionInfo,
@@ -46,10 +46,10 @@ from app.domain.models import (
     StoredDocument,
     check_document,
 )
-from app.domain.observer import IndexObserver, NullObserver
-from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
-from app.storage.keys import CollectionKeys
-from app.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Store
+from neardup.domain.observer import IndexObserver, NullObserver
+from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
+from neardup.storage.keys import CollectionKeys
+from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
 MAX_BATCH = 1000

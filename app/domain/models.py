@@ -8,8 +8,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from app import sketch
-from app.domain.errors import InvalidInput, InvalidParameters
+from neardup import sketch
+from neardup.domain.errors import InvalidInput, InvalidParameters
 
 Shingle = Literal["word", "char"]
 Metadata = dict[str, Any]

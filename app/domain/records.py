@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from app.domain.errors import InvalidInput
-from app.domain.models import Metadata
+from neardup.domain.errors import InvalidInput
+from neardup.domain.models import Metadata
 
 
 def encode_metadata(doc_id: str, metadata: Metadata | None) -> bytes:

@@ -1,4 +1,4 @@
-"""The store on a Redis Cluster: same interface as :class:`app.storage.store.RedisStore`, over redis-py's
+"""The store on a Redis Cluster: same interface as :class:`neardup.storage.store.RedisStore`, over redis-py's
 async ``RedisCluster``. A collection's band, id, signature and record groups have no hash tag, so
 they spread over every shard; only its state (sequence, stamps, pending ordinals) shares one slot.
 
@@ -40,10 +40,10 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
-from app.storage import keys
-from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
-from app.storage.scripts import Script
-from app.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, StoredVersion
+from neardup.storage import keys
+from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
+from neardup.storage.scripts import Script
+from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, StoredVersion
 
 #: A pending ordinal older than this belongs to a check that died between append and stamp. It must
 #: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see _guard;

@@ -31,7 +31,7 @@ async def has_module(client: aioredis.Redis) -> bool:
 
 
 def _source(name: str, bands: str) -> str:
-    folder = resources.files("app.storage").joinpath("scripts")
+    folder = resources.files("neardup.storage").joinpath("scripts")
     parts = [folder.joinpath(f"{name}.lua").read_text("utf-8")]
     if name == "check":
         parts.insert(0, folder.joinpath(f"_bands_{bands}.lua").read_text("utf-8"))

@@ -17,9 +17,9 @@ from redis import exceptions as rx
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
-from app.storage import keys
-from app.storage.errors import CollectionMissing, GenerationChanged, StoreDown
-from app.storage.scripts import Scripts
+from neardup.storage import keys
+from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
+from neardup.storage.scripts import Scripts
 
 Mode = Literal["insert", "put", "read"]
 #: Keys per UNLINK when a dropped collection's data is deleted.
@@ -89,7 +89,7 @@ class NeedOldBands:
 
 class Store(Protocol):
     """What the domain needs from a store; :class:`RedisStore` (one server, one script per batch) and
-    ``app.storage.cluster.ClusterStore`` (Redis Cluster, the three-phase protocol) implement it."""
+    ``neardup.storage.cluster.ClusterStore`` (Redis Cluster, the three-phase protocol) implement it."""
 
     async def close(self) -> None: ...
     async def ping(self) -> None: ...

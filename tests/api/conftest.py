@@ -14,8 +14,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.main import create_app
-from app.settings import Settings
+from neardup.main import create_app
+from neardup.settings import Settings
 from tests.conftest import StoreTarget
 
 #: Small limits, so the tests can cross them with small bodies.

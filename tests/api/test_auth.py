@@ -10,8 +10,8 @@ import pytest
 from httpx import AsyncClient
 from pydantic import SecretStr, ValidationError
 
-from app.api.auth import ApiKeys
-from app.settings import Settings
+from neardup.api.auth import ApiKeys
+from neardup.settings import Settings
 from tests.api.conftest import TEST_LIMITS
 
 MakeClient = Callable[..., Awaitable[AsyncClient]]

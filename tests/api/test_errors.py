@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from httpx import AsyncClient
 
-from app.main import create_app
-from app.settings import Settings
-from app.storage import EmbeddedValkey
+from neardup.main import create_app
+from neardup.settings import Settings
+from neardup.storage import EmbeddedValkey
 
 MakeClient = Callable[..., Awaitable[AsyncClient]]
 CHECK = "/v1/collections/default/check"

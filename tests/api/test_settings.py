@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.settings import Settings
+from neardup.settings import Settings
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

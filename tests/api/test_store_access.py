@@ -24,8 +24,8 @@ import pytest
 import redis
 from httpx import AsyncClient
 
-from app.settings import Settings
-from app.storage import EmbeddedValkey
+from neardup.settings import Settings
+from neardup.storage import EmbeddedValkey
 
 MakeClient = Callable[..., Awaitable[AsyncClient]]
 CHECK = "/v1/collections/default/check"

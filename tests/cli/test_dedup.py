@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.commands.dedup import UnionFind
+from neardup.commands.dedup import UnionFind
 
 
 def neardup_command() -> list[str]:
-    """The installed console script next to this interpreter (``python -m app.cli`` from the repository
+    """The installed console script next to this interpreter (``python -m neardup.cli`` from the repository
     root would import the source tree, which has no compiled module in a fresh clone)."""
     script = Path(sys.executable).with_name("neardup")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "neardup.cli"]
 
 
 def words(rng: random.Random, n: int = 60) -> list[str]:

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.logs import JsonFormatter, log_config
-from app.main import create_app
-from app.settings import Settings
+from neardup.logs import JsonFormatter, log_config
+from neardup.main import create_app
+from neardup.settings import Settings
 
 
 @pytest.fixture
@@ -64,6 +64,6 @@ def test_log_config_formats() -> None:
     text = log_config("info", "text", access_log=True)
     assert text["loggers"]["neardup.access"]["level"] == "WARNING"  # uvicorn's access log prints instead
     as_json = log_config("info", "json", access_log=True)
-    assert as_json["formatters"]["default"] == {"()": "app.logs.JsonFormatter"}
+    assert as_json["formatters"]["default"] == {"()": "neardup.logs.JsonFormatter"}
     assert as_json["loggers"]["neardup.access"]["level"] == "INFO"
     assert log_config("info", "json")["loggers"]["neardup.access"]["level"] == "WARNING"

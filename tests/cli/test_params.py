@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from app import sketch
-from app.cli import main
+from neardup import sketch
+from neardup.cli import main
 
 
 def neardup_command() -> list[str]:
-    """The installed console script next to this interpreter (``python -m app.cli`` from the repository
+    """The installed console script next to this interpreter (``python -m neardup.cli`` from the repository
     root would import the source tree, which has no compiled module in a fresh clone)."""
     script = Path(sys.executable).with_name("neardup")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "neardup.cli"]
 
 
 COMMANDS = ["serve", "load", "dedup", "params", "bench", "valkey-module"]

@@ -1,4 +1,4 @@
-"""``app.client`` against a real ``neardup serve``: every method of Client and AsyncClient, typed results,
+"""``neardup.client`` against a real ``neardup serve``: every method of Client and AsyncClient, typed results,
 errors, check_many's batching, and the retry policy (503 and connection errors)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.client import (
+from neardup.client import (
     AsyncClient,
     CheckResult,
     Client,

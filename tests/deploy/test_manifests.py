@@ -17,15 +17,15 @@ import yaml  # type: ignore[import-untyped]
 from check_jsonschema.builtin_schemas import get_builtin_schema  # type: ignore[import-untyped]
 from jsonschema import Draft7Validator  # type: ignore[import-untyped]
 
-from app.main import create_app
-from app.settings import Settings
+from neardup.main import create_app
+from neardup.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 DOCKER = ROOT / "docker"
 KUBERNETES_VERSION = "1.30.0"
 #: The README's quick start install (the first command) and the CI script's (with the test extra).
-README_INSTALL = "python3 -m venv .venv && .venv/bin/pip install ."
+README_INSTALL = 'python3 -m venv .venv && .venv/bin/pip install ".[server]"'
 CI_INSTALL = 'python3 -m venv .venv && .venv/bin/pip install ".[test]"'
 
 
@@ -135,7 +135,7 @@ def test_dockerfile_builds_with_the_readme_and_ci_install_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text() + (ROOT / "scripts" / "test.sh").read_text()
     assert CI_INSTALL in ci
     # The same command but for the test extra: one way to build, everywhere.
-    assert CI_INSTALL.replace('".[test]"', ".") == README_INSTALL
+    assert CI_INSTALL.replace("test", "server") == README_INSTALL
 
 
 def test_dockerfile_is_multi_stage_non_root_with_a_healthcheck_and_a_volume() -> None:

@@ -10,8 +10,8 @@ import time
 import pytest
 import redis
 
-from app.domain import CollectionParams, Document, DocumentNotFound, Index, InvalidParameters
-from app.storage import Store
+from neardup.domain import CollectionParams, Document, DocumentNotFound, Index, InvalidParameters
+from neardup.storage import Store
 from tests.conftest import StoreTarget
 from tests.domain.test_index import text, variant
 

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from app.domain.group_commit import GroupCommit
+from neardup.domain.group_commit import GroupCommit
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from app.domain import (
+from neardup.domain import (
     CollectionConflict,
     CollectionNotFound,
     CollectionParams,
@@ -22,8 +22,8 @@ from app.domain import (
     InvalidParameters,
     StoreUnavailable,
 )
-from app.storage import EmbeddedValkey, RedisStore, Store
-from app.storage.embedded import find_free_port
+from neardup.storage import EmbeddedValkey, RedisStore, Store
+from neardup.storage.embedded import find_free_port
 from tests.conftest import StoreTarget
 
 pytestmark = pytest.mark.anyio

@@ -33,7 +33,7 @@ def free_port() -> int:
 def neardup_command() -> list[str]:
     """The installed console script next to this interpreter, else the same entry point via ``-m``."""
     script = Path(sys.executable).with_name("neardup")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "neardup.cli"]
 
 
 def alive(pid: int) -> bool:

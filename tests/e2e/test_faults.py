@@ -21,8 +21,8 @@ import httpx
 import pytest
 import redis
 
-from app.storage import EmbeddedValkey
-from app.storage.embedded import find_free_port
+from neardup.storage import EmbeddedValkey
+from neardup.storage.embedded import find_free_port
 from tests.e2e.conftest import Service
 
 CHECK = "/v1/collections/default/check"

@@ -28,8 +28,8 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from app.main import create_app
-from app.settings import Settings
+from neardup.main import create_app
+from neardup.settings import Settings
 from tests.e2e.conftest import Service
 
 KEY = "fuzz-rw-key-0123456789abcdef"

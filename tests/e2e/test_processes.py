@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.storage import EmbeddedValkey
+from neardup.storage import EmbeddedValkey
 from tests.e2e.conftest import Service
 from tests.e2e.test_concurrency import group_texts
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app import sketch
+from neardup import sketch
 
 
 def test_empty_and_wordless_texts_give_the_empty_signature() -> None:
@@ -112,7 +112,7 @@ def test_running_out_of_threads_finishes_the_batch_instead_of_aborting(tmp_path:
     # threads already running must finish the batch, and the process must not abort.
     code = (
         "import resource\n"
-        "from app import sketch\n"
+        "from neardup import sketch\n"
         "resource.setrlimit(resource.RLIMIT_AS, (3_000_000_000, 3_000_000_000))\n"
         "sigs = sketch.signatures(['some text here with words'] * 1000, threads=1000)\n"
         "assert sigs.shape == (1000, 128) and (sigs == sigs[0]).all()\n"

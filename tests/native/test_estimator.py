@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app import sketch
+from neardup import sketch
 
 
 def make_pair(rng: np.random.Generator, shared: int, only_a: int, only_b: int) -> tuple[str, str, float]:

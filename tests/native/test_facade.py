@@ -1,11 +1,11 @@
-"""Argument checks of app.sketch: wrong types, dtypes and shapes are ValueErrors saying what to pass."""
+"""Argument checks of neardup.sketch: wrong types, dtypes and shapes are ValueErrors saying what to pass."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from app import sketch
+from neardup import sketch
 
 
 @pytest.mark.parametrize(

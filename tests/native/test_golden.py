@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app import sketch
+from neardup import sketch
 
 GOLDEN: list[dict[str, Any]] = json.loads((Path(__file__).parent / "golden.json").read_text())
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app import sketch
+from neardup import sketch
 
 ISAS = sketch.available_isas()
 
@@ -82,7 +82,7 @@ def test_force_isa_environment_variable_picks_the_path(isa: str, tmp_path: Path)
     import subprocess
     import sys
 
-    code = "from app import sketch; print(sketch.active_isa())"
+    code = "from neardup import sketch; print(sketch.active_isa())"
     env = {**os.environ, "NEARDUP_FORCE_ISA": isa}
     # cwd outside the source tree: `python -c` would otherwise import ./app, which has no compiled module
     out = subprocess.run(
@@ -99,7 +99,7 @@ def test_forcing_an_unknown_isa_fails_the_import_with_advice(tmp_path: Path) -> 
 
     env = {**os.environ, "NEARDUP_FORCE_ISA": "neon9000"}
     out = subprocess.run(
-        [sys.executable, "-c", "import app.sketch"],
+        [sys.executable, "-c", "import neardup.sketch"],
         env=env,
         capture_output=True,
         text=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app import sketch
+from neardup import sketch
 
 
 def test_collision_probability_is_the_s_curve() -> None:

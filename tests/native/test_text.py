@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app import sketch
+from neardup import sketch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import reference as ref

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 import redis
 
-from app.domain import CollectionParams, Document, Index, StoreUnavailable
-from app.storage import ClusterStore, LocalCluster
-from app.storage.errors import StoreDown
-from app.storage.keys import CollectionKeys
+from neardup.domain import CollectionParams, Document, Index, StoreUnavailable
+from neardup.storage import ClusterStore
+from neardup.testing import LocalCluster
+from neardup.storage.errors import StoreDown
+from neardup.storage.keys import CollectionKeys
 from tests.domain.test_index import text, variant
 
 pytestmark = pytest.mark.anyio
@@ -189,7 +190,7 @@ async def test_a_node_that_goes_away_is_a_prompt_503_and_recovery_needs_no_resta
 
 
 async def test_an_unreachable_cluster_raises_store_down_promptly() -> None:
-    from app.storage.embedded import find_free_port
+    from neardup.storage.embedded import find_free_port
 
     store = ClusterStore.from_url(f"redis://127.0.0.1:{find_free_port()}", timeout=0.5)
     try:
@@ -206,7 +207,7 @@ async def test_an_unreachable_cluster_raises_store_down_promptly() -> None:
 async def test_seed_nodes_after_the_first_are_tried_too(
     cluster_url: str, valkey_cluster: LocalCluster
 ) -> None:
-    from app.storage.embedded import find_free_port
+    from neardup.storage.embedded import find_free_port
 
     others = ",".join(url.removeprefix("redis://") for url in valkey_cluster.urls[1:])
     store = ClusterStore.from_url(f"redis://127.0.0.1:{find_free_port()},{others}", timeout=1.0)
@@ -220,7 +221,7 @@ async def test_seed_nodes_after_the_first_are_tried_too(
 def test_cluster_settings_are_validated() -> None:
     from pydantic import ValidationError
 
-    from app.settings import Settings
+    from neardup.settings import Settings
 
     assert Settings(redis_url="redis://a:7000,b:7000", redis_cluster=True).redis_cluster
     for bad in (

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from app.storage import EmbeddedValkey, RedisStore, embedded
-from app.storage.embedded import PIDFILE, find_free_port, mimalloc_library
-from app.storage.errors import StoreDown
+from neardup.storage import EmbeddedValkey, RedisStore, embedded
+from neardup.storage.embedded import PIDFILE, find_free_port, mimalloc_library
+from neardup.storage.errors import StoreDown
 
 
 def _alive(pid: int) -> bool:
@@ -89,7 +89,7 @@ def test_mimalloc_without_its_library_is_a_clear_error(
 
 def test_server_dies_with_the_process_that_started_it(data_dir: Path) -> None:
     code = (
-        "import sys, time; from app.storage import EmbeddedValkey; "
+        "import sys, time; from neardup.storage import EmbeddedValkey; "
         f"s = EmbeddedValkey({str(data_dir)!r}); s.start(); print(s.pid, flush=True); time.sleep(60)"
     )
     # cwd outside the checkout: the child imports the installed package (with its compiled parts).

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import redis
 
-from app.storage import RedisStore
-from app.storage.keys import CollectionKeys
-from app.storage.store import CheckBatch, CheckReply
+from neardup.storage import RedisStore
+from neardup.storage.keys import CollectionKeys
+from neardup.storage.store import CheckBatch, CheckReply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import redis
 
-from app.storage import RedisStore, Store
-from app.storage.keys import (
+from neardup.storage import RedisStore, Store
+from neardup.storage.keys import (
     BAND_GROUP_TARGET,
     CLUSTER_BAND_GROUPS,
     CLUSTER_ID_GROUPS,
@@ -18,7 +18,7 @@ from app.storage.keys import (
     cluster_groups,
     initial_shape,
 )
-from app.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands
+from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands
 
 pytestmark = pytest.mark.anyio
 
@@ -252,7 +252,7 @@ async def test_a_table_far_over_target_catches_up_a_few_splits_per_document(
 
 
 async def test_stale_generation_and_missing_collection_are_reported(store: Store) -> None:
-    from app.storage.errors import CollectionMissing, GenerationChanged
+    from neardup.storage.errors import CollectionMissing, GenerationChanged
 
     k = await new_collection(store)
     sigs, bands = random_batch(1)

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import redis
 
-from app.storage import RedisStore
-from app.storage.embedded import EmbeddedValkey, find_free_port, valkey_module
-from app.storage.errors import StoreDown
-from app.storage.keys import CollectionKeys
-from app.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands
+from neardup.storage import RedisStore
+from neardup.storage.embedded import EmbeddedValkey, find_free_port, valkey_module
+from neardup.storage.errors import StoreDown
+from neardup.storage.keys import CollectionKeys
+from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands
 
 pytestmark = pytest.mark.anyio
 

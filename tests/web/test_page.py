@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.client import Client, NotFound
+from neardup.client import Client, NotFound
 
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip install '.[test]')")
 
