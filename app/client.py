@@ -14,23 +14,41 @@ on connection errors::
                 print(result.id, "duplicates", result.duplicate_of)
 
 Errors are :class:`NeardupError` subclasses carrying the HTTP status, the service's error code and its
-message. A retried ``check`` is safe: checking an id again replaces it, and a document never matches
-itself.
+message. A retried ``check`` of the same id, text and metadata keeps the stored copy and its place, and
+gets the first answer again; a document never matches itself.
+
+The module needs httpx alone (the base install, ``pip install neardup``): it imports nothing of the
+service. Each endpoint is written once, as a generator that yields the request it needs and receives
+the answer (``_Api``); ``Client`` and ``AsyncClient`` only run those generators over blocking or asyncio
+I/O, with the same retry policy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import os
 import random
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 from urllib.parse import quote
 
 import httpx
+
+from neardup import __version__
 
 __all__ = [
     "DEFAULT_URL",
@@ -215,7 +233,7 @@ def _document(collection: str, doc_id: str) -> str:
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
-    headers = {"user-agent": "neardup-client/0.1", "accept": "application/json"}
+    headers = {"user-agent": f"neardup-client/{__version__}", "accept": "application/json"}
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"
     return headers
@@ -272,6 +290,234 @@ def _decode(response: httpx.Response) -> Any:
     return response.json()
 
 
+@dataclass(frozen=True)
+class _Request:
+    """What an endpoint asks its client to send. ``probe``: one attempt, no retry, and a transport
+    error is an answer (``response`` None) rather than an exception."""
+
+    method: str
+    path: str
+    json: Any = None
+    probe: bool = False
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The last response, and whether an earlier attempt may have been carried out already."""
+
+    response: httpx.Response | None
+    maybe_done: bool = False
+
+
+class _Attempts:
+    """The retry loop of one request, without its I/O: both clients drive it the same way.
+
+    ``next_step(response, exc)`` after each attempt returns ``None`` when the answer is final (see
+    ``answer``), else the seconds to wait before the next attempt."""
+
+    def __init__(self, request: _Request, retry: _Retry, base_url: object) -> None:
+        self.request = request
+        self.retry = retry
+        self.base_url = base_url
+        self.attempt = 0
+        self.maybe_done = False
+        self.answer = _Answer(None)
+
+    def next_step(self, response: httpx.Response | None, exc: Exception | None) -> float | None:
+        last = self.request.probe or self.attempt == self.retry.retries
+        if exc is not None:
+            if self.request.probe:
+                return None
+            if last:
+                raise NeardupError(0, "unreachable", f"{self.base_url}: {exc}") from exc
+            self.maybe_done = self.maybe_done or _maybe_done(exc, None)
+        elif response is not None and (last or response.status_code not in RETRY_STATUSES):
+            self.answer = _Answer(response, self.maybe_done)
+            return None
+        else:
+            self.maybe_done = self.maybe_done or _maybe_done(None, response)
+        wait = self.retry.delay(self.attempt, response)
+        self.attempt += 1
+        return wait
+
+
+T = TypeVar("T")
+P = ParamSpec("P")
+#: An endpoint: yields the requests it needs, receives their answers, returns its result.
+_Op = Generator[_Request, _Answer, T]
+
+
+def _call(method: str, path: str, json: Any = None) -> _Op[Any]:
+    """One request with retries; its decoded JSON body (None for 204), or the error it answered."""
+    answer = yield _Request(method, path, json)
+    assert answer.response is not None
+    return _decode(answer.response)
+
+
+def _lost_404(answer: _Answer) -> bool:
+    """A 404 after an attempt that may have been carried out: the deletion was done by that attempt."""
+    return answer.response is not None and answer.response.status_code == 404 and answer.maybe_done
+
+
+# --- the API, written once ---------------------------------------------------------------------------
+
+
+class _Api:
+    """Every endpoint, once. Each method is a generator (see ``_Op``); ``Client`` and ``AsyncClient``
+    expose it as a blocking method or a coroutine with the same signature and docstring."""
+
+    def ready(self) -> _Op[bool]:
+        """True when the service answers and its store does (one attempt, no retry)."""
+        answer = yield _Request("GET", "/readyz", probe=True)
+        return answer.response is not None and answer.response.is_success
+
+    # collections
+    def create_collection(
+        self,
+        name: str,
+        *,
+        threshold: float | None = None,
+        num_perm: int | None = None,
+        shingle: Literal["word", "char"] | None = None,
+        size: int | None = None,
+        bands: int | None = None,
+        rows: int | None = None,
+        expected_documents: int | None = None,
+    ) -> _Op[Collection]:
+        """Create, or return the existing one if its parameters are the same (Conflict otherwise).
+        ``expected_documents``: capacity hint, the store sizes its tables for that many documents."""
+        body = _without_none(
+            name=name,
+            threshold=threshold,
+            num_perm=num_perm,
+            shingle=shingle,
+            size=size,
+            bands=bands,
+            rows=rows,
+            expected_documents=expected_documents,
+        )
+        return Collection.from_json((yield from _call("POST", _collections(), body)))
+
+    def list_collections(self) -> _Op[list[Collection]]:
+        data = yield from _call("GET", _collections())
+        return [Collection.from_json(c) for c in data["collections"]]
+
+    def get_collection(self, name: str) -> _Op[Collection]:
+        return Collection.from_json((yield from _call("GET", _collections(name))))
+
+    def delete_collection(self, name: str) -> _Op[None]:
+        """Drop it; NotFound if it does not exist (a 404 after a retried attempt that may have dropped it
+        counts as done)."""
+        answer = yield _Request("DELETE", _collections(name))
+        if not _lost_404(answer):
+            assert answer.response is not None
+            _decode(answer.response)
+
+    # checks
+    def check(
+        self,
+        collection: str,
+        id: str,
+        text: str,
+        *,
+        metadata: Metadata | None = None,
+        insert: bool = True,
+        min_similarity: float | None = None,
+    ) -> _Op[CheckResult]:
+        """Check one document against the earlier ones (and store it, unless ``insert=False``)."""
+        body = _without_none(
+            id=id, text=text, metadata=metadata, insert=insert, min_similarity=min_similarity
+        )
+        return CheckResult.from_json((yield from _call("POST", f"{_collections(collection)}/check", body)))
+
+    def check_batch(
+        self,
+        collection: str,
+        documents: Iterable[DocumentInput],
+        *,
+        insert: bool = True,
+        min_similarity: float | None = None,
+    ) -> _Op[list[CheckResult]]:
+        """One request; results in input order, later documents see the earlier ones."""
+        body = _batch_body(list(documents), insert, min_similarity)
+        data = yield from _call("POST", f"{_collections(collection)}/check/batch", body)
+        return [CheckResult.from_json(r) for r in data["results"]]
+
+    def query(
+        self, collection: str, text: str, *, limit: int = 10, min_similarity: float | None = None
+    ) -> _Op[list[Match]]:
+        """The stored documents similar to ``text``, best first; nothing is stored."""
+        body = _without_none(text=text, limit=limit, min_similarity=min_similarity)
+        data = yield from _call("POST", f"{_collections(collection)}/query", body)
+        return [Match.from_json(m) for m in data["matches"]]
+
+    # documents
+    def put(
+        self, collection: str, id: str, text: str, *, metadata: Metadata | None = None
+    ) -> _Op[StoredDocument]:
+        """Insert or replace without checking."""
+        body = _without_none(text=text, metadata=metadata)
+        return StoredDocument.from_json((yield from _call("PUT", _document(collection, id), body)))
+
+    def get(self, collection: str, id: str) -> _Op[StoredDocument]:
+        return StoredDocument.from_json((yield from _call("GET", _document(collection, id))))
+
+    def delete(self, collection: str, id: str) -> _Op[None]:
+        """Delete a document; NotFound if it (or its collection) does not exist. A 404 after a retried
+        attempt that may have deleted it counts as done once the collection is found to exist."""
+        answer = yield _Request("DELETE", _document(collection, id))
+        if _lost_404(answer):
+            yield from self.get_collection(collection)  # NotFound if the collection is what is missing
+            return
+        assert answer.response is not None
+        _decode(answer.response)
+
+
+def _expose(method: Any, op: Callable[..., Any], owner: str) -> None:
+    """Give ``method`` the name, docstring and signature of the endpoint it runs, returning what the
+    endpoint's generator returns (``_Op[X]`` becomes ``X``), so help() and IDEs show the real call."""
+    functools.update_wrapper(method, op)
+    del method.__wrapped__
+    method.__qualname__ = f"{owner}.{op.__name__}"
+    returns = str(op.__annotations__.get("return", "Any")).removeprefix("_Op[").removesuffix("]")
+    method.__annotations__ = {**op.__annotations__, "return": returns}
+    method.__signature__ = inspect.signature(op).replace(return_annotation=returns)
+
+
+def _blocking(op: Callable[Concatenate[_Api, P], _Op[T]]) -> Callable[Concatenate[Client, P], T]:
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(op(_API, *args, **kwargs))
+
+    _expose(method, op, "Client")
+    return method
+
+
+def _coroutine(
+    op: Callable[Concatenate[_Api, P], _Op[T]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._run(op(_API, *args, **kwargs))
+
+    _expose(method, op, "AsyncClient")
+    return method
+
+
+_API = _Api()
+
+
+def _batches(documents: Iterable[T], size: int) -> Iterator[list[T]]:
+    if size < 1:
+        raise ValueError("batch_size must be at least 1")
+    batch: list[T] = []
+    for doc in documents:
+        batch.append(doc)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 # --- the blocking client -----------------------------------------------------------------------------
 
 
@@ -306,105 +552,42 @@ class Client:
 
     def request(self, method: str, path: str, json: Any = None) -> Any:
         """One API call with retries; returns the decoded JSON body (None for 204)."""
-        return _decode(self._send(method, path, json)[0])
+        return self._run(_call(method, path, json))
 
-    def _send(self, method: str, path: str, json: Any = None) -> tuple[httpx.Response, bool]:
-        """The last response, and whether an earlier attempt may have been carried out already."""
-        maybe_done = False
-        for attempt in range(self._retry.retries + 1):
-            last = attempt == self._retry.retries
-            try:
-                response = self._http.request(method, path, json=json)
-            except _TRANSIENT as exc:
-                if last:
-                    raise NeardupError(0, "unreachable", f"{self._http.base_url}: {exc}") from exc
-                maybe_done = maybe_done or _maybe_done(exc, None)
-                time.sleep(self._retry.delay(attempt, None))
-                continue
-            if response.status_code in RETRY_STATUSES and not last:
-                maybe_done = maybe_done or _maybe_done(None, response)
-                time.sleep(self._retry.delay(attempt, response))
-                continue
-            return response, maybe_done
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    # health
-    def ready(self) -> bool:
-        """True when the service answers and its store does."""
+    def _run(self, op: _Op[T]) -> T:
         try:
-            self._http.get("/readyz").raise_for_status()
-        except (httpx.HTTPError, httpx.TransportError):
-            return False
-        return True
+            request = next(op)
+            while True:
+                request = op.send(self._send(request))
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
-    # collections
-    def create_collection(
-        self,
-        name: str,
-        *,
-        threshold: float | None = None,
-        num_perm: int | None = None,
-        shingle: Literal["word", "char"] | None = None,
-        size: int | None = None,
-        bands: int | None = None,
-        rows: int | None = None,
-        expected_documents: int | None = None,
-    ) -> Collection:
-        """Create, or return the existing one if its parameters are the same (Conflict otherwise).
-        ``expected_documents``: capacity hint, the store sizes its tables for that many documents."""
-        body = _without_none(
-            name=name,
-            threshold=threshold,
-            num_perm=num_perm,
-            shingle=shingle,
-            size=size,
-            bands=bands,
-            rows=rows,
-            expected_documents=expected_documents,
-        )
-        return Collection.from_json(self.request("POST", _collections(), body))
+    def _send(self, request: _Request) -> _Answer:
+        attempts = _Attempts(request, self._retry, self._http.base_url)
+        while True:
+            response, error = None, None
+            try:
+                response = self._http.request(request.method, request.path, json=request.json)
+            except _TRANSIENT as exc:
+                error = exc
+            wait = attempts.next_step(response, error)
+            if wait is None:
+                return attempts.answer
+            time.sleep(wait)
 
-    def list_collections(self) -> list[Collection]:
-        return [Collection.from_json(c) for c in self.request("GET", _collections())["collections"]]
-
-    def get_collection(self, name: str) -> Collection:
-        return Collection.from_json(self.request("GET", _collections(name)))
-
-    def delete_collection(self, name: str) -> None:
-        """Drop it; NotFound if it does not exist (a 404 after a retried attempt that may have dropped it
-        counts as done)."""
-        response, maybe_done = self._send("DELETE", _collections(name))
-        if not (response.status_code == 404 and maybe_done):
-            _decode(response)
-
-    # checks
-    def check(
-        self,
-        collection: str,
-        id: str,
-        text: str,
-        *,
-        metadata: Metadata | None = None,
-        insert: bool = True,
-        min_similarity: float | None = None,
-    ) -> CheckResult:
-        body = _without_none(
-            id=id, text=text, metadata=metadata, insert=insert, min_similarity=min_similarity
-        )
-        return CheckResult.from_json(self.request("POST", f"{_collections(collection)}/check", body))
-
-    def check_batch(
-        self,
-        collection: str,
-        documents: Iterable[DocumentInput],
-        *,
-        insert: bool = True,
-        min_similarity: float | None = None,
-    ) -> list[CheckResult]:
-        """One request; results in input order, later documents see the earlier ones."""
-        body = _batch_body(list(documents), insert, min_similarity)
-        data = self.request("POST", f"{_collections(collection)}/check/batch", body)
-        return [CheckResult.from_json(r) for r in data["results"]]
+    ready = _blocking(_Api.ready)
+    create_collection = _blocking(_Api.create_collection)
+    list_collections = _blocking(_Api.list_collections)
+    get_collection = _blocking(_Api.get_collection)
+    delete_collection = _blocking(_Api.delete_collection)
+    check = _blocking(_Api.check)
+    check_batch = _blocking(_Api.check_batch)
+    query = _blocking(_Api.query)
+    put = _blocking(_Api.put)
+    insert = put
+    get = _blocking(_Api.get)
+    delete = _blocking(_Api.delete)
 
     def check_many(
         self,
@@ -417,43 +600,8 @@ class Client:
     ) -> Iterator[CheckResult]:
         """Any number of documents (an iterable is read lazily), sent ``batch_size`` at a time; yields
         each result as soon as its batch is answered, in input order."""
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        batch: list[DocumentInput] = []
-        for doc in documents:
-            batch.append(doc)
-            if len(batch) >= batch_size:
-                yield from self.check_batch(collection, batch, insert=insert, min_similarity=min_similarity)
-                batch = []
-        if batch:
+        for batch in _batches(documents, batch_size):
             yield from self.check_batch(collection, batch, insert=insert, min_similarity=min_similarity)
-
-    def query(
-        self, collection: str, text: str, *, limit: int = 10, min_similarity: float | None = None
-    ) -> list[Match]:
-        body = _without_none(text=text, limit=limit, min_similarity=min_similarity)
-        data = self.request("POST", f"{_collections(collection)}/query", body)
-        return [Match.from_json(m) for m in data["matches"]]
-
-    # documents
-    def put(self, collection: str, id: str, text: str, *, metadata: Metadata | None = None) -> StoredDocument:
-        """Insert or replace without checking."""
-        body = _without_none(text=text, metadata=metadata)
-        return StoredDocument.from_json(self.request("PUT", _document(collection, id), body))
-
-    insert = put
-
-    def get(self, collection: str, id: str) -> StoredDocument:
-        return StoredDocument.from_json(self.request("GET", _document(collection, id)))
-
-    def delete(self, collection: str, id: str) -> None:
-        """Delete a document; NotFound if it (or its collection) does not exist. A 404 after a retried
-        attempt that may have deleted it counts as done once the collection is found to exist."""
-        response, maybe_done = self._send("DELETE", _document(collection, id))
-        if response.status_code == 404 and maybe_done:
-            self.get_collection(collection)  # NotFound if the collection is what is missing
-            return
-        _decode(response)
 
 
 # --- the asyncio client ------------------------------------------------------------------------------
@@ -488,96 +636,43 @@ class AsyncClient:
         await self.aclose()
 
     async def request(self, method: str, path: str, json: Any = None) -> Any:
-        return _decode((await self._send(method, path, json))[0])
+        """One API call with retries; returns the decoded JSON body (None for 204)."""
+        return await self._run(_call(method, path, json))
 
-    async def _send(self, method: str, path: str, json: Any = None) -> tuple[httpx.Response, bool]:
-        maybe_done = False
-        for attempt in range(self._retry.retries + 1):
-            last = attempt == self._retry.retries
-            try:
-                response = await self._http.request(method, path, json=json)
-            except _TRANSIENT as exc:
-                if last:
-                    raise NeardupError(0, "unreachable", f"{self._http.base_url}: {exc}") from exc
-                maybe_done = maybe_done or _maybe_done(exc, None)
-                await asyncio.sleep(self._retry.delay(attempt, None))
-                continue
-            if response.status_code in RETRY_STATUSES and not last:
-                maybe_done = maybe_done or _maybe_done(None, response)
-                await asyncio.sleep(self._retry.delay(attempt, response))
-                continue
-            return response, maybe_done
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def ready(self) -> bool:
+    async def _run(self, op: _Op[T]) -> T:
         try:
-            (await self._http.get("/readyz")).raise_for_status()
-        except (httpx.HTTPError, httpx.TransportError):
-            return False
-        return True
+            request = next(op)
+            while True:
+                request = op.send(await self._send(request))
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
-    async def create_collection(
-        self,
-        name: str,
-        *,
-        threshold: float | None = None,
-        num_perm: int | None = None,
-        shingle: Literal["word", "char"] | None = None,
-        size: int | None = None,
-        bands: int | None = None,
-        rows: int | None = None,
-        expected_documents: int | None = None,
-    ) -> Collection:
-        body = _without_none(
-            name=name,
-            threshold=threshold,
-            num_perm=num_perm,
-            shingle=shingle,
-            size=size,
-            bands=bands,
-            rows=rows,
-            expected_documents=expected_documents,
-        )
-        return Collection.from_json(await self.request("POST", _collections(), body))
+    async def _send(self, request: _Request) -> _Answer:
+        attempts = _Attempts(request, self._retry, self._http.base_url)
+        while True:
+            response, error = None, None
+            try:
+                response = await self._http.request(request.method, request.path, json=request.json)
+            except _TRANSIENT as exc:
+                error = exc
+            wait = attempts.next_step(response, error)
+            if wait is None:
+                return attempts.answer
+            await asyncio.sleep(wait)
 
-    async def list_collections(self) -> list[Collection]:
-        data = await self.request("GET", _collections())
-        return [Collection.from_json(c) for c in data["collections"]]
-
-    async def get_collection(self, name: str) -> Collection:
-        return Collection.from_json(await self.request("GET", _collections(name)))
-
-    async def delete_collection(self, name: str) -> None:
-        response, maybe_done = await self._send("DELETE", _collections(name))
-        if not (response.status_code == 404 and maybe_done):
-            _decode(response)
-
-    async def check(
-        self,
-        collection: str,
-        id: str,
-        text: str,
-        *,
-        metadata: Metadata | None = None,
-        insert: bool = True,
-        min_similarity: float | None = None,
-    ) -> CheckResult:
-        body = _without_none(
-            id=id, text=text, metadata=metadata, insert=insert, min_similarity=min_similarity
-        )
-        return CheckResult.from_json(await self.request("POST", f"{_collections(collection)}/check", body))
-
-    async def check_batch(
-        self,
-        collection: str,
-        documents: Iterable[DocumentInput],
-        *,
-        insert: bool = True,
-        min_similarity: float | None = None,
-    ) -> list[CheckResult]:
-        body = _batch_body(list(documents), insert, min_similarity)
-        data = await self.request("POST", f"{_collections(collection)}/check/batch", body)
-        return [CheckResult.from_json(r) for r in data["results"]]
+    ready = _coroutine(_Api.ready)
+    create_collection = _coroutine(_Api.create_collection)
+    list_collections = _coroutine(_Api.list_collections)
+    get_collection = _coroutine(_Api.get_collection)
+    delete_collection = _coroutine(_Api.delete_collection)
+    check = _coroutine(_Api.check)
+    check_batch = _coroutine(_Api.check_batch)
+    query = _coroutine(_Api.query)
+    put = _coroutine(_Api.put)
+    insert = put
+    get = _coroutine(_Api.get)
+    delete = _coroutine(_Api.delete)
 
     async def check_many(
         self,
@@ -590,53 +685,26 @@ class AsyncClient:
     ) -> AsyncIterator[CheckResult]:
         """Documents from a plain or an async iterable, ``batch_size`` per request, results streamed in
         input order."""
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-
-        async def documents_of() -> AsyncIterator[DocumentInput]:
-            if isinstance(documents, AsyncIterable):
-                async for doc in documents:
-                    yield doc
-            else:
-                for doc in documents:
-                    yield doc
-
-        batch: list[DocumentInput] = []
-        async for doc in documents_of():
-            batch.append(doc)
-            if len(batch) >= batch_size:
+        if not isinstance(documents, AsyncIterable):
+            for batch in _batches(documents, batch_size):
                 for result in await self.check_batch(
                     collection, batch, insert=insert, min_similarity=min_similarity
                 ):
                     yield result
-                batch = []
-        if batch:
+            return
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        pending: list[DocumentInput] = []
+        async for doc in documents:
+            pending.append(doc)
+            if len(pending) >= batch_size:
+                for result in await self.check_batch(
+                    collection, pending, insert=insert, min_similarity=min_similarity
+                ):
+                    yield result
+                pending = []
+        if pending:
             for result in await self.check_batch(
-                collection, batch, insert=insert, min_similarity=min_similarity
+                collection, pending, insert=insert, min_similarity=min_similarity
             ):
                 yield result
-
-    async def query(
-        self, collection: str, text: str, *, limit: int = 10, min_similarity: float | None = None
-    ) -> list[Match]:
-        body = _without_none(text=text, limit=limit, min_similarity=min_similarity)
-        data = await self.request("POST", f"{_collections(collection)}/query", body)
-        return [Match.from_json(m) for m in data["matches"]]
-
-    async def put(
-        self, collection: str, id: str, text: str, *, metadata: Metadata | None = None
-    ) -> StoredDocument:
-        body = _without_none(text=text, metadata=metadata)
-        return StoredDocument.from_json(await self.request("PUT", _document(collection, id), body))
-
-    insert = put
-
-    async def get(self, collection: str, id: str) -> StoredDocument:
-        return StoredDocument.from_json(await self.request("GET", _document(collection, id)))
-
-    async def delete(self, collection: str, id: str) -> None:
-        response, maybe_done = await self._send("DELETE", _document(collection, id))
-        if response.status_code == 404 and maybe_done:
-            await self.get_collection(collection)  # NotFound if the collection is what is missing
-            return
-        _decode(response)

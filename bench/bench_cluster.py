@@ -17,7 +17,6 @@ import json
 import math
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,11 +24,10 @@ from typing import Any
 
 import redis
 
-
 from neardup.domain import CollectionParams, Document, Index
 from neardup.storage import ClusterStore, EmbeddedValkey, RedisStore, Store
-from neardup.testing import LocalCluster
 from neardup.storage import keys as key_layout
+from neardup.testing import LocalCluster
 
 VOCAB = [f"w{i}" for i in range(5000)]
 #: Usable memory per shard assumed by the projection (a 32 GB node with headroom for forks/buffers).

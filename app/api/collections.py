@@ -9,11 +9,11 @@ from neardup.api.auth import WRITE
 from neardup.api.convert import collection_dict, params_dict
 from neardup.api.deps import CollectionCtx, Ctx
 from neardup.api.errors import error_responses, invalid
-from neardup.api.limits import collection_name_problem
 from neardup.api.models import CollectionCreate, CollectionList, CollectionOut
 from neardup.api.responses import JSONBytesResponse
 from neardup.api.routing import OrjsonRoute
 from neardup.domain import CollectionNotFound, CollectionParams
+from neardup.domain.models import collection_name_problem
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=OrjsonRoute)
 

@@ -18,10 +18,10 @@ from starlette.types import Scope
 
 from neardup.api.auth import require_write
 from neardup.api.errors import invalid
-from neardup.api.limits import Limits, collection_name_problem
+from neardup.api.limits import Limits
 from neardup.api.metrics import Metrics
-from neardup.api.models import COLLECTION_NAME_PATTERN
 from neardup.domain import Index
+from neardup.domain.models import COLLECTION_NAME_PATTERN, collection_name_problem
 from neardup.settings import Settings
 
 

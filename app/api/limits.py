@@ -16,7 +16,7 @@ import orjson
 from fastapi.exceptions import RequestValidationError
 
 from neardup.api.errors import invalid
-from neardup.domain.models import COLLECTION_NAME, MAX_ID_BYTES
+from neardup.domain.models import MAX_ID_BYTES
 from neardup.settings import Settings
 
 #: UTF-8 needs at most this many bytes per code point: texts shorter than limit/4 need no encoding.
@@ -116,14 +116,3 @@ class Limits:
     def check_query_limit(self, limit: int) -> None:
         if limit > self.max_query_limit:
             raise invalid(("body", "limit"), f"limit is {limit}; ask for at most {self.max_query_limit}")
-
-
-def collection_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot name a collection, or None. Names become part of store keys, so the
-    alphabet is closed: no braces (cluster hash tags), no spaces, no path separators."""
-    if COLLECTION_NAME.match(name):
-        return None
-    return (
-        "collection name must be 1-64 characters of letters, digits, '_', '.' or '-', "
-        f"starting with a letter or digit; got {name[:80]!r}"
-    )

@@ -12,8 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: The collection name alphabet as a JSON Schema (ECMA) pattern (enforced by neardup.api.limits).
-COLLECTION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+from neardup.domain.models import COLLECTION_NAME_PATTERN, COLLECTION_NAME_RULE
 
 Metadata = dict[str, Any]
 
@@ -44,7 +43,7 @@ class CollectionCreate(RequestBody):
     name: str = Field(
         min_length=1,
         max_length=64,
-        description="1-64 letters, digits, '_', '.' or '-', starting with a letter or digit",
+        description=COLLECTION_NAME_RULE,
         examples=["pages"],
         # Documented, not enforced here: the route refuses other names with a clearer message.
         json_schema_extra={"pattern": COLLECTION_NAME_PATTERN},

@@ -18,7 +18,6 @@ import numpy as np
 import orjson
 
 from neardup import sketch
-from neardup.domain import records
 from neardup.domain.banding import (
     Sketches,
     earlier_in_batch,
@@ -36,7 +35,6 @@ from neardup.domain.errors import (
 )
 from neardup.domain.group_commit import GroupCommit
 from neardup.domain.models import (
-    COLLECTION_NAME,
     CheckResult,
     CollectionInfo,
     CollectionParams,
@@ -45,8 +43,11 @@ from neardup.domain.models import (
     Metadata,
     StoredDocument,
     check_document,
+    encode_metadata,
+    is_collection_name,
 )
 from neardup.domain.observer import IndexObserver, NullObserver
+from neardup.storage import records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from neardup.storage.keys import CollectionKeys
 from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Store
@@ -156,7 +157,7 @@ class Index:
 
     async def _fetch_collection(self, name: str) -> tuple[_Collection, int]:
         """The collection's parameters from the store (cached for later calls) and its document count."""
-        if not isinstance(name, str) or not COLLECTION_NAME.match(name):
+        if not is_collection_name(name):
             raise CollectionNotFound(name)
         async with self._storage(name):
             found = await self._store.get_collection(name)
@@ -229,7 +230,7 @@ class Index:
 
     async def delete_collection(self, name: str) -> None:
         """Drop the collection and all its documents; CollectionNotFound if absent."""
-        if not isinstance(name, str) or not COLLECTION_NAME.match(name):
+        if not is_collection_name(name):
             raise CollectionNotFound(name)
         self._collections.pop(name, None)
         async with self._storage(name):
@@ -261,7 +262,7 @@ class Index:
             return []
         # Encoded here, in the caller: a document that cannot be stored must fail its own call, never a
         # shared batch of others'.
-        metas = [records.encode_metadata(doc.id, doc.metadata) for doc in docs]
+        metas = [encode_metadata(doc.id, doc.metadata) for doc in docs]
         if insert:
             return await self._inserts.submit(
                 name, [(doc, meta, min_similarity) for doc, meta in zip(docs, metas, strict=True)]
@@ -345,7 +346,7 @@ class Index:
         """Insert or replace without reporting matches (it still takes its place in first-seen order).
         The same text and metadata as the stored version change nothing."""
         check_document(doc)
-        meta = records.encode_metadata(doc.id, doc.metadata)
+        meta = encode_metadata(doc.id, doc.metadata)
         try:
             collection, _, _, inserted_ms = await self._run(name, [doc], [meta], "put", keep_unchanged=True)
         except _Unchanged as unchanged:  # stored as it is: it keeps its place, as in a check
@@ -474,7 +475,7 @@ class Index:
             if _expired(collection.params, version.record):
                 continue
             stored_id, _, metadata = records.unpack(version.record)
-            if stored_id == docs[i].id and records.encode_metadata(stored_id, metadata) == metas[i]:
+            if stored_id == docs[i].id and encode_metadata(stored_id, metadata) == metas[i]:
                 unchanged[i] = version.ordinal
         return unchanged
 

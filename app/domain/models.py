@@ -8,6 +8,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from neardup import sketch
 from neardup.domain.errors import InvalidInput, InvalidParameters
 
@@ -15,8 +17,11 @@ Shingle = Literal["word", "char"]
 Metadata = dict[str, Any]
 
 #: Collection names go into Redis key names (inside ``{...}`` hash tags and between ":"), so braces,
-#: colons and spaces are out.
-COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")  # \Z, not $: "a\n" must not pass
+#: colons and spaces are out. The one definition of the rule: the API's schema pattern, the checks of
+#: the domain and of the API, and their message all come from these two lines.
+COLLECTION_NAME_RULE = "1-64 characters of letters, digits, '_', '.' or '-', starting with a letter or digit"
+COLLECTION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # ECMA 262 (JSON Schema): $ is the very end
+COLLECTION_NAME = re.compile(COLLECTION_NAME_PATTERN[1:-1])  # used with fullmatch: "a\n" must not pass
 #: Longest document id, in UTF-8 bytes (URLs fit). Ids live in compact hashes whose values stay under
 #: the server's hash-max-listpack-value (600 on the embedded server).
 MAX_ID_BYTES = 512
@@ -181,12 +186,21 @@ class StoredDocument:
 # --- validation -------------------------------------------------------------------------------------
 
 
+def is_collection_name(name: object) -> bool:
+    return isinstance(name, str) and COLLECTION_NAME.fullmatch(name) is not None
+
+
+def collection_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a collection, or None."""
+    if is_collection_name(name):
+        return None
+    shown = name[:80] if isinstance(name, str) else name
+    return f"collection name must be {COLLECTION_NAME_RULE}; got {shown!r}"
+
+
 def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not COLLECTION_NAME.match(name):
-        raise InvalidParameters(
-            f"collection name must be 1-64 characters of letters, digits, '_', '.' or '-', "
-            f"starting with a letter or digit; got {name!r}"
-        )
+    if problem := collection_name_problem(name):
+        raise InvalidParameters(problem)
 
 
 def _check_threshold(threshold: object) -> None:
@@ -260,3 +274,13 @@ def check_document(doc: Document) -> None:
         raise InvalidInput(f"text of document {doc.id!r} must be a string")
     if doc.metadata is not None and not isinstance(doc.metadata, dict):
         raise InvalidInput(f"metadata of document {doc.id!r} must be a JSON object or null")
+
+
+def encode_metadata(doc_id: str, metadata: Metadata | None) -> bytes:
+    """The metadata's JSON as it is stored (``neardup.storage.records``); b"" when there is none."""
+    if metadata is None:
+        return b""
+    try:
+        return orjson.dumps(metadata)
+    except TypeError as error:
+        raise InvalidInput(f"metadata of document {doc_id!r} is not JSON-serializable: {error}") from None

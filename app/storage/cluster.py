@@ -40,7 +40,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
-from neardup.storage import keys
+from neardup.storage import keys, records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from neardup.storage.scripts import Script
 from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, StoredVersion
@@ -78,22 +78,6 @@ _GROUP = struct.Struct(">I")
 
 def _o4(ordinal: int) -> bytes:
     return struct.pack(">I", ordinal)
-
-
-def record_id(record: bytes) -> bytes:
-    """The id inside a packed record ``<ms>:<id length>:<id><metadata>`` (see app/domain/records.py)."""
-    try:
-        _, length, rest = record.split(b":", 2)
-        return rest[: int(length)]
-    except ValueError:
-        return b""
-
-
-def record_ms(record: bytes) -> int:
-    try:
-        return int(record.split(b":", 1)[0])
-    except ValueError:
-        return 0
 
 
 @dataclass
@@ -470,7 +454,7 @@ class ClusterStore:
         self, k: keys.CollectionKeys, mode: Mode, batch: CheckBatch, max_candidates: int
     ) -> CheckReply | NeedOldBands:
         bands, band_keys, signatures, empties = batch.bands, batch.band_keys, batch.signatures, batch.empties
-        ids, records, expected, old_bands = batch.ids, batch.records, batch.expected, batch.old_bands
+        ids, packed, expected, old_bands = batch.ids, batch.records, batch.expected, batch.old_bands
         n = len(ids)
         if n == 0:
             return CheckReply([], [], {})
@@ -535,7 +519,7 @@ class ClusterStore:
                     (sig_key, sig_slot, signatures[i * sig_size : (i + 1) * sig_size])
                 )
                 doc_key, doc_slot = g.doc(ordinals[i])
-                ops_for(doc_key).sets.extend((doc_key, doc_slot, records[i]))
+                ops_for(doc_key).sets.extend((doc_key, doc_slot, packed[i]))
             for old, old_fields in removed:
                 self._removal(g, ops_for, old, old_fields)
             for i, id_key, doc_id, before, new in swaps:
@@ -635,7 +619,7 @@ class ClusterStore:
 
         # 6. verify: the id in the record must still name this ordinal
         with_record = [c for c in outside if fetched[c][0] and fetched[c][1]]
-        named = [record_id(fetched[c][1]) for c in with_record]
+        named = [records.record_id(fetched[c][1]) for c in with_record]
         names = await self._get([(g.ids(name), name) for name in named])
         live = {c for c, name in zip(with_record, names, strict=True) if name == str(c).encode()}
         dead = [c for c in outside if c not in live]
@@ -740,7 +724,7 @@ class ClusterStore:
             record, sig = got[2 * j], got[2 * j + 1]
             if not record:
                 continue
-            if o <= floor or (ttl > 0 and record_ms(record) < now_ms - ttl):
+            if o <= floor or (ttl > 0 and records.inserted_ms(record) < now_ms - ttl):
                 out.append((o, sig))
                 if len(out) == limit:
                     break
@@ -753,13 +737,13 @@ class ClusterStore:
         reclaimed ordinal and hole."""
         async with self._guard():
             g = _Groups(k, await self._layout(k))
-            records = await self._get([g.doc(o) for o, _ in items])
-            present = [(o, b, r) for (o, b), r in zip(items, records, strict=True) if r]
+            stored = await self._get([g.doc(o) for o, _ in items])
+            present = [(o, b, r) for (o, b), r in zip(items, stored, strict=True) if r]
 
             def build(ops_for: Any) -> None:
                 for o, band_bytes, record in present:
                     self._removal(g, ops_for, o, _split(band_bytes))
-                    doc_id = record_id(record)
+                    doc_id = records.record_id(record)
                     id_key = g.ids(doc_id)
                     ops = ops_for(id_key)
                     ops.swaps.extend((id_key, doc_id, str(o).encode(), b""))

@@ -15,9 +15,9 @@ import redis
 
 from neardup.domain import CollectionParams, Document, Index, StoreUnavailable
 from neardup.storage import ClusterStore
-from neardup.testing import LocalCluster
 from neardup.storage.errors import StoreDown
 from neardup.storage.keys import CollectionKeys
+from neardup.testing import LocalCluster
 from tests.domain.test_index import text, variant
 
 pytestmark = pytest.mark.anyio

@@ -11,6 +11,17 @@ local BAND_TARGET, ID_TARGET = tonumber(ARGV[6]), tonumber(ARGV[7])
 local SIG_GROUP, DOC_GROUP = tonumber(ARGV[8]), tonumber(ARGV[9])
 local MAX_ORDINAL = 4294967295
 
+-- A document's record, as neardup/storage/records.py defines it: "<inserted_ms>:<id length>:<id><metadata>".
+local function record_ms(record)
+  return tonumber(string.match(record, '^(%d+):')) or 0
+end
+
+local function record_id(record)
+  local head, size = string.match(record, '^(%d+:(%d+):)')
+  if not head then return '' end
+  return string.sub(record, #head + 1, #head + tonumber(size))
+end
+
 -- Band keys arrive as 8 raw little-endian bytes; their low 32 bits pick the group.
 local function band_hash(field)
   local a, b, c, d = string.byte(field, 1, 4)

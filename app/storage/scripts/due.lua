@@ -23,8 +23,7 @@ while ord < st.seq and #out < 2 * limit and steps < 8 * limit do
   if not record then
     if #out == 0 then st.low = next_ord end  -- a hole before anything due: reclaimed already
   else
-    local ms = tonumber(string.match(record, '^(%d+):')) or 0
-    if next_ord <= floor or ms < cutoff then
+    if next_ord <= floor or record_ms(record) < cutoff then
       out[#out + 1] = next_ord
       out[#out + 1] = redis.call('HGET', sig_key(next_ord), slot(next_ord, SIG_GROUP)) or ''
     else

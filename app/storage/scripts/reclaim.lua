@@ -15,12 +15,7 @@ for j = 10, #ARGV, 2 do
   local ord = tonumber(ARGV[j])
   local record = redis.call('HGET', doc_key(ord), slot(ord, DOC_GROUP))
   if record then
-    local _, _, size = string.find(record, '^%d+:(%d+):')
-    local id = ''
-    if size then
-      local start = #string.match(record, '^%d+:%d+:') + 1
-      id = string.sub(record, start, start + tonumber(size) - 1)
-    end
+    local id = record_id(record)
     remove_document(st, ord, ARGV[j + 1])
     local id_key = group_of(st.id, id_hash(id))
     if redis.call('HGET', id_key, id) == string.format('%d', ord) then
