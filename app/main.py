@@ -18,6 +18,7 @@ from neardup.api import routers
 from neardup.api.access_log import AccessLogMiddleware
 from neardup.api.auth import ApiKeys, AuthMiddleware, install_auth
 from neardup.api.body_limit import BodyLimitMiddleware
+from neardup.api.contract import install_contract
 from neardup.api.deps import Runtime
 from neardup.api.errors import CatchAllMiddleware, install_error_handlers
 from neardup.api.limits import Limits
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     keys = ApiKeys.parse(settings.api_keys.get_secret_value()) if settings.api_keys else ApiKeys(())
     install_auth(app, keys)
+    install_contract(app, settings, limits)
     # Added innermost first: the catch-all sits next to the routes, API keys are checked before any
     # route runs, metrics see every final status (401s too), and oversized bodies are refused before
     # anything reads them.

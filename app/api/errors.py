@@ -7,7 +7,9 @@ trace back; unexpected errors are logged here with a request id the client can q
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -122,9 +124,15 @@ def _redis_down(request: Request, exc: Exception) -> Response:
     return _unavailable("the store cannot be reached", DEFAULT_RETRY_AFTER)
 
 
+#: The integers an answer can hold as numbers (JSON parsers, ours included, stop at 64 bits).
+_INT64 = range(-(2**63), 2**64)
+
+
 def _short(value: object) -> object:
     if isinstance(value, str) and len(value) > MAX_ECHO_CHARS:
         return value[:MAX_ECHO_CHARS] + "..."
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+        return _short(str(value))  # a number too big to answer as a number is echoed as text
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return None  # dicts and lists could be the whole request body: do not echo them
@@ -156,6 +164,20 @@ def _validation_error(request: Request, exc: Exception) -> Response:
     return error_response(422, "invalid_request", message, detail=detail)
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """The methods the OpenAPI document lists for this request's path (Starlette's own Allow names the
+    methods of the first route that matched, not those of every route on the path)."""
+    for template, operations in request.app.openapi()["paths"].items():
+        if _path_pattern(template).fullmatch(request.scope["path"]):
+            return sorted(method.upper() for method in operations)
+    return []
+
+
+@functools.lru_cache(maxsize=64)
+def _path_pattern(template: str) -> re.Pattern[str]:
+    return re.compile(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)))
+
+
 def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
@@ -170,9 +192,12 @@ def _http_error(request: Request, exc: Exception) -> Response:
         )
     if exc.status_code == 404 and message == "Not Found":
         message = f"no such endpoint: {request.method} {request.url.path}; see /docs"
-    elif exc.status_code == 405:
-        message = f"method {request.method} is not allowed on {request.url.path}; see /docs"
     headers = dict(exc.headers) if exc.headers else None
+    if exc.status_code == 405:
+        message = f"method {request.method} is not allowed on {request.url.path}; see /docs"
+        # Starlette's Allow names the methods of the first route whose path matched; a path served by
+        # several routes (GET and POST /v1/collections) allows the methods of all of them.
+        headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
     code = _HTTP_CODES.get(exc.status_code, "error")
     return error_response(exc.status_code, code, message, headers=headers)
 

@@ -8,6 +8,7 @@ documents per request, so they must cost a few hundred nanoseconds per document,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,12 @@ from neardup.settings import Settings
 
 #: UTF-8 needs at most this many bytes per code point: texts shorter than limit/4 need no encoding.
 MAX_UTF8_BYTES_PER_CHAR = 4
+#: What an id may not contain: control characters (C0, DEL, C1) and line or paragraph separators; ids
+#: appear in logs, headers and responses. The same rule as a JSON Schema (ECMA 262) pattern, for the
+#: OpenAPI document (neardup.api.contract).
+_ID_FORBIDDEN_CHARS = "\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029"
+ID_PATTERN = f"^[^{_ID_FORBIDDEN_CHARS}]+$"
+_ID_FORBIDDEN = re.compile(f"[{_ID_FORBIDDEN_CHARS}]")
 
 
 @dataclass(frozen=True)
@@ -45,12 +52,11 @@ class Limits:
         )
 
     def id_problem(self, doc_id: str) -> str | None:
-        """Why ``doc_id`` cannot be used, or None. Ids are printable (no control characters, no line
-        breaks: they appear in logs and responses) and bounded in UTF-8 bytes."""
+        """Why ``doc_id`` cannot be used, or None: see ``ID_PATTERN``; bounded in UTF-8 bytes."""
         if not doc_id:
             return "id must not be empty"
-        if not doc_id.isprintable():
-            return "id must be printable: no control characters, tabs or line breaks"
+        if _ID_FORBIDDEN.search(doc_id):
+            return "id must not contain control characters, tabs, line breaks or line/paragraph separators"
         if len(doc_id) * MAX_UTF8_BYTES_PER_CHAR > self.max_id_bytes:
             size = len(doc_id.encode("utf-8", "surrogatepass"))
             if size > self.max_id_bytes:

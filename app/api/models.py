@@ -8,17 +8,33 @@ below exist for the OpenAPI schema and for clients that want to read it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat
 
 from neardup.domain.models import COLLECTION_NAME_PATTERN, COLLECTION_NAME_RULE
 
 Metadata = dict[str, Any]
 
+
+def _json_integer(value: Any) -> Any:
+    """Request fields are strict (a boolean is true or false, not 0): an integer field takes JSON's
+    integers: 3 and 3.0 (JSON Schema calls both integers), not "3", true or 3.5."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be an integer")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("must be an integer")
+        return int(value)
+    return value
+
+
+_INTEGER = BeforeValidator(_json_integer)
+
+
 _ID = Field(
     min_length=1,
-    description="the document's id: printable, unique per collection, "
+    description="the document's id: unique per collection, no control characters, "
     "at most NEARDUP_MAX_ID_LENGTH bytes of UTF-8",
 )
 _TEXT = Field(description="the document's text (UTF-8); its size is capped by NEARDUP_MAX_TEXT_BYTES")
@@ -48,41 +64,39 @@ class CollectionCreate(RequestBody):
         # Documented, not enforced here: the route refuses other names with a clearer message.
         json_schema_extra={"pattern": COLLECTION_NAME_PATTERN},
     )
-    threshold: float | None = Field(
+    threshold: StrictFloat | None = Field(
         default=None,
         gt=0.0,
         lt=1.0,
         description="near-duplicate threshold on estimated Jaccard (default 0.8)",
     )
-    num_perm: int | None = Field(
-        default=None, ge=16, le=1024, multiple_of=8, description="signature length (default 128)"
+    num_perm: Annotated[int, Field(ge=16, le=1024, multiple_of=8), _INTEGER] | None = Field(
+        default=None, description="signature length (default 128)"
     )
     shingle: Literal["word", "char"] | None = Field(
         default=None, description="features: word n-grams or character n-grams (default word)"
     )
-    size: int | None = Field(default=None, ge=1, le=64, description="n of the n-grams (default 5)")
-    bands: int | None = Field(default=None, ge=1, description="LSH bands; chosen from the threshold if unset")
-    rows: int | None = Field(
-        default=None, ge=1, description="slots per band; chosen from the threshold if unset"
+    size: Annotated[int, Field(ge=1, le=64), _INTEGER] | None = Field(
+        default=None, description="n of the n-grams (default 5)"
     )
-    ttl_seconds: int | None = Field(
+    bands: Annotated[int, Field(ge=1, le=1024), _INTEGER] | None = Field(
+        default=None, description="LSH bands; chosen from the threshold if unset"
+    )
+    rows: Annotated[int, Field(ge=1, le=1024), _INTEGER] | None = Field(
+        default=None, description="slots per band; chosen from the threshold if unset"
+    )
+    ttl_seconds: Annotated[int, Field(ge=1, le=315_360_000), _INTEGER] | None = Field(
         default=None,
-        ge=1,
-        le=315_360_000,
         description="retention: a document stops matching this many seconds after its insertion, and "
         "its entries are reclaimed (default: kept forever)",
     )
-    max_documents: int | None = Field(
+    max_documents: Annotated[int, Field(ge=1, le=2**31), _INTEGER] | None = Field(
         default=None,
-        ge=1,
-        le=2**31,
         description="keep only the most recent insertions: older ones stop matching and are "
         "reclaimed (default: no limit)",
     )
-    expected_documents: int | None = Field(
+    expected_documents: Annotated[int, Field(ge=1, le=2**27), _INTEGER] | None = Field(
         default=None,
-        ge=1,
-        le=2**27,
         description="capacity hint: the band table is sized for this many documents up front, so "
         "inserts up to it skip the table's growth (about a third less server work each); a collection "
         "far smaller than its hint uses more memory per document. Changes no result.",
@@ -115,8 +129,8 @@ class CheckRequest(RequestBody):
     id: str = _ID
     text: str = _TEXT
     metadata: Metadata | None = _METADATA
-    insert: bool = Field(default=True, description="store the document after checking it")
-    min_similarity: float | None = _MIN_SIMILARITY
+    insert: StrictBool = Field(default=True, description="store the document after checking it")
+    min_similarity: StrictFloat | None = _MIN_SIMILARITY
 
 
 class BatchDocument(RequestBody):
@@ -129,16 +143,16 @@ class BatchCheckRequest(RequestBody):
     documents: list[BatchDocument] = Field(
         min_length=1, description="checked in order: a later document sees the earlier ones"
     )
-    insert: bool = Field(default=True, description="store the documents after checking them")
-    min_similarity: float | None = _MIN_SIMILARITY
+    insert: StrictBool = Field(default=True, description="store the documents after checking them")
+    min_similarity: StrictFloat | None = _MIN_SIMILARITY
 
 
 class QueryRequest(RequestBody):
     text: str = _TEXT
-    limit: int = Field(
-        default=10, ge=1, description="most matches to return (capped by NEARDUP_MAX_QUERY_LIMIT)"
+    limit: Annotated[int, Field(ge=1), _INTEGER] = Field(
+        default=10, description="most matches to return (capped by NEARDUP_MAX_QUERY_LIMIT)"
     )
-    min_similarity: float | None = _MIN_SIMILARITY
+    min_similarity: StrictFloat | None = _MIN_SIMILARITY
 
 
 class MatchOut(BaseModel):

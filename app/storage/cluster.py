@@ -28,7 +28,7 @@ import hashlib
 import struct
 import time
 from binascii import crc_hqx
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -43,7 +43,7 @@ from redis.retry import Retry
 from neardup.storage import keys, records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from neardup.storage.scripts import Script
-from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, StoredVersion
+from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, StoredVersion, each
 
 #: A pending ordinal older than this belongs to a check that died between append and stamp. It must
 #: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see _guard;
@@ -430,16 +430,31 @@ class ClusterStore:
             if shape and int(shape[1]) > 0:  # seq 0: nothing was ever written
                 gen, seq, band_groups, id_groups = _bytes(shape[0]).decode(), *map(int, shape[1:])
                 self._layouts.pop((name, gen), None)
-                data = keys.CollectionKeys(name, gen).data_keys(seq, band_groups, id_groups)
-                for start in range(0, len(data), _UNLINK_CHUNK):
-                    chunk = data[start : start + _UNLINK_CHUNK]
-
-                    def build(ops_for: Any, chunk: list[str] = chunk) -> None:
-                        for key in chunk:
-                            ops_for(key).unlinks.append(key)
-
-                    await self._write(build)
+                await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
         return True
+
+    async def _unlink_generation(
+        self, k: keys.CollectionKeys, seq: int, band_groups: int, id_groups: int
+    ) -> None:
+        """As RedisStore's: by name, or by a scan of every node when there are fewer keys than names."""
+        names: AsyncIterator[Any] | Iterator[str]
+        if k.named_cost(seq, band_groups, id_groups) > int(await self._client.dbsize()):
+            names = self._client.scan_iter(match=k.data_pattern, count=_UNLINK_CHUNK)
+        else:
+            names = k.data_keys(seq, band_groups, id_groups)
+        chunk: list[str] = []
+
+        def build(ops_for: Any) -> None:
+            for key in chunk:
+                ops_for(key).unlinks.append(key)
+
+        async for key in each(names):
+            chunk.append(key.decode() if isinstance(key, bytes) else key)
+            if len(chunk) >= _UNLINK_CHUNK:
+                await self._write(build)
+                chunk = []
+        if chunk:
+            await self._write(build)
 
     # --- documents ------------------------------------------------------------------------------------
 

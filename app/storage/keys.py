@@ -51,6 +51,8 @@ of the server's work per checked document; 16 instead of 32 fields per group cut
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 NAMESPACE = "nd"
 REGISTRY = f"{NAMESPACE}:collections"
 
@@ -130,6 +132,8 @@ class CollectionKeys:
         self.id_prefix = f"{base}:i:"
         self.sig_prefix = f"{base}:s:"
         self.doc_prefix = f"{base}:d:"
+        #: Every data key of this generation matches it (names and generations hold no glob characters).
+        self.data_pattern = f"{base}:*"
 
     def band_group(self, n: int) -> str:
         return f"{self.band_prefix}{n}"
@@ -143,10 +147,16 @@ class CollectionKeys:
     def doc_group(self, n: int) -> str:
         return f"{self.doc_prefix}{n}"
 
-    def data_keys(self, seq: int, band_groups: int, id_groups: int) -> list[str]:
-        """All data keys of the generation, from its state (no keyspace scan): for dropping it."""
-        keys = [self.band_group(n) for n in range(band_groups)]
-        keys += [self.id_group(n) for n in range(id_groups)]
-        keys += [self.sig_group(n) for n in range(seq // SIG_GROUP + 1)]
-        keys += [self.doc_group(n) for n in range(seq // DOC_GROUP + 1)]
-        return keys
+    def data_keys(self, seq: int, band_groups: int, id_groups: int) -> Iterator[str]:
+        """Every name a data key of the generation can have, from its state (no keyspace scan), lazily:
+        a table sized by a large capacity hint has millions of names, most of them never written (the
+        stores scan for the keys instead when that is cheaper, see ``named_cost``)."""
+        yield from (self.band_group(n) for n in range(band_groups))
+        yield from (self.id_group(n) for n in range(id_groups))
+        yield from (self.sig_group(n) for n in range(seq // SIG_GROUP + 1))
+        yield from (self.doc_group(n) for n in range(seq // DOC_GROUP + 1))
+
+    @staticmethod
+    def named_cost(seq: int, band_groups: int, id_groups: int) -> int:
+        """How many names ``data_keys`` yields."""
+        return band_groups + id_groups + seq // SIG_GROUP + seq // DOC_GROUP + 2

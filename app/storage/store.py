@@ -7,7 +7,7 @@ Every redis failure leaves this module as :class:`StoreDown`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -118,6 +118,16 @@ class Store(Protocol):
     async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int: ...
 
 
+async def each(items: AsyncIterator[Any] | Iterator[Any]) -> AsyncIterator[Any]:
+    """The items of a plain or an async iterator, as an async iterator."""
+    if isinstance(items, Iterator):
+        for item in items:
+            yield item
+    else:
+        async for item in items:
+            yield item
+
+
 class RedisStore:
     """Wraps one ``redis.asyncio.Redis`` client (never subclassed). Build with :meth:`from_url`."""
 
@@ -225,11 +235,29 @@ class RedisStore:
             return False
         gen, seq, band_groups, id_groups = reply[1].decode(), int(reply[2]), int(reply[3]), int(reply[4])
         if gen:
-            data = keys.CollectionKeys(name, gen).data_keys(seq, band_groups, id_groups)
             async with self._guard():
-                for start in range(0, len(data), _UNLINK_CHUNK):
-                    await self._client.unlink(*data[start : start + _UNLINK_CHUNK])
+                await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
         return True
+
+    async def _unlink_generation(
+        self, k: keys.CollectionKeys, seq: int, band_groups: int, id_groups: int
+    ) -> None:
+        """Unlink every data key of a dropped generation, in chunks: by their names when there are fewer
+        names than keys on the server, else by scanning for the generation's prefix (a table sized for
+        a large capacity hint has far more names than keys)."""
+        names: AsyncIterator[Any] | Iterator[str]
+        if k.named_cost(seq, band_groups, id_groups) > await self._client.dbsize():
+            names = self._client.scan_iter(match=k.data_pattern, count=_UNLINK_CHUNK)
+        else:
+            names = k.data_keys(seq, band_groups, id_groups)
+        chunk: list[Any] = []
+        async for key in each(names):
+            chunk.append(key)
+            if len(chunk) >= _UNLINK_CHUNK:
+                await self._client.unlink(*chunk)
+                chunk = []
+        if chunk:
+            await self._client.unlink(*chunk)
 
     # --- documents ------------------------------------------------------------------------------------
 

@@ -58,6 +58,17 @@ async def test_huge_numbers_in_metadata_are_not_a_server_error(client: AsyncClie
     assert (await client.post(CHECK, content=raw, headers=JSON)).status_code < 500
 
 
+async def test_a_huge_number_in_a_refused_field_is_echoed_as_text_not_a_server_error(
+    client: AsyncClient,
+) -> None:
+    raw = b'{"name": "big", "max_documents": 1022627160075585576302018560, "rows": -5}'
+    response = await client.post("/v1/collections", content=raw, headers=JSON)
+    assert response.status_code == 422, response.text
+    inputs = {tuple(d["loc"]): d.get("input") for d in response.json()["detail"]}
+    assert inputs[("body", "max_documents")] == "1022627160075585576302018560"
+    assert inputs[("body", "rows")] == -5
+
+
 async def test_invalid_json_says_where(client: AsyncClient) -> None:
     assert_error(await client.post(CHECK, content=b'{"id": "a",, }', headers=JSON), 422, "not valid JSON")
 
@@ -82,7 +93,7 @@ async def test_wrong_types_and_missing_fields_name_the_field(client: AsyncClient
 async def test_empty_unprintable_and_long_ids_are_422(client: AsyncClient) -> None:
     assert_error(await client.post(CHECK, json={"id": "", "text": "t"}), 422, "body.id")
     for bad in ("a\nb", "a\x00b", "tab\there", "\u2028"):
-        assert_error(await client.post(CHECK, json={"id": bad, "text": "t"}), 422, "printable")
+        assert_error(await client.post(CHECK, json={"id": bad, "text": "t"}), 422, "control characters")
     assert_error(await client.post(CHECK, json={"id": "x" * 101, "text": "t"}), 422, "at most 100")
     assert (await client.post(CHECK, json={"id": "x" * 100, "text": "t"})).status_code == 200
 

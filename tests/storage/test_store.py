@@ -4,6 +4,8 @@ here: the store does not care what they mean."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 import redis
@@ -307,3 +309,27 @@ async def test_a_collection_sized_up_front_does_not_split_below_its_capacity(
     assert isinstance(reply, CheckReply)
     grown = {f.decode(): int(v) for f, v in sync_client.hgetall(k.state).items() if f != b"gen"}
     assert 2 ** grown["bL"] + grown["bS"] > band_groups
+
+
+async def test_dropping_a_collection_sized_for_millions_removes_its_keys_without_naming_them_all(
+    store: Store, sync_client: redis.Redis | redis.RedisCluster
+) -> None:
+    """A capacity hint of 2^27 documents names ~2^27 band groups, of which a few documents write a few
+    dozen: the drop scans for the keys that exist instead of unlinking every name (which took minutes
+    and gigabytes of memory, and made a DELETE time out)."""
+    capacity = 2**27
+    assert await store.create_collection("huge", b"{}", "g1", capacity=capacity, bands=BANDS) is None
+    k = CollectionKeys("huge", "g1")
+    sigs, bands = random_batch(5)
+    assert isinstance(await send(store, k, [f"d{i}" for i in range(5)], sigs, bands, mode="put"), CheckReply)
+    other = await new_collection(store, "kept")
+    await send(store, other, ["x"], *random_batch(1), mode="put")
+
+    def data_keys(k: CollectionKeys) -> list[bytes]:
+        return list(sync_client.scan_iter(match=k.data_pattern, count=1000))
+
+    assert len(data_keys(k)) >= BANDS  # the documents' band groups, ids, signatures and records
+    kept = sorted(data_keys(other))
+    assert await asyncio.wait_for(store.drop_collection("huge"), timeout=60) is True
+    assert data_keys(k) == []
+    assert sorted(data_keys(other)) == kept  # another collection's keys are untouched
