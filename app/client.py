@@ -225,11 +225,18 @@ class StoredDocument:
 
 
 def _collections(name: str | None = None) -> str:
-    return "/v1/collections" if name is None else f"/v1/collections/{quote(name, safe='')}"
+    return "/v1/collections" if name is None else f"/v1/collections/{_segment(name)}"
+
+
+def _segment(value: str) -> str:
+    """One path segment. "." and ".." are sent as %2E: left as they are, the URL would be normalized
+    (DELETE .../documents/.. would drop the collection)."""
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 def _document(collection: str, doc_id: str) -> str:
-    return f"{_collections(collection)}/documents/{quote(doc_id, safe='')}"
+    return f"{_collections(collection)}/documents/{_segment(doc_id)}"
 
 
 def _headers(api_key: str | None) -> dict[str, str]:

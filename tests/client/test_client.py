@@ -92,6 +92,18 @@ def test_check_query_and_documents(client: Client) -> None:
     assert client.get_collection("c2").documents == 2
 
 
+def test_ids_that_are_dot_segments_address_their_document_not_the_collection(client: Client) -> None:
+    fresh(client, "dots")
+    for doc_id in (".", "..", "a/..", "%2E"):
+        client.put("dots", doc_id, f"the text of {doc_id}")
+    for doc_id in (".", "..", "a/..", "%2E"):
+        assert client.get("dots", doc_id).id == doc_id
+    client.delete("dots", "..")  # unescaped, the URL would become DELETE /v1/collections/dots
+    assert client.get_collection("dots").documents == 3
+    with pytest.raises(NotFound):
+        client.get("dots", "..")
+
+
 def test_check_many_batches_and_streams_in_order(client: Client, service: Any) -> None:
     fresh(client, "c3", threshold=0.7)
     docs = [{"id": f"d{i}", "text": f"{PROSE} {i}" if i % 2 else f"{OTHER} number {i}"} for i in range(7)]
