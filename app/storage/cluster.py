@@ -2,8 +2,9 @@
 async ``RedisCluster``. A collection's band, id, signature and record groups have no hash tag, so
 they spread over every shard; only its state (sequence, stamps, pending ordinals) shares one slot.
 
-A check cannot be one atomic script here, so it runs the protocol of DESIGN-NOTES.md ("First seen
-wins") in round trips, each pipelined or one script call per node:
+A check cannot be one atomic script here, so it runs the protocol of docs/design.md ("Cluster: append,
+stamp, read, verify" and "Why first seen wins") in round trips, each pipelined or one script call per
+node:
 
 0. look up the ids (a replaced version's band keys must come from the caller, as on one server);
 1. reserve ordinals (state slot; they are *pending*);

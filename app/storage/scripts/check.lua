@@ -1,6 +1,6 @@
 -- check.lua: one batch of documents, atomically: replace old versions, append to band buckets, stamp,
 -- and read the candidates seen in those buckets (the append -> stamp -> read protocol of
--- DESIGN-NOTES.md in one step, so first seen wins without any lock).
+-- docs/design.md ("Standalone: one script per batch") in one step, so first seen wins without any lock).
 --
 -- KEYS[1]  collection state hash
 -- ARGV[1..9] shared head (see _common.lua), then:

@@ -1,5 +1,5 @@
 -- cluster_stamp.lua: (Redis Cluster) phase 2 of a check: stamp the batch's ordinals, in batch order,
--- after their band entries were appended (DESIGN-NOTES.md, "First seen wins").
+-- after their band entries were appended (docs/design.md, "Why first seen wins").
 --
 -- Stamps only grow. An ordinal whose implicit stamp (ordinal * SCALE) is above the last stamp issued
 -- (`top`) takes it and nothing is recorded; one that was overtaken by a larger ordinal gets top + 1,
