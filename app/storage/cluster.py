@@ -736,9 +736,11 @@ class ClusterStore:
             span = list(range(low + 1, min(end, low + 4 * limit) + 1))
             got = await self._get([p for o in span for p in (g.doc(o), g.sig(o))])
         out: list[tuple[int, bytes]] = []
+        holes_to = low  # the last of the holes before anything due
         for j, o in enumerate(span):
             record, sig = got[2 * j], got[2 * j + 1]
             if not record:
+                holes_to = o if not out and holes_to == o - 1 else holes_to
                 continue
             if o <= floor or (ttl > 0 and records.inserted_ms(record) < now_ms - ttl):
                 out.append((o, sig))
@@ -746,6 +748,12 @@ class ClusterStore:
                     break
             else:
                 break
+        if holes_to > low:
+            # Holes (deleted, replaced, abandoned ordinals) are reclaimed already: step over them now,
+            # or a window of nothing but holes would return nothing, forever (reclaim moves low too,
+            # but only runs when something is due).
+            async with self._guard():
+                self._status([await self._state_call("cluster_advance", k, [k.gen, holes_to, 0])])
         return out
 
     async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int:

@@ -98,3 +98,22 @@ async def test_memory_stays_flat_while_inserting_with_a_ttl(store: Store, store_
     # with the machine's load).
     allowance = 300 * (inserted1 - inserted0) + 2_000 * max(0, kept1 - kept0)
     assert memory1 - memory0 < allowance, samples
+
+
+async def test_reclaiming_steps_over_any_run_of_holes(store: Store) -> None:
+    """Deleted documents leave holes in the ordinal sequence. A run of holes longer than one reclaim
+    window (4 x limit ordinals on a cluster) used to stop reclaiming for good there: expired documents
+    after it were hidden but kept in memory forever."""
+    index = Index(store)
+    await index.create_collection(CollectionParams.create("holes", ttl_seconds=4))
+    inserted = time.monotonic()
+    for start in range(0, 600, 100):
+        await index.check("holes", [Document(f"d{i}", text(300 + i, 40)) for i in range(start, start + 100)])
+    for i in range(550):
+        await index.delete_document("holes", f"d{i}")
+    assert (await index.get_collection("holes")).documents == 50
+    await asyncio.sleep(inserted + 4.5 - time.monotonic())  # now d550..d599 have expired
+    for n in range(12):  # writes of one document: each reclaims a bounded amount
+        await index.check("holes", [Document(f"new{n}", text(2000 + n, 40))])
+    kept = (await index.get_collection("holes")).documents
+    assert kept == 12, kept  # the 50 expired documents behind the holes were reclaimed
