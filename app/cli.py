@@ -371,15 +371,25 @@ def serve(args: argparse.Namespace) -> int:
     embedded = None
     try:
         if settings.redis_url is None:
-            from neardup.storage import EmbeddedValkey
+            from neardup.storage import DataDirInUse, EmbeddedValkey
 
             # Started here, in the main thread of the parent process: once for all workers, and it
             # dies with this process even on SIGKILL (the server is bound to the thread that started it).
+            # The data directory's lock is this process's too: the workers are spawned and do not
+            # inherit it, so it is held exactly as long as this process (and its server) lives.
             try:
                 embedded = EmbeddedValkey(
-                    settings.data_dir, fsync=settings.fsync, malloc=settings.valkey_malloc
+                    settings.data_dir,
+                    fsync=settings.fsync,
+                    malloc=settings.valkey_malloc,
+                    owner=f"neardup serve on http://{settings.host}:{settings.port}",
                 )
                 url = embedded.start()
+            except DataDirInUse as exc:
+                raise CliError(
+                    f"the data directory {exc.data_dir} is in use by {exc.holder}: stop it first, or "
+                    "give this service another --data-dir"
+                ) from None
             except (OSError, RuntimeError) as exc:
                 raise CliError(f"could not start the embedded Valkey in {settings.data_dir}: {exc}") from None
             os.environ["NEARDUP_REDIS_URL"] = url

@@ -215,7 +215,9 @@ def run(args: argparse.Namespace) -> int:
         location = str(spool_stdin(Path(tmp))) if args.input == "-" else args.input
         source = Source(location, args.format, fields)
         # Started from this (main) thread so it dies with us; no persistence: the data is throwaway.
-        server = EmbeddedValkey(Path(tmp) / "valkey", extra_config={"appendonly": "no"})
+        server = EmbeddedValkey(
+            Path(tmp) / "valkey", extra_config={"appendonly": "no"}, owner="neardup dedup"
+        )
         try:
             url = server.start()
         except (OSError, RuntimeError) as exc:

@@ -3,6 +3,7 @@ embedded Valkey server used when no Redis is configured; ``ClusterStore`` for a 
 
 from neardup.storage.cluster import ClusterStore
 from neardup.storage.embedded import EmbeddedValkey
+from neardup.storage.lock import DataDirInUse
 from neardup.storage.store import RedisStore, Store
 
-__all__ = ["ClusterStore", "EmbeddedValkey", "RedisStore", "Store"]
+__all__ = ["ClusterStore", "DataDirInUse", "EmbeddedValkey", "RedisStore", "Store"]

@@ -21,6 +21,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from neardup.storage.lock import DataDirLock
+
 #: Server settings the store depends on. Set the same on an external Redis/Valkey for the same memory:
 #: ``hash-max-listpack-value 600`` keeps the hashes that group signatures (512-byte values at
 #: num_perm 128) in the compact listpack encoding; with the default 64 they fall back to a hashtable
@@ -98,10 +100,17 @@ class EmbeddedValkey:
     writes: a power loss costs the last second, and while a slow fsync is still running Valkey holds
     new writes back (up to 2 s) yet keeps replying, so even a SIGKILL of the server can lose them.
 
+    One owner per data directory: ``start()`` first takes an exclusive lock on ``neardup.lock`` in it
+    (``neardup.storage.lock``) and raises :class:`DataDirInUse`, naming the holder's pid and
+    ``owner``, if another live process (or another instance in this one) holds it; nothing is
+    signalled or started then. The lock is held until ``stop()`` or ``kill()``, and the kernel drops
+    it when this process dies, even by SIGKILL. The server does not inherit it.
+
     Orphans: the child gets PR_SET_PDEATHSIG (Linux), which fires when the *thread* that started it
     exits, so call ``start()`` from the main thread (not from ``asyncio.to_thread``). The server also
-    writes a pidfile in the data directory; the next ``start()`` on that directory stops a server
-    left over by an earlier run (e.g. on platforms without PDEATHSIG) before starting its own.
+    writes a pidfile in the data directory; once it holds the lock, ``start()`` stops a server left
+    there by an owner that died (still shutting down, or on platforms without PDEATHSIG) before
+    starting its own: with the lock free, that server has no live owner.
     """
 
     def __init__(
@@ -114,8 +123,12 @@ class EmbeddedValkey:
         extra_config: dict[str, str] | None = None,
         malloc: Literal["libc", "mimalloc"] = "libc",
         module: bool = True,
+        owner: str | None = None,
     ) -> None:
+        """``owner``: what this process is, written into the lock file for a refused second owner to
+        name (e.g. ``neardup serve on http://127.0.0.1:8000``); the program's name by default."""
         self.data_dir = Path(data_dir).resolve()
+        self._lock = DataDirLock(self.data_dir, owner or _program())
         self.host = "127.0.0.1"  # loopback only: the embedded server has no password
         self._requested_port = port
         self.port = 0
@@ -201,11 +214,20 @@ class EmbeddedValkey:
         return env
 
     def start(self, timeout: float = 15.0) -> str:
-        """Start (or restart on the same data directory); returns the URL once it answers PING."""
+        """Start (or restart on the same data directory); returns the URL once it answers PING.
+        Raises :class:`DataDirInUse` if another owner holds the data directory."""
         if self.running:
             return self.url
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._stop_leftover()
+        self._lock.acquire()  # before anything is signalled or started: a live owner's server is not ours
+        try:
+            self._stop_leftover()
+            return self._launch(timeout)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _launch(self, timeout: float) -> str:
         last_error = "no attempt"
         for _ in range(3):  # the free port can be taken between our probe and the server's bind
             port = self._requested_port or find_free_port(self.host)
@@ -268,9 +290,11 @@ class EmbeddedValkey:
             pidfile.unlink()
 
     def stop(self, timeout: float = 15.0) -> None:
-        """SHUTDOWN (the append-only file is flushed), wait for the exit; SIGKILL as a last resort."""
+        """SHUTDOWN (the append-only file is flushed), wait for the exit; SIGKILL as a last resort.
+        Then the data directory's lock is released."""
         process = self._process
         if process is None:
+            self._lock.release()
             return
         if process.poll() is None:
             # No retries: the server closing the connection is SHUTDOWN succeeding, not an error.
@@ -288,10 +312,13 @@ class EmbeddedValkey:
             except subprocess.TimeoutExpired:
                 self._kill()
         self._process = None
+        self._lock.release()  # only once the server is gone: the next owner finds no live server
 
     def kill(self) -> None:
-        """SIGKILL, no shutdown: what a crash looks like (tests use it for durability)."""
+        """SIGKILL, no shutdown: what a crash looks like (tests use it for durability). The data
+        directory's lock is released too, as a crashed owner's would be."""
         self._kill()
+        self._lock.release()
 
     def _kill(self) -> None:
         process = self._process
@@ -308,6 +335,10 @@ class EmbeddedValkey:
         self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _program() -> str:
+    return Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
 
 
 def _alive(pid: int) -> bool:

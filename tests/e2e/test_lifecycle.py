@@ -1,18 +1,21 @@
 """The service's processes: nothing acknowledged is lost across kills and restarts, the embedded
 valkey-server stops with the service (SIGTERM, SIGINT, and SIGKILL of the service: no orphan), one
-embedded server serves all workers, and start-up errors are one line without a traceback."""
+embedded server serves all workers, one service per data directory, and start-up errors are one line
+without a traceback."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import Service, alive, neardup_command, wait_gone
+from neardup.storage.lock import LOCKFILE
+from tests.e2e.conftest import Service, alive, free_port, neardup_command, wait_gone
 
 TEXT_A = " ".join(f"alpha{i % 97} beta{i % 13} gamma{i}" for i in range(120))
 TEXT_B = " ".join(f"delta{i % 89} epsilon{i % 11} zeta{i}" for i in range(120))
@@ -81,6 +84,15 @@ def test_several_workers_share_one_embedded_server(tmp_path: Path, start_service
     servers = [line for line in children if "valkey" in line]
     assert len(servers) == 1 and int(servers[0].split()[0]) == valkey, children
 
+    # The data directory's lock is the parent's, which started the server: no worker holds it.
+    lock = data_lock(service.data_dir)
+    assert lock in open_files(service.pid)
+    assert (service.data_dir / LOCKFILE).read_text().startswith(f"{service.pid} neardup serve on ")
+    # The other children: the two workers and multiprocessing's resource tracker.
+    others = [int(line.split()[0]) for line in children if line.strip() and "valkey" not in line]
+    assert len(others) >= 2, children
+    assert all(lock not in open_files(pid) for pid in [*others, valkey])
+
     for i in range(8):  # spread over both workers; each sees the other's writes
         check(service, f"w{i}", TEXT_A)
     assert httpx.get(f"{service.url}/v1/collections/default", timeout=10.0).json()["documents"] == 8
@@ -90,6 +102,56 @@ def test_several_workers_share_one_embedded_server(tmp_path: Path, start_service
 
     assert service.stop() == 0, service.log()
     assert not alive(valkey)
+
+
+def data_lock(data_dir: Path) -> Path:
+    return (data_dir / LOCKFILE).resolve()
+
+
+def open_files(pid: int) -> set[Path]:
+    """The files process ``pid`` has open (its own user's processes: /proc/PID/fd is readable)."""
+    paths = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            paths.add(Path(os.readlink(fd)))
+        except OSError:  # closed meanwhile
+            continue
+    return paths
+
+
+def test_a_second_service_on_the_same_data_dir_exits_and_the_first_keeps_serving(
+    tmp_path: Path, start_service: type[Service]
+) -> None:
+    data_dir = tmp_path / "data"
+    first = start_service(data_dir).start()
+    check(first, "a", TEXT_A)
+    valkey = first.valkey_pid()
+    assert valkey is not None
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+    command = [*neardup_command(), "serve", "--host", "127.0.0.1", "--port", str(free_port())]
+    started = time.monotonic()
+    second = subprocess.Popen(
+        [*command, "--data-dir", str(data_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    try:
+        out, err = second.communicate(timeout=20)
+    finally:
+        if second.poll() is None:  # it did not refuse: stop it (its server dies with it)
+            second.kill()
+            second.communicate()
+    assert second.returncode != 0
+    assert time.monotonic() - started < 10
+    assert "Traceback" not in err.decode() and not out.strip()
+    [line] = err.decode().strip().splitlines()
+    assert line.startswith("neardup: error: the data directory ")
+    assert f"in use by pid {first.pid} (neardup serve on {first.url})" in line, line
+
+    # The first service and its server were not touched.
+    assert first.valkey_pid() == valkey and alive(valkey)
+    assert httpx.get(f"{first.url}/readyz", timeout=10.0).status_code == 200
+    check(first, "b", TEXT_B)
+    assert found(first, "a", TEXT_A)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

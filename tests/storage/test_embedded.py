@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from neardup.storage import EmbeddedValkey, RedisStore, embedded
+from neardup.storage import DataDirInUse, EmbeddedValkey, RedisStore, embedded
 from neardup.storage.embedded import PIDFILE, find_free_port, mimalloc_library
 from neardup.storage.errors import StoreDown
+from neardup.storage.lock import LOCKFILE
 
 
 def _alive(pid: int) -> bool:
@@ -115,6 +116,7 @@ def test_leftover_server_on_the_data_dir_is_stopped_before_a_new_start(data_dir:
     first.start()
     old_pid = first.pid
     assert old_pid is not None
+    first._lock.release()  # as the kernel does when the owner dies: its server is left behind
     second = EmbeddedValkey(data_dir)  # e.g. a restarted service that lost track of the first one
     second.start()
     try:
@@ -128,6 +130,72 @@ def test_leftover_server_on_the_data_dir_is_stopped_before_a_new_start(data_dir:
         assert redis.Redis.from_url(second.url).ping()
     finally:
         second.stop()
+
+
+def test_a_second_owner_of_a_running_data_dir_is_refused_and_the_server_is_untouched(data_dir: Path) -> None:
+    first = EmbeddedValkey(data_dir, owner="the first one")
+    first.start()
+    second = EmbeddedValkey(data_dir)
+    try:
+        with pytest.raises(DataDirInUse, match=rf"in use by pid {os.getpid()} \(the first one\)") as refused:
+            second.start()
+        assert refused.value.pid == os.getpid()
+        assert not second.running
+        # Nothing signalled, nothing started: the first server answers, and its pidfile is its own.
+        assert first.running and redis.Redis.from_url(first.url).ping()
+        assert int((data_dir / PIDFILE).read_text()) == first.pid
+        assert (data_dir / LOCKFILE).read_text() == f"{os.getpid()} the first one\n"
+    finally:
+        first.stop()
+    assert (data_dir / LOCKFILE).read_text() == ""  # released, and no stale pid left to name
+    second.start()  # the directory is free once the first owner stopped
+    try:
+        assert redis.Redis.from_url(second.url).ping()
+    finally:
+        second.stop()
+
+
+def _owner_process(data_dir: Path, *, die_with_it: bool) -> tuple[subprocess.Popen[bytes], int]:
+    """A Python process that owns an embedded server on ``data_dir``; returns it and the server's pid.
+    Without ``die_with_it`` the server outlives it, as on a platform without PR_SET_PDEATHSIG."""
+    code = (
+        "import sys, time; from neardup.storage import embedded; "
+        + ("" if die_with_it else "embedded._die_with_parent = lambda: None; ")
+        + f"s = embedded.EmbeddedValkey({str(data_dir)!r}); s.start(); print(s.pid, flush=True); "
+        "time.sleep(60)"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=data_dir.parent)
+    assert owner.stdout is not None
+    with owner.stdout:
+        line = owner.stdout.readline()
+    if not line.strip().isdigit():
+        owner.kill()
+        owner.wait()
+        raise AssertionError(f"the owner did not start a server (exit {owner.returncode})")
+    return owner, int(line)
+
+
+@pytest.mark.parametrize("die_with_it", [False, True], ids=["leftover-server", "server-dying-too"])
+def test_a_sigkilled_owner_releases_the_data_dir(data_dir: Path, die_with_it: bool) -> None:
+    owner, old_server = _owner_process(data_dir, die_with_it=die_with_it)
+    new = EmbeddedValkey(data_dir)
+    try:
+        with pytest.raises(DataDirInUse, match=f"pid {owner.pid} "):
+            new.start()  # held by a live process
+        assert _alive(old_server)
+        owner.kill()  # SIGKILL: no code of the owner runs; the kernel drops its lock
+        owner.wait()
+        new.start()  # at once: the old server, left over or still shutting down, is stopped first
+        assert not _alive(old_server)
+        assert redis.Redis.from_url(new.url).ping()
+        assert (data_dir / LOCKFILE).read_text().startswith(f"{os.getpid()} ")
+    finally:
+        new.stop()
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if _alive(old_server):
+            os.kill(old_server, signal.SIGKILL)
 
 
 @pytest.mark.anyio
