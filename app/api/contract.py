@@ -4,7 +4,8 @@ The request models are built once, at import time, so limits that come from the 
 sizes, batch length, query limit) are written into the generated document here, for the app that
 enforces them. JSON Schema counts characters, not bytes: a byte limit appears as ``maxLength`` (a
 string longer in characters is always longer in UTF-8 bytes) and as the extension keyword
-``x-maxUtf8Bytes``; the metadata limit as ``x-maxJsonBytes``; the body size as ``x-maxBytes`` of each
+``x-maxUtf8Bytes``; the metadata limits as ``x-maxJsonBytes`` and ``x-maxDepth`` (levels of
+objects and arrays, the metadata object being level 1); the body size as ``x-maxBytes`` of each
 request body. The one rule JSON Schema cannot state (bands * rows <= num_perm) is in ``x-rules`` of
 the collection's schema. OpenAPI links let a client (and the
 stateful tests) follow a created collection or document to the operations that use it.
@@ -17,7 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from neardup.api.limits import ID_PATTERN, Limits
+from neardup.api.limits import ID_PATTERN, MAX_METADATA_DEPTH, Limits
 from neardup.settings import Settings
 
 #: The schemas that carry a document id, metadata or a text (pydantic names them after the models).
@@ -66,9 +67,11 @@ def _limits(schema: dict[str, Any], settings: Settings, limits: Limits) -> None:
     for name in _METADATA_SCHEMAS:
         props = components[name]["properties"]
         props["metadata"]["x-maxJsonBytes"] = limits.max_metadata_bytes
+        props["metadata"]["x-maxDepth"] = MAX_METADATA_DEPTH
         props["metadata"]["description"] = (
-            f"any JSON object of at most {limits.max_metadata_bytes} bytes as JSON, returned with matches "
-            "and fetches"
+            f"any JSON object of at most {limits.max_metadata_bytes} bytes as JSON, with objects and "
+            f"arrays nested at most {MAX_METADATA_DEPTH} levels deep (the object itself is level 1), "
+            "returned with matches and fetches"
         )
     for name in _TEXT_SCHEMAS:
         text = components[name]["properties"]["text"]

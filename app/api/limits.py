@@ -28,6 +28,9 @@ MAX_UTF8_BYTES_PER_CHAR = 4
 _ID_FORBIDDEN_CHARS = "\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029"
 ID_PATTERN = f"^[^{_ID_FORBIDDEN_CHARS}]+$"
 _ID_FORBIDDEN = re.compile(f"[{_ID_FORBIDDEN_CHARS}]")
+#: Deepest metadata, in levels of objects and arrays (the metadata object itself is level 1). Not a
+#: setting: orjson refuses to encode more than 254 levels (a 500 once), and no real metadata is deep.
+MAX_METADATA_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,11 @@ class Limits:
     def metadata_problem(self, metadata: dict[str, Any] | None) -> str | None:
         if not metadata:
             return None
+        if nested_deeper(metadata, MAX_METADATA_DEPTH):  # first: encoding it would fail
+            return (
+                f"metadata nests objects and arrays more than {MAX_METADATA_DEPTH} levels deep; "
+                f"keep it to at most {MAX_METADATA_DEPTH}"
+            )
         size = len(orjson.dumps(metadata))
         if size > self.max_metadata_bytes:
             return f"metadata is {size} bytes as JSON; keep it to at most {self.max_metadata_bytes}"
@@ -122,3 +130,17 @@ class Limits:
     def check_query_limit(self, limit: int) -> None:
         if limit > self.max_query_limit:
             raise invalid(("body", "limit"), f"limit is {limit}; ask for at most {self.max_query_limit}")
+
+
+def nested_deeper(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    """Whether objects and arrays nest more than ``limit`` levels deep, ``value`` being level 1. A loop,
+    not recursion: a parsed body may nest up to orjson's 1,024 levels, past Python's recursion limit."""
+    pending: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while pending:
+        node, level = pending.pop()
+        if level > limit:
+            return True
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                pending.append((child, level + 1))
+    return False

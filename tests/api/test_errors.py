@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from httpx import AsyncClient
 
@@ -51,6 +52,42 @@ async def test_malformed_bodies_are_4xx(client: AsyncClient, raw: bytes) -> None
     response = await client.post(CHECK, content=raw, headers=JSON)
     assert 400 <= response.status_code < 500, response.text
     assert response.json()["message"]
+
+
+DEEP_ARRAYS = b"[" * 1000 + b"]" * 1000  # inside orjson's 1,024 levels: it parses
+DEEP_OBJECTS = b'{"a":' * 1000 + b"1" + b"}" * 1000
+TOO_DEEP = b"[" * 1100 + b"]" * 1100  # past orjson's limit: not JSON it reads
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/v1/collections", {"name": "n", "threshold": 0.5}),
+        ("POST", CHECK, {"id": "a", "text": "t", "metadata": {"k": 1}, "insert": True, "min_similarity": 1}),
+        ("POST", f"{CHECK}/batch", {"documents": [{"id": "a", "text": "t", "metadata": {"k": 1}}]}),
+        ("POST", "/v1/collections/default/query", {"text": "t", "limit": 3}),
+        ("PUT", "/v1/collections/default/documents/a", {"text": "t", "metadata": {"k": 1}}),
+    ],
+    ids=["create", "check", "batch", "query", "put"],
+)
+async def test_deeply_nested_bodies_are_4xx_whole_or_in_any_field(
+    client: AsyncClient, method: str, path: str, body: dict[str, Any]
+) -> None:
+    bodies = [DEEP_ARRAYS, DEEP_OBJECTS, TOO_DEEP]
+    for field in body:
+        for deep in (DEEP_ARRAYS, DEEP_OBJECTS):
+            bodies.append(orjson.dumps({**body, field: "DEEP"}).replace(b'"DEEP"', deep))
+    if "documents" in body:  # a deep document, and a deep field of a document
+        [doc] = body["documents"]
+        bodies.append(b'{"documents": [' + DEEP_ARRAYS + b"]}")
+        for field in doc:
+            for deep in (DEEP_ARRAYS, DEEP_OBJECTS):
+                deep_field = orjson.dumps({"documents": [{**doc, field: "DEEP"}]})
+                bodies.append(deep_field.replace(b'"DEEP"', deep))
+    for raw in bodies:
+        response = await client.request(method, path, content=raw, headers=JSON)
+        assert 400 <= response.status_code < 500, (raw[:40], response.text)
+        assert response.json()["message"]
 
 
 async def test_huge_numbers_in_metadata_are_not_a_server_error(client: AsyncClient) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+import orjson
 import pytest
 import redis
 from httpx import AsyncClient
@@ -157,6 +158,47 @@ async def test_every_limit_is_inclusive_and_the_next_unit_is_refused(client: Asy
     query = f"{C}/default/query"
     assert (await client.post(query, json={"text": "t", "limit": 100})).status_code == 200
     assert (await client.post(query, json={"text": "t", "limit": 101})).status_code == 422
+
+
+def nested_metadata(levels: int) -> bytes:
+    """Metadata as raw JSON, ``levels`` deep: an object holding arrays in arrays (built as bytes: the
+    JSON encoders stop at a few hundred levels)."""
+    return b'{"a": ' + b"[" * (levels - 1) + b"1" + b"]" * (levels - 1) + b"}"
+
+
+def with_metadata(template: dict[str, Any], metadata: bytes) -> bytes:
+    return orjson.dumps(template).replace(b'"METADATA"', metadata)
+
+
+async def test_metadata_nested_deeper_than_32_levels_is_422_on_every_path_that_takes_it(
+    client: AsyncClient,
+) -> None:
+    json = {"content-type": "application/json"}
+    paths: list[tuple[str, str, dict[str, Any], str]] = [
+        ("POST", f"{C}/default/check", {"id": "a", "text": "t", "metadata": "METADATA"}, "body.metadata"),
+        (
+            "POST",
+            f"{C}/default/check/batch",
+            {"documents": [{"id": "a", "text": "t", "metadata": "METADATA"}]},
+            "body.documents.0.metadata",
+        ),
+        ("PUT", f"{C}/default/documents/a", {"text": "t", "metadata": "METADATA"}, "body.metadata"),
+    ]
+    for method, path, template, where in paths:
+        # 32 levels (65 bytes, well inside the 200-byte limit) are stored and read back as sent.
+        deepest = nested_metadata(32)
+        ok = await client.request(method, path, content=with_metadata(template, deepest), headers=json)
+        assert ok.status_code == 200, (path, ok.text)
+        stored = (await client.get(f"{C}/default/documents/a")).json()["metadata"]
+        assert stored == orjson.loads(deepest)
+        # 33 levels is within the byte limit too: refused for its depth. 300 and 1000 could not even
+        # be encoded for the store (a 500 before the limit).
+        for levels in (33, 300, 1000):
+            body = with_metadata(template, nested_metadata(levels))
+            response = await client.request(method, path, content=body, headers=json)
+            assert response.status_code == 422, (path, levels, response.text)
+            message = response.json()["message"]
+            assert message.startswith(where) and "more than 32 levels" in message, message
 
 
 async def test_body_limit_is_413_before_json_and_names_the_setting(client: AsyncClient) -> None:

@@ -1,6 +1,7 @@
 """schemathesis hooks of the contract test (``SCHEMATHESIS_HOOKS=contract_hooks``): generated requests
 that break a rule the OpenAPI document states but JSON Schema cannot check are not sent. The rules are
-read from the document itself: ``x-maxUtf8Bytes`` on strings, ``x-maxJsonBytes`` on metadata,
+read from the document itself: ``x-maxUtf8Bytes`` on strings, ``x-maxJsonBytes`` and ``x-maxDepth``
+(levels of objects and arrays, the value itself being level 1) on metadata,
 ``x-maxBytes`` on request bodies, and ``x-rules`` (bands * rows <= num_perm). Everything JSON Schema
 can say is generated and checked as usual, valid and invalid."""
 
@@ -33,14 +34,26 @@ def _size(body: Any) -> int:
     return len(json.dumps(body, default=repr, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
+def _depth(value: Any) -> int:
+    """Levels of objects and arrays: 1 for ``{}`` or ``[]``, 0 for a scalar."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
 def breaks_stated_limits(root: dict[str, Any], schema: dict[str, Any], value: Any) -> bool:
-    """Whether ``value`` exceeds a byte limit or breaks an ``x-rules`` rule of ``schema``."""
+    """Whether ``value`` exceeds a byte or depth limit or breaks an ``x-rules`` rule of ``schema``."""
     schema = _resolve(root, schema)
     limit = schema.get("x-maxUtf8Bytes")
     if isinstance(value, str) and limit is not None and len(value.encode("utf-8", "surrogatepass")) > limit:
         return True
     limit = schema.get("x-maxJsonBytes")
     if isinstance(value, dict) and limit is not None and _size(value) > limit:
+        return True
+    limit = schema.get("x-maxDepth")
+    if isinstance(value, dict) and limit is not None and _depth(value) > limit:
         return True
     for rule in schema.get("x-rules", ()):
         if rule.get("rule") == "bands * rows <= num_perm" and isinstance(value, dict):

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import Service
+from tests.e2e.contract_hooks import breaks_stated_limits
 
 KEY = "contract-rw-key-0123456789abcdef"
 HERE = Path(__file__).resolve().parent
@@ -87,6 +88,7 @@ def test_the_document_states_the_running_service_limits(contract_service: Servic
     assert (doc_id["maxLength"], doc_id["x-maxUtf8Bytes"], doc_id["minLength"]) == (64, 64, 1)
     for name in ("CheckRequest", "BatchDocument", "DocumentPut"):
         assert components[name]["properties"]["metadata"]["x-maxJsonBytes"] == 512
+        assert components[name]["properties"]["metadata"]["x-maxDepth"] == 32
     assert components["QueryRequest"]["properties"]["text"]["maxLength"] == 100_000
     assert components["BatchCheckRequest"]["properties"]["documents"]["maxItems"] == 50
     assert components["QueryRequest"]["properties"]["limit"]["maximum"] == 100
@@ -97,6 +99,19 @@ def test_the_document_states_the_running_service_limits(contract_service: Servic
     assert put["requestBody"]["x-maxBytes"] == 200_000
     created = schema["paths"]["/v1/collections"]["post"]["responses"]["201"]
     assert "CheckInCollection" in created["links"]
+
+
+def test_the_hooks_read_the_stated_depth_limit_as_the_service_applies_it(contract_service: Service) -> None:
+    schema: dict[str, Any] = httpx.get(f"{contract_service.url}/openapi.json").json()
+    check = schema["components"]["schemas"]["CheckRequest"]
+    with httpx.Client(base_url=contract_service.url, headers={"Authorization": f"Bearer {KEY}"}) as http:
+        for levels in (31, 32, 33):
+            metadata: Any = 1
+            for _ in range(levels - 1):
+                metadata = [metadata]
+            body = {"id": "deep", "text": "x", "metadata": {"a": metadata}}
+            refused = http.post("/v1/collections/default/check", json=body).status_code == 422
+            assert breaks_stated_limits(schema, check, body) == refused == (levels > 32), levels
 
 
 def test_strict_types_and_allow_headers(contract_service: Service) -> None:
