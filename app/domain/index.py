@@ -467,7 +467,10 @@ class Index:
         ]
         if not same:
             return {}
-        found = await self._store.lookup(collection.keys, [ids[i] for i in same])
+        # In the guard like every store call: a store error here is a 503, not a 500 for every caller
+        # merged into this batch.
+        async with self._storage(collection.params.name):
+            found = await self._store.lookup(collection.keys, [ids[i] for i in same])
         unchanged: dict[int, int] = {}
         for i, version in zip(same, found, strict=True):
             if version is None or version.ordinal != reply.stored[i][0] or not version.record:
@@ -551,16 +554,20 @@ class Index:
         params = collection.params
         if params.ttl_seconds is None and params.max_documents is None:
             return
+        # In the guard too, so these calls are timed and a failure counted like any other; the errors it
+        # raises are caught here: the caller's write has succeeded, so its answer stays a 2xx.
         try:
-            due = await self._store.due(
-                collection.keys,
-                now_ms=int(time.time() * 1000),
-                limit=max(_RECLAIM_PER_WRITE, 2 * written),
-            )
+            async with self._storage(params.name):
+                due = await self._store.due(
+                    collection.keys,
+                    now_ms=int(time.time() * 1000),
+                    limit=max(_RECLAIM_PER_WRITE, 2 * written),
+                )
             if due:
                 items = [(ordinal, stored_band_keys(params, signature)) for ordinal, signature in due]
-                await self._store.reclaim(collection.keys, items)
-        except (StoreDown, CollectionMissing, GenerationChanged) as error:
+                async with self._storage(params.name):
+                    await self._store.reclaim(collection.keys, items)
+        except (StoreUnavailable, CollectionNotFound, GenerationChanged) as error:
             log.info("reclaiming expired documents of %r deferred: %s", params.name, error)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from httpx import AsyncClient
 
 from neardup.main import create_app
 from neardup.settings import Settings
-from neardup.storage import EmbeddedValkey
+from neardup.storage import EmbeddedValkey, RedisStore
 
 MakeClient = Callable[..., Awaitable[AsyncClient]]
 CHECK = "/v1/collections/default/check"
@@ -235,3 +235,98 @@ async def test_the_default_collection_appears_once_the_store_is_reachable(
     with EmbeddedValkey(tmp_path / "valkey", port=port):
         assert (await client.get("/readyz")).status_code == 200
         assert (await client.get("/v1/collections/default")).status_code == 200
+
+
+# --- a store that fails at the moment a given store call is made ------------------------------------
+
+UNCHANGED_TEXT = " ".join(f"word{i} other{i % 7}" for i in range(60))
+
+
+def stop_server_at(monkeypatch: pytest.MonkeyPatch, method: str, server: EmbeddedValkey) -> list[str]:
+    """The real server is stopped right before ``RedisStore.<method>`` runs: that call, and every later
+    one, meets a store that is gone. Returns the list the calls are recorded in."""
+    real = getattr(RedisStore, method)
+    calls: list[str] = []
+
+    async def stopping(self: RedisStore, *args: Any, **kwargs: Any) -> Any:
+        calls.append(method)
+        server.stop()
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RedisStore, method, stopping)
+    return calls
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[EmbeddedValkey]:
+    """A server of this test alone, on a fixed port: stopped and started again by the test."""
+    server = EmbeddedValkey(tmp_path / "valkey", port=closed_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def metric(client: AsyncClient, name: str) -> float:
+    metrics = (await client.get("/metrics")).text
+    return sum(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith(name))
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", CHECK, {"id": "a", "text": UNCHANGED_TEXT, "metadata": {"k": 1}}),
+        (
+            "POST",
+            f"{CHECK}/batch",  # with a new document, which fails with it: they share one store call
+            {
+                "documents": [
+                    {"id": "a", "text": UNCHANGED_TEXT, "metadata": {"k": 1}},
+                    {"id": "new", "text": "another text entirely, about something else"},
+                ]
+            },
+        ),
+        ("PUT", "/v1/collections/default/documents/a", {"text": UNCHANGED_TEXT, "metadata": {"k": 1}}),
+    ],
+    ids=["check", "batch", "put"],
+)
+async def test_a_store_failure_while_looking_up_an_unchanged_copy_is_503(
+    own_server: EmbeddedValkey,
+    make_client: MakeClient,
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+) -> None:
+    client = await make_client(Settings(redis_url=own_server.url, store_timeout=1.0))
+    stored = {"id": "a", "text": UNCHANGED_TEXT, "metadata": {"k": 1}}
+    assert (await client.post(CHECK, json=stored)).status_code == 200
+    calls = stop_server_at(monkeypatch, "lookup", own_server)
+    # Sent again unchanged: the store answers "replace", and the stored copy is looked up to compare.
+    response = await client.request(method, path, json=body)
+    assert calls == ["lookup"]
+    assert_error(response, 503, "store")
+    assert int(response.headers["retry-after"]) >= 1
+    monkeypatch.undo()
+    own_server.start()  # the same port: the service reconnects by itself
+    assert (await client.request(method, path, json=body)).status_code == 200
+
+
+async def test_a_store_failure_while_reclaiming_after_a_write_keeps_the_write_acknowledged(
+    own_server: EmbeddedValkey, make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = await make_client(Settings(redis_url=own_server.url, store_timeout=1.0))
+    created = await client.post("/v1/collections", json={"name": "ttl", "ttl_seconds": 3600})
+    assert created.status_code == 201
+    errors_before = await metric(client, "neardup_store_errors_total")
+    calls = stop_server_at(monkeypatch, "due", own_server)
+    response = await client.post("/v1/collections/ttl/check", json={"id": "a", "text": UNCHANGED_TEXT})
+    assert calls == ["due"]  # reclaiming runs after the write, and met a store that was gone
+    assert response.status_code == 200, response.text
+    assert response.json()["inserted"] is True
+    # The failed call went through the store guard: counted like every failed store call.
+    assert await metric(client, "neardup_store_errors_total") == errors_before + 1
+    monkeypatch.undo()
+    own_server.start()
+    assert (await client.get("/v1/collections/ttl/documents/a")).status_code == 200
