@@ -95,7 +95,9 @@ class _Ops:
     unlinks: list[bytes | str] = field(default_factory=list)
 
     def args(self) -> list[bytes | str | int]:
-        out: list[bytes | str | int] = [self.band_prefix, bytes(self.appends), bytes(self.removals)]
+        out: list[bytes | str | int] = [
+            self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP
+        ]  # fmt: skip
         for values, width in ((self.sets, 3), (self.deletes, 2), (self.swaps, 4), (self.unlinks, 1)):
             out.append(len(values) // width)
             out += values
@@ -593,17 +595,19 @@ class ClusterStore:
         n = len(fields)
         # 4. the buckets
         values = await self._get_bands(g, [f for i in range(n) for f in fields[i]])
-        found: list[dict[int, None]] = [{} for _ in range(n)]
+        # candidate -> how many of the document's buckets hold it, per document
+        found: list[dict[int, int]] = [{} for _ in range(n)]
         where: dict[int, list[bytes]] = {}  # candidate -> band fields it was found in (for cleanup)
         pos = 0
         for i in range(n):
+            shared = found[i]
             for f in fields[i]:
                 value = values[pos]
                 pos += 1
                 if value:
                     for c in np.frombuffer(value, dtype=">u4").tolist():
                         if c != ordinals[i]:
-                            found[i][c] = None
+                            shared[c] = shared.get(c, 0) + 1
                             where.setdefault(c, []).append(f)
         every = sorted(where)
         if not every:
@@ -627,7 +631,10 @@ class ClusterStore:
                 and c > floor
                 and (c not in own_set or c in live_own)
             ]
-            earlier.sort(key=stamp_of.__getitem__)
+            # The ones that share the most of the document's buckets first, then the earliest: a crowd
+            # in one bucket cannot push a real near-duplicate out (see keys.BUCKET_CAP).
+            shared = found[i]
+            earlier.sort(key=lambda c: (-shared[c], stamp_of[c]))
             chosen.append(earlier[:max_candidates])
         outside = sorted({c for cs in chosen for c in cs if c not in own_set})
         got = await self._get([p for c in outside for p in (g.sig(c), g.doc(c))])

@@ -56,6 +56,13 @@ from collections.abc import Iterator
 NAMESPACE = "nd"
 REGISTRY = f"{NAMESPACE}:collections"
 
+#: Most ordinals one band bucket keeps. A bucket that full (a band key that hundreds of documents share:
+#: a site's template, boilerplate, a page copied thousands of times) takes no more appends, so reading
+#: it costs the same whatever the crowd; a document is then found through its other, less crowded
+#: buckets, and candidates are ranked by how many of the document's buckets hold them (not by age), so
+#: a crowd cannot push a real near-duplicate out of the verified ones. See docs/design.md, "Crowds".
+BUCKET_CAP = 256
+
 #: Target fields per band group before a split (see module docstring).
 BAND_GROUP_TARGET = 16
 #: Target ids per id group: touched once per document, so larger groups cost little CPU.

@@ -282,7 +282,8 @@ class RedisStore:
         """One batch through check.lua (one round trip)."""
         b = batch
         args: list[Any] = [
-            *self._head(k), mode, len(b), b.bands, max_candidates, b.band_keys, b.signatures, b.empties
+            *self._head(k), mode, len(b), b.bands, max_candidates, b.band_keys, b.signatures, b.empties,
+            keys.BUCKET_CAP,
         ]  # fmt: skip
         for i in range(len(b)):
             args += (b.ids[i], b.records[i], b.expected[i], b.old_bands[i])

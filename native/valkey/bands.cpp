@@ -8,22 +8,24 @@
 // layout is exactly the one the Lua path writes (app/storage/keys.py), so a collection written by
 // either path is read by the other and the embedded server and an external one store the same bytes.
 //
-//   ND.BANDS 1 <prefix> <L> <S> <N> <target> <mode> <o4> <fields>
-//     1        protocol version (a later version must keep accepting what an old append-only file holds)
+//   ND.BANDS 2 <prefix> <L> <S> <N> <target> <mode> <o4> <fields> <cap>
+//     2        protocol version (a later version must keep accepting what an old append-only file holds:
+//              version 1 is version 2 without <cap>, buckets without a limit, and replies without counts)
 //     prefix   band group key prefix; a group's key is prefix + decimal group number
 //     L S N    the table's level, split pointer and field count (from the collection's state hash)
 //     target   fields per group before a split
 //     mode     insert (append and report), put (append only), read (report only, no writes)
 //     o4       the document's ordinal, 4 bytes big-endian ('' in read mode)
 //     fields   the document's band keys, 8 raw bytes each (little-endian; the low 32 bits pick a group)
-//   -> [L, S, N, found]: the table's new shape and the ordinals already in the document's buckets,
-//      4 bytes each, each once, in the order first met.
+//     cap      most ordinals a bucket keeps: a bucket that holds cap already takes no append
+//   -> [L, S, N, found, counts]: the table's new shape, the ordinals already in the document's
+//      buckets (4 bytes each, each once, in the order first met) and for each of them how many of
+//      those buckets hold it (2 bytes each, big-endian).
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "module_api.hpp"
@@ -149,10 +151,17 @@ bool integer(VmString* s, long long lo, long long hi, long long& out) {
 }
 
 int bands_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 10) return api.WrongArity(ctx);
+  if (argc != 10 && argc != 11) return api.WrongArity(ctx);
   size_t len = 0;
   const char* version = api.StringPtrLen(argv[1], &len);
-  if (len != 1 || version[0] != '1') return api.ReplyWithError(ctx, "ERR ND.BANDS: unknown protocol version");
+  if (len != 1 || (version[0] != '1' && version[0] != '2'))
+    return api.ReplyWithError(ctx, "ERR ND.BANDS: unknown protocol version");
+  const int protocol = version[0] - '0';
+  if (argc != (protocol == 1 ? 10 : 11)) return api.WrongArity(ctx);
+  long long cap = 1LL << 40;  // version 1: no limit
+  if (protocol == 2 && !integer(argv[10], 1, 1LL << 24, cap))
+    return api.ReplyWithError(ctx, "ERR ND.BANDS: cap out of range");
+  const size_t full = static_cast<size_t>(cap) * 4;
   Table t;
   const char* prefix = api.StringPtrLen(argv[2], &len);
   t.prefix.assign(prefix, len);
@@ -170,6 +179,7 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
   if ((write && o4_len != 4) || fields_len % 8 != 0)
     return api.ReplyWithError(ctx, "ERR ND.BANDS: the ordinal is 4 bytes and band keys 8 bytes each");
   std::string found;  // the reply: ordinals already in the buckets, each once
+  std::vector<uint16_t> times;  // for each of them, in the same order: the buckets that hold it
 
   // Each group the document's bands fall in is opened once, and all of them are type-checked before
   // any write, so an error leaves the table untouched. The handles are closed before grow() opens
@@ -192,7 +202,7 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
     if (write) api.ReplicateVerbatim(ctx);
 
     std::string appended;
-    std::unordered_set<uint32_t> seen;
+    std::unordered_map<uint32_t, size_t> seen;  // ordinal -> its place in `times`
     for (size_t b = 0; b < of_band.size(); ++b) {
       Group& group = *of_band[b];
       VmString* field = api.CreateString(ctx, fields + 8 * b, 8);
@@ -200,9 +210,16 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
       if (value) {
         const char* v = api.StringPtrLen(value, &len);
         if (report)
-          for (size_t q = 0; q + 4 <= len; q += 4)
-            if (seen.insert(ordinal_at(v + q)).second) found.append(v + q, 4);
-        if (write) {
+          for (size_t q = 0; q + 4 <= len; q += 4) {
+            const auto [at, added] = seen.try_emplace(ordinal_at(v + q), times.size());
+            if (added) {
+              found.append(v + q, 4);
+              times.push_back(1);
+            } else if (times[at->second] < UINT16_MAX) {
+              times[at->second] += 1;
+            }
+          }
+        if (write && len < full) {
           appended.assign(v, len);
           appended.append(o4, 4);
           VmString* longer = api.CreateString(ctx, appended.data(), appended.size());
@@ -221,11 +238,20 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
   }
   if (write) grow(ctx, t);
 
-  api.ReplyWithArray(ctx, 4);
+  api.ReplyWithArray(ctx, protocol == 1 ? 4 : 5);
   api.ReplyWithLongLong(ctx, t.level);
   api.ReplyWithLongLong(ctx, t.split);
   api.ReplyWithLongLong(ctx, t.fields);
   api.ReplyWithStringBuffer(ctx, found.data(), found.size());
+  if (protocol == 2) {
+    std::string counts;
+    counts.reserve(2 * times.size());
+    for (const uint16_t n : times) {
+      counts.push_back(static_cast<char>(n >> 8));
+      counts.push_back(static_cast<char>(n & 0xff));
+    }
+    api.ReplyWithStringBuffer(ctx, counts.data(), counts.size());
+  }
   return kOk;
 }
 

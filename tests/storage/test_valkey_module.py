@@ -196,15 +196,17 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
     client = redis.Redis.from_url(servers[0].url)
     try:
         field = (7).to_bytes(8, "little")
-        ok = ["1", "p:", 0, 0, 0, 16, "insert", b"\0\0\0\1", field]
+        ok = ["2", "p:", 0, 0, 0, 16, "insert", b"\0\0\0\1", field, 2]
         cases = [
             ("wrong number", ok[:-1]),
-            ("protocol version", ["2", *ok[1:]]),
-            ("out of range", ["1", "p:", 0, 1, 0, 16, "insert", b"\0\0\0\1", field]),  # S >= 2^L
-            ("out of range", ["1", "p:", 99, 0, 0, 16, "insert", b"\0\0\0\1", field]),
+            ("wrong number", ["1", *ok[1:]]),  # version 1 has no cap
+            ("protocol version", ["3", *ok[1:]]),
+            ("out of range", ["2", "p:", 0, 1, 0, 16, "insert", b"\0\0\0\1", field, 2]),  # S >= 2^L
+            ("out of range", ["2", "p:", 99, 0, 0, 16, "insert", b"\0\0\0\1", field, 2]),
+            ("cap out of range", [*ok[:9], 0]),
             ("mode must be", [*ok[:6], "upsert", *ok[7:]]),
-            ("4 bytes", [*ok[:7], b"\0\1", field]),
-            ("8 bytes", [*ok[:8], field[:5]]),
+            ("4 bytes", [*ok[:7], b"\0\1", field, 2]),
+            ("8 bytes", [*ok[:8], field[:5], 2]),
         ]
         for message, args in cases:
             with pytest.raises(redis.ResponseError, match=message):
@@ -214,10 +216,17 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
             client.execute_command("ND.BANDS", *ok)
         assert client.dbsize() == 1 and client.get("p:0") == b"not a hash"
         client.delete("p:0")
-        assert client.execute_command("ND.BANDS", *ok) == [0, 0, 1, b""]
-        again = ["1", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\2", field]  # N is 1 now
-        assert client.execute_command("ND.BANDS", *again) == [0, 0, 1, b"\0\0\0\1"]
+        assert client.execute_command("ND.BANDS", *ok) == [0, 0, 1, b"", b""]
+        again = ["2", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\2", field, 2]  # N is 1 now
+        assert client.execute_command("ND.BANDS", *again) == [0, 0, 1, b"\0\0\0\1", b"\0\1"]
+        # The bucket holds its cap of 2: a third ordinal is reported what is there, and not appended.
+        third = ["2", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\3", field + field, 2]  # the same key twice
+        assert client.execute_command("ND.BANDS", *third) == [0, 0, 1, b"\0\0\0\1\0\0\0\2", b"\0\2\0\2"]
         assert client.hgetall("p:0") == {field: b"\0\0\0\1\0\0\0\2"}
+        # Version 1 (what an older append-only file holds) still replays: no cap, no counts.
+        v1 = ["1", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\4", field]
+        assert client.execute_command("ND.BANDS", *v1) == [0, 0, 1, b"\0\0\0\1\0\0\0\2"]
+        assert client.hgetall("p:0") == {field: b"\0\0\0\1\0\0\0\2\0\0\0\4"}
         assert client.ping()
     finally:
         client.close()

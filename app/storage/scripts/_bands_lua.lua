@@ -1,12 +1,14 @@
 -- _bands_lua.lua: check.lua's band step in Lua (any Redis or Valkey server). The store prepends it, or
 -- _bands_module.lua where the server has neardup's module loaded; both write the same data.
 --
--- band_step(st, own, o4, mode): append ordinal o4 to the buckets of band keys `own` (8 raw bytes
--- each) unless mode is 'read', split the band table as needed, and return the ordinals already in
--- those buckets (each once, in the order first met) unless mode is 'put'.
-local function band_step(st, own, o4, mode)
+-- band_step(st, own, o4, mode, cap): append ordinal o4 to the buckets of band keys `own` (8 raw bytes
+-- each) unless mode is 'read' or the bucket holds `cap` ordinals already, split the band table as
+-- needed, and return (unless mode is 'put') the ordinals already in those buckets, each once, in the
+-- order first met, and for each of them how many of the buckets hold it.
+local function band_step(st, own, o4, mode, cap)
   local writes, report = mode ~= 'read', mode ~= 'put'
   local found, seen = {}, {}
+  local full = 4 * cap
   -- HSETNX first: most buckets of a new document are new, and then one command does it all; a shared
   -- bucket then costs three (HSETNX, HGET, HSET). A document that has already hit two shared buckets
   -- is most likely a near-copy whose other buckets are shared too: for those, HGET first (two
@@ -25,13 +27,16 @@ local function band_step(st, own, o4, mode)
         if report then
           for q = 1, #value, 4 do
             local c = struct.unpack('>I4', value, q)
-            if not seen[c] then
-              seen[c] = true
+            local times = seen[c]
+            if times then
+              seen[c] = times + 1
+            else
+              seen[c] = 1
               found[#found + 1] = c
             end
           end
         end
-        if writes then redis.call('HSET', key, field, value .. o4) end
+        if writes and #value < full then redis.call('HSET', key, field, value .. o4) end
       elseif writes then  -- HGET first (after two hits) and the bucket is new
         redis.call('HSET', key, field, o4)
         st.band.N = st.band.N + 1
@@ -39,7 +44,7 @@ local function band_step(st, own, o4, mode)
     end
   end
   if writes then grow(st.band) end
-  return found
+  return found, seen
 end
 
 -- Nothing to check before the first write: every command this step uses is the server's own.

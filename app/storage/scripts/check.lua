@@ -8,9 +8,10 @@
 --   ARGV[11] n documents   ARGV[12] bands per document   ARGV[13] max candidates per document
 --   ARGV[14] band keys: n * bands * 8 raw bytes        ARGV[15] signatures: n equal-sized raw blobs
 --   ARGV[16] n characters, '1' where the document is empty (no band entries, never matches)
---   ARGV[17 + 4*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys
+--   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
+--   ARGV[18 + 4*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys
 -- Returns one of
---   {'ok', {ordinal per doc (0 in read mode)}, {{earliest candidate ordinals} per doc},
+--   {'ok', {ordinal per doc (0 in read mode)}, {{candidate ordinals, most shared buckets first} per doc},
 --    {ordinal, signature, record, ...} for candidates that are not documents of this batch}
 --   (candidates evicted by max_documents are left out; expiry by time is the caller's check)
 --   {'replace', {i, ordinal, signature, ...}}: these ids exist and the client did not send the band keys
@@ -23,10 +24,11 @@ if not st then return {status} end
 local mode = ARGV[10]
 local n, bands, max_candidates = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
 local band_blob, sig_blob, empties = ARGV[14], ARGV[15], ARGV[16]
+local bucket_cap = tonumber(ARGV[17])
 local sig_bytes = #sig_blob / math.max(n, 1)
 local writes = mode ~= 'read'
 
-local function arg(i, k) return ARGV[17 + 4 * (i - 1) + k] end
+local function arg(i, k) return ARGV[18 + 4 * (i - 1) + k] end
 local function bands_of(i)
   if string.sub(empties, i, i) == '1' then return '' end
   return string.sub(band_blob, (i - 1) * bands * 8 + 1, i * bands * 8)
@@ -85,8 +87,7 @@ for i = 1, n do
   end
   ordinals[i] = ord
 
-  local found = band_step(st, bands_of(i), o4, mode)
-  -- Ordinals are stamps: the earliest candidates are the ones that can be duplicate_of.
+  local found, shared = band_step(st, bands_of(i), o4, mode, bucket_cap)
   local floor = floor_of(st)
   if floor > 0 then
     local live = {}
@@ -95,8 +96,17 @@ for i = 1, n do
     end
     found = live
   end
-  table.sort(found)
-  while #found > max_candidates do table.remove(found) end
+  -- The candidates that share the most of this document's buckets first (a near-duplicate shares
+  -- most of them; a crowd of template pages shares one or two), then the earliest (ordinals are
+  -- stamps here): a crowd in one bucket cannot push a real near-duplicate out of the verified ones.
+  if #found > max_candidates then
+    table.sort(found, function(a, b)
+      local x, y = shared[a], shared[b]
+      if x ~= y then return x > y end
+      return a < b
+    end)
+    for j = #found, max_candidates + 1, -1 do found[j] = nil end
+  end
   for _, c in ipairs(found) do
     if not batch_index[c] and not seen_fetched[c] then
       seen_fetched[c] = true

@@ -6,9 +6,11 @@
 -- ARGV[1] band group prefix; ARGV[2] appends, ARGV[3] removals: packed 16-byte records
 --   (group number, 4 bytes big-endian; band key, 8 bytes; ordinal, 4 bytes), one string each, so a
 --   batch of thousands of band entries costs the client three arguments, not thousands:
---   appends:  add the ordinal to the bucket (group, band key), unless already there
+--   appends:  add the ordinal to the bucket (group, band key), unless already there or the bucket
+--             holds ARGV[4] ordinals already (keys.BUCKET_CAP)
 --   removals: take the ordinal out of the bucket; delete the field when it empties
--- then sections, each a count then its tuples, applied in this order after the band records:
+-- ARGV[4] most ordinals a bucket keeps; then sections from ARGV[5], each a count then its tuples,
+-- applied in this order after the band records:
 --   sets     (key, field, value):    HSET (signatures, records)
 --   deletes  (key, field):           HDEL
 --   swaps    (key, id, expected, new): compare-and-set of the id table: if the id names `expected`
@@ -18,7 +20,8 @@
 -- Returns {new band fields created, {swap answers}}
 
 local BAND = ARGV[1]
-local pos = 4
+local FULL = 4 * tonumber(ARGV[4])
+local pos = 5
 local function section(width)
   local count = tonumber(ARGV[pos])
   local first = pos + 1
@@ -49,7 +52,7 @@ for key, field, o4 in records(ARGV[2]) do
     created = created + 1
   else
     local value = redis.call('HGET', key, field)
-    if not has(value, o4) then redis.call('HSET', key, field, value .. o4) end
+    if #value < FULL and not has(value, o4) then redis.call('HSET', key, field, value .. o4) end
   end
 end
 
