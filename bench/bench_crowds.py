@@ -36,6 +36,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from bench_service import process_cpu_seconds  # noqa: E402
 from machine import cpu_model, git_commit  # noqa: E402
 
 from neardup.domain import CollectionParams, Document, Index  # noqa: E402
@@ -95,11 +96,14 @@ async def neardup(
             await index.create_collection(CollectionParams.create("crowd", threshold=0.8))
             memory0 = (await store.client.info("memory"))["used_memory"]
             times: list[tuple[int, float]] = []
+            server_cpu: list[tuple[int, float]] = []
+            assert server.pid is not None
             for start in range(0, len(crowd), batch):
                 docs = [Document(f"v{i}", t) for i, t in enumerate(crowd[start : start + batch], start)]
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), process_cpu_seconds(server.pid)
                 await index.check("crowd", docs)
                 times.append((len(docs), time.perf_counter() - began))
+                server_cpu.append((len(docs), process_cpu_seconds(server.pid) - cpu))
             memory = (await store.client.info("memory"))["used_memory"] - memory0
             await index.check("crowd", [Document(f"p{j}", t) for j, t in enumerate(ps)])
             results = await index.check(
@@ -109,7 +113,12 @@ async def neardup(
         finally:
             await store.close()
             server.stop()
-    return {"times": times, "pairs_found": found, "used_memory_per_doc": round(memory / len(crowd))}
+    return {
+        "times": times,
+        "server_cpu": server_cpu,
+        "pairs_found": found,
+        "used_memory_per_doc": round(memory / len(crowd)),
+    }
 
 
 def datasketch_run(crowd: list[str], ps: list[str], p2s: list[str]) -> dict[str, Any]:
@@ -160,6 +169,9 @@ def main() -> None:
         "module": not args.no_module,
         "neardup": {
             **windows(ours["times"], sizes),
+            "valkey_cpu_us_per_doc": {
+                k: round(1e6 / v) for k, v in windows(ours["server_cpu"], sizes)["docs_per_s"].items()
+            },
             "median_batch_s": round(statistics.median(t for _, t in ours["times"]), 3),
             "pairs_found": ours["pairs_found"],
             "used_memory_per_doc": ours["used_memory_per_doc"],
