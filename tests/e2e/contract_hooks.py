@@ -105,4 +105,6 @@ def filter_body(context: schemathesis.HookContext, body: Any) -> bool:
 # The coverage phase builds whole cases without the part strategies: the same rules, on the case.
 @schemathesis.hook
 def filter_case(context: schemathesis.HookContext, case: Any) -> bool:
-    return bool(filter_path_parameters(context, case.path_parameters or {}) and filter_body(context, case.body))
+    return bool(
+        filter_path_parameters(context, case.path_parameters or {}) and filter_body(context, case.body)
+    )
