@@ -8,9 +8,10 @@
 // layout is exactly the one the Lua path writes (app/storage/keys.py), so a collection written by
 // either path is read by the other and the embedded server and an external one store the same bytes.
 //
-//   ND.BANDS 2 <prefix> <L> <S> <N> <target> <mode> <o4> <fields> <cap>
+//   ND.BANDS 2 <prefix> <L> <S> <N> <target> <mode> <o4> <fields> <cap> <floor> <limit>
 //     2        protocol version (a later version must keep accepting what an old append-only file holds:
-//              version 1 is version 2 without <cap>, buckets without a limit, and replies without counts)
+//              version 1 is version 2 without <cap> <floor> <limit>: buckets without a limit, every
+//              ordinal found reported, replies without counts)
 //     prefix   band group key prefix; a group's key is prefix + decimal group number
 //     L S N    the table's level, split pointer and field count (from the collection's state hash)
 //     target   fields per group before a split
@@ -18,9 +19,14 @@
 //     o4       the document's ordinal, 4 bytes big-endian ('' in read mode)
 //     fields   the document's band keys, 8 raw bytes each (little-endian; the low 32 bits pick a group)
 //     cap      most ordinals a bucket keeps: a bucket that holds cap already takes no append
+//     floor    ordinals at or below it are not reported (evicted by max_documents; 0 for none)
+//     limit    most ordinals reported: when more are found, those that the most of the document's
+//              buckets hold, then the smallest
 //   -> [L, S, N, found, counts]: the table's new shape, the ordinals already in the document's
-//      buckets (4 bytes each, each once, in the order first met) and for each of them how many of
-//      those buckets hold it (2 bytes each, big-endian).
+//      buckets above floor (4 bytes each, each once: in the order first met, or ranked as above when
+//      cut to limit) and for each of them how many of those buckets hold it (2 bytes each,
+//      big-endian). The same answer as _bands_lua.lua's band_step.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -146,21 +152,54 @@ uint32_t ordinal_at(const char* v) {
          static_cast<uint32_t>(b[3]);
 }
 
+struct Ranked {
+  std::string ordinals;  // 4 bytes each, big-endian
+  std::string counts;    // 2 bytes each, big-endian
+};
+
+// The ordinals above floor, in the order first met; when more than limit, the limit of them that the
+// most buckets hold, then the smallest (ordinals are unique, so the order is total: the Lua band step
+// sorts the same way and gets the same answer).
+Ranked rank(const std::string& found, const std::vector<uint16_t>& times, uint32_t floor, size_t limit) {
+  std::vector<size_t> kept;
+  kept.reserve(times.size());
+  for (size_t i = 0; i < times.size(); ++i)
+    if (ordinal_at(found.data() + 4 * i) > floor) kept.push_back(i);
+  if (kept.size() > limit) {
+    auto better = [&](size_t a, size_t b) {
+      if (times[a] != times[b]) return times[a] > times[b];
+      return ordinal_at(found.data() + 4 * a) < ordinal_at(found.data() + 4 * b);
+    };
+    std::partial_sort(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(limit), kept.end(), better);
+    kept.resize(limit);
+  }
+  Ranked out;
+  out.ordinals.reserve(4 * kept.size());
+  out.counts.reserve(2 * kept.size());
+  for (const size_t i : kept) {
+    out.ordinals.append(found, 4 * i, 4);
+    out.counts.push_back(static_cast<char>(times[i] >> 8));
+    out.counts.push_back(static_cast<char>(times[i] & 0xff));
+  }
+  return out;
+}
+
 bool integer(VmString* s, long long lo, long long hi, long long& out) {
   return api.StringToLongLong(s, &out) == kOk && out >= lo && out <= hi;
 }
 
 int bands_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 10 && argc != 11) return api.WrongArity(ctx);
+  if (argc != 10 && argc != 13) return api.WrongArity(ctx);
   size_t len = 0;
   const char* version = api.StringPtrLen(argv[1], &len);
   if (len != 1 || (version[0] != '1' && version[0] != '2'))
     return api.ReplyWithError(ctx, "ERR ND.BANDS: unknown protocol version");
   const int protocol = version[0] - '0';
-  if (argc != (protocol == 1 ? 10 : 11)) return api.WrongArity(ctx);
-  long long cap = 1LL << 40;  // version 1: no limit
-  if (protocol == 2 && !integer(argv[10], 1, 1LL << 24, cap))
-    return api.ReplyWithError(ctx, "ERR ND.BANDS: cap out of range");
+  if (argc != (protocol == 1 ? 10 : 13)) return api.WrongArity(ctx);
+  long long cap = 1LL << 40, floor = 0, limit = 1LL << 40;  // version 1: no bounds
+  if (protocol == 2 && (!integer(argv[10], 1, 1LL << 24, cap) || !integer(argv[11], 0, 1LL << 40, floor) ||
+                        !integer(argv[12], 1, 1LL << 24, limit)))
+    return api.ReplyWithError(ctx, "ERR ND.BANDS: cap, floor or limit out of range");
   const size_t full = static_cast<size_t>(cap) * 4;
   Table t;
   const char* prefix = api.StringPtrLen(argv[2], &len);
@@ -242,16 +281,14 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
   api.ReplyWithLongLong(ctx, t.level);
   api.ReplyWithLongLong(ctx, t.split);
   api.ReplyWithLongLong(ctx, t.fields);
-  api.ReplyWithStringBuffer(ctx, found.data(), found.size());
-  if (protocol == 2) {
-    std::string counts;
-    counts.reserve(2 * times.size());
-    for (const uint16_t n : times) {
-      counts.push_back(static_cast<char>(n >> 8));
-      counts.push_back(static_cast<char>(n & 0xff));
-    }
-    api.ReplyWithStringBuffer(ctx, counts.data(), counts.size());
+  if (protocol == 1) {
+    api.ReplyWithStringBuffer(ctx, found.data(), found.size());
+    return kOk;
   }
+  const Ranked ranked = rank(found, times, static_cast<uint32_t>(std::min<long long>(floor, UINT32_MAX)),
+                             static_cast<size_t>(limit));
+  api.ReplyWithStringBuffer(ctx, ranked.ordinals.data(), ranked.ordinals.size());
+  api.ReplyWithStringBuffer(ctx, ranked.counts.data(), ranked.counts.size());
   return kOk;
 }
 

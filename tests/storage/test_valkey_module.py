@@ -196,17 +196,20 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
     client = redis.Redis.from_url(servers[0].url)
     try:
         field = (7).to_bytes(8, "little")
-        ok = ["2", "p:", 0, 0, 0, 16, "insert", b"\0\0\0\1", field, 2]
+        tail = [2, 0, 256]  # cap, floor, limit
+        ok = ["2", "p:", 0, 0, 0, 16, "insert", b"\0\0\0\1", field, *tail]
         cases = [
             ("wrong number", ok[:-1]),
-            ("wrong number", ["1", *ok[1:]]),  # version 1 has no cap
+            ("wrong number", ["1", *ok[1:]]),  # version 1 has no cap, floor or limit
             ("protocol version", ["3", *ok[1:]]),
-            ("out of range", ["2", "p:", 0, 1, 0, 16, "insert", b"\0\0\0\1", field, 2]),  # S >= 2^L
-            ("out of range", ["2", "p:", 99, 0, 0, 16, "insert", b"\0\0\0\1", field, 2]),
-            ("cap out of range", [*ok[:9], 0]),
+            ("out of range", ["2", "p:", 0, 1, 0, 16, "insert", b"\0\0\0\1", field, *tail]),  # S >= 2^L
+            ("out of range", ["2", "p:", 99, 0, 0, 16, "insert", b"\0\0\0\1", field, *tail]),
+            ("cap, floor or limit out of range", [*ok[:9], 0, 0, 256]),
+            ("cap, floor or limit out of range", [*ok[:9], 2, -1, 256]),
+            ("cap, floor or limit out of range", [*ok[:9], 2, 0, 0]),
             ("mode must be", [*ok[:6], "upsert", *ok[7:]]),
-            ("4 bytes", [*ok[:7], b"\0\1", field, 2]),
-            ("8 bytes", [*ok[:8], field[:5], 2]),
+            ("4 bytes", [*ok[:7], b"\0\1", field, *tail]),
+            ("8 bytes", [*ok[:8], field[:5], *tail]),
         ]
         for message, args in cases:
             with pytest.raises(redis.ResponseError, match=message):
@@ -217,12 +220,23 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         assert client.dbsize() == 1 and client.get("p:0") == b"not a hash"
         client.delete("p:0")
         assert client.execute_command("ND.BANDS", *ok) == [0, 0, 1, b"", b""]
-        again = ["2", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\2", field, 2]  # N is 1 now
+        again = ["2", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\2", field, *tail]  # N is 1 now
         assert client.execute_command("ND.BANDS", *again) == [0, 0, 1, b"\0\0\0\1", b"\0\1"]
-        # The bucket holds its cap of 2: a third ordinal is reported what is there, and not appended.
-        third = ["2", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\3", field + field, 2]  # the same key twice
+        # The bucket holds its cap of 2: a third ordinal is told what is there, and not appended.
+        third = ["2", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\3", field + field, *tail]  # one key twice
         assert client.execute_command("ND.BANDS", *third) == [0, 0, 1, b"\0\0\0\1\0\0\0\2", b"\0\2\0\2"]
         assert client.hgetall("p:0") == {field: b"\0\0\0\1\0\0\0\2"}
+        # floor and limit: ordinal 1 is evicted; of two candidates one is kept: the one two buckets
+        # hold (ordinal 9, in a second bucket too) before the smaller one only one holds.
+        other = (8).to_bytes(8, "little")
+        client.hset("p:0", other, b"\0\0\0\x09")
+        client.hset("p:0", field, b"\0\0\0\1\0\0\0\2\0\0\0\x09")
+        read = ["2", "p:", 0, 0, 2, 16, "read", b"", field + other, 8, 1, 1]
+        assert client.execute_command("ND.BANDS", *read) == [0, 0, 2, b"\0\0\0\x09", b"\0\2"]
+        read[-1] = 5
+        assert client.execute_command("ND.BANDS", *read) == [0, 0, 2, b"\0\0\0\2\0\0\0\x09", b"\0\1\0\2"]
+        client.hset("p:0", field, b"\0\0\0\1\0\0\0\2")
+        client.hdel("p:0", other)
         # Version 1 (what an older append-only file holds) still replays: no cap, no counts.
         v1 = ["1", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\4", field]
         assert client.execute_command("ND.BANDS", *v1) == [0, 0, 1, b"\0\0\0\1\0\0\0\2"]

@@ -1,11 +1,31 @@
 -- _bands_lua.lua: check.lua's band step in Lua (any Redis or Valkey server). The store prepends it, or
 -- _bands_module.lua where the server has neardup's module loaded; both write the same data.
 --
--- band_step(st, own, o4, mode, cap): append ordinal o4 to the buckets of band keys `own` (8 raw bytes
--- each) unless mode is 'read' or the bucket holds `cap` ordinals already, split the band table as
--- needed, and return (unless mode is 'put') the ordinals already in those buckets, each once, in the
--- order first met, and for each of them how many of the buckets hold it.
-local function band_step(st, own, o4, mode, cap)
+-- band_step(st, own, o4, mode, cap, floor, limit): append ordinal o4 to the buckets of band keys
+-- `own` (8 raw bytes each) unless mode is 'read' or the bucket holds `cap` ordinals already, split the
+-- band table as needed, and return (unless mode is 'put') the ordinals already in those buckets and
+-- above `floor`, each once: in the order first met, or, when there are more than `limit`, the `limit`
+-- of them that the most of the buckets hold, then the smallest (ND.BANDS answers the same).
+local function ranked(found, shared, floor, limit)
+  local live = found
+  if floor > 0 then
+    live = {}
+    for _, c in ipairs(found) do
+      if c > floor then live[#live + 1] = c end
+    end
+  end
+  if #live > limit then
+    table.sort(live, function(a, b)
+      local x, y = shared[a], shared[b]
+      if x ~= y then return x > y end
+      return a < b
+    end)
+    for j = #live, limit + 1, -1 do live[j] = nil end
+  end
+  return live
+end
+
+local function band_step(st, own, o4, mode, cap, floor, limit)
   local writes, report = mode ~= 'read', mode ~= 'put'
   local found, seen = {}, {}
   local full = 4 * cap
@@ -44,7 +64,7 @@ local function band_step(st, own, o4, mode, cap)
     end
   end
   if writes then grow(st.band) end
-  return found, seen
+  return ranked(found, seen, floor, limit)
 end
 
 -- Nothing to check before the first write: every command this step uses is the server's own.

@@ -1,24 +1,21 @@
 -- _bands_module.lua: check.lua's band step as one call of ND.BANDS, the command of neardup's Valkey
 -- module (native/valkey/bands.cpp), which the embedded server loads. Same contract and the same data
 -- as _bands_lua.lua, in one command instead of one to three per band plus the splits.
-local function band_step(st, own, o4, mode, cap)
+local function band_step(st, own, o4, mode, cap, floor, limit)
   local t = st.band
-  if mode == 'read' and #own == 0 then return {}, {} end
-  local r = redis.call('ND.BANDS', '2', t.prefix, t.L, t.S, t.N, t.target, mode, o4 or '', own, cap)
+  if mode == 'read' and #own == 0 then return {} end
+  local r = redis.call('ND.BANDS', '2', t.prefix, t.L, t.S, t.N, t.target, mode, o4 or '', own, cap,
+    math.max(floor, 0), limit)
   t.L, t.S, t.N = r[1], r[2], r[3]
   t.n = 2 ^ t.L
-  local found, times, blob, counts = {}, {}, r[4], r[5]
-  for q = 1, #blob, 4 do
-    local c = struct.unpack('>I4', blob, q)
-    found[#found + 1] = c
-    times[c] = struct.unpack('>I2', counts, (q - 1) / 2 + 1)
-  end
-  return found, times
+  local found, blob = {}, r[4]
+  for q = 1, #blob, 4 do found[#found + 1] = struct.unpack('>I4', blob, q) end
+  return found
 end
 
 -- Called before the script's first write: a server without the module (an external one restarted
 -- without it) fails the script here, with nothing written, instead of half way through a batch.
 local function band_step_ready(st)
   local t = st.band
-  redis.call('ND.BANDS', '2', t.prefix, t.L, t.S, t.N, t.target, 'read', '', '', 1)
+  redis.call('ND.BANDS', '2', t.prefix, t.L, t.S, t.N, t.target, 'read', '', '', 1, 0, 1)
 end

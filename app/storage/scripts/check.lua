@@ -87,26 +87,11 @@ for i = 1, n do
   end
   ordinals[i] = ord
 
-  local found, shared = band_step(st, bands_of(i), o4, mode, bucket_cap)
-  local floor = floor_of(st)
-  if floor > 0 then
-    local live = {}
-    for _, c in ipairs(found) do
-      if c > floor then live[#live + 1] = c end
-    end
-    found = live
-  end
-  -- The candidates that share the most of this document's buckets first (a near-duplicate shares
-  -- most of them; a crowd of template pages shares one or two), then the earliest (ordinals are
-  -- stamps here): a crowd in one bucket cannot push a real near-duplicate out of the verified ones.
-  if #found > max_candidates then
-    table.sort(found, function(a, b)
-      local x, y = shared[a], shared[b]
-      if x ~= y then return x > y end
-      return a < b
-    end)
-    for j = #found, max_candidates + 1, -1 do found[j] = nil end
-  end
+  -- The candidates above the eviction floor; at most max_candidates: those that share the most of
+  -- this document's buckets (a near-duplicate shares most of them, a crowd of template pages one or
+  -- two), then the earliest (ordinals are stamps here), so a crowd cannot push a real near-duplicate
+  -- out of the verified ones.
+  local found = band_step(st, bands_of(i), o4, mode, bucket_cap, floor_of(st), max_candidates)
   for _, c in ipairs(found) do
     if not batch_index[c] and not seen_fetched[c] then
       seen_fetched[c] = true
