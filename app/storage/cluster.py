@@ -499,8 +499,7 @@ class ClusterStore:
         stored = dict(zip(firsts, current, strict=True))
 
         # 1. reserve
-        now = int(time.time() * 1000)
-        reply = await self._state_call("cluster_reserve", k, [k.gen, n, now])
+        reply = await self._state_call("cluster_reserve", k, [k.gen, n])
         self._status(reply)
         ordinal0 = int(reply[1])
         ordinals = list(range(ordinal0, ordinal0 + n))
@@ -563,7 +562,7 @@ class ClusterStore:
         reply = await self._state_call(
             "cluster_stamp",
             k,
-            [k.gen, ordinal0, n, now, self._abandon_ms(), new_docs, keys.STAMP_SCALE, *forget],
+            [k.gen, ordinal0, n, 0, self._abandon_ms(), new_docs, keys.STAMP_SCALE, *forget],
         )
         self._status(reply)
         own_stamps = {o: int(s) for o, s in zip(ordinals, reply[1], strict=True)}

@@ -2,7 +2,10 @@
 -- sequence and mark them pending (appended soon, not stamped: later than any check that reads them).
 --
 -- KEYS[1] state hash   KEYS[2] pending hash
--- ARGV[1] gen the client computed for   ARGV[2] n   ARGV[3] now (ms)
+-- ARGV[1] gen the client computed for   ARGV[2] n
+-- The pending mark is this server's time (TIME), never a service process's: the sweep in
+-- cluster_stamp.lua compares it with the same server's clock, so a skewed or stepped client clock
+-- cannot make a live check look abandoned.
 -- Returns {'ok', first ordinal, band groups, id groups} or {'nocollection'} / {'stale'}
 
 local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'bG', 'iG')
@@ -11,10 +14,12 @@ if v[1] ~= ARGV[1] then return {'stale'} end
 local n, seq = tonumber(ARGV[2]), tonumber(v[2])
 if seq + n > 4294967295 then return redis.error_reply('ordinals of this collection exhausted') end
 redis.call('HSET', KEYS[1], 'seq', seq + n)
+local t = redis.call('TIME')
+local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local marks = {}
 for o = seq + 1, seq + n do
   marks[#marks + 1] = o
-  marks[#marks + 1] = ARGV[3]
+  marks[#marks + 1] = now
 end
 if n > 0 then redis.call('HSET', KEYS[2], unpack(marks)) end
 return {'ok', seq + 1, tonumber(v[3]), tonumber(v[4])}

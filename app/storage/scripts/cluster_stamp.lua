@@ -5,12 +5,14 @@
 -- (`top`) takes it and nothing is recorded; one that was overtaken by a larger ordinal gets top + 1,
 -- recorded in the late hash. An ordinal no longer pending was stamped already (by an earlier try, or
 -- as abandoned, below): its stamp is returned again, so a retry converges.
--- Pending ordinals older than ARGV[5] ms belong to checks that died between append and stamp: they
+-- Pending ordinals older than ARGV[5] ms (by this server's clock, TIME: the one cluster_reserve.lua
+-- marked them with) belong to checks that died between append and stamp: they
 -- are stamped here (at most 100 per call, at most one sweep a second), as if the check had finished,
 -- so a retry of the same id (a new version) or verification sorts them out.
 --
 -- KEYS[1] state hash   KEYS[2] pending hash   KEYS[3] late hash
--- ARGV[1] gen   ARGV[2] first ordinal   ARGV[3] n   ARGV[4] now (ms)   ARGV[5] abandon after (ms)
+-- ARGV[1] gen   ARGV[2] first ordinal   ARGV[3] n   ARGV[4] unused (was the client's time)
+-- ARGV[5] abandon after (ms)
 -- ARGV[6] new documents (ids that did not exist)   ARGV[7] SCALE   ARGV[8..] ordinals whose late
 --   stamp can be forgotten (versions this batch replaced)
 -- Returns {'ok', {stamp per document}, seq, max documents} or {'nocollection'} / {'stale'}
@@ -19,7 +21,9 @@ local v = redis.call('HMGET', KEYS[1], 'gen', 'top', 'swept', 'seq', 'maxd')
 if not v[1] then return {'nocollection'} end
 if v[1] ~= ARGV[1] then return {'stale'} end
 local top, swept = tonumber(v[2]), tonumber(v[3])
-local first, n, now = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local first, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local abandon, scale = tonumber(ARGV[5]), tonumber(ARGV[7])
 
 local function stamp(o)
