@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import struct
-import time
 from binascii import crc_hqx
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -156,7 +155,7 @@ class ClusterStore:
             name: Script(name)
             for name in (
                 "cluster_init", "cluster_drop", "cluster_reserve", "cluster_stamp", "cluster_status",
-                "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands",
+                "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_unregister",
             )
         }  # fmt: skip
 
@@ -395,16 +394,22 @@ class ClusterStore:
         capacity: int = 0,
         bands: int = 0,
     ) -> bytes | None:
-        """Register (HSETNX on the registry), then write the empty state on the collection's slot."""
+        """The state first, atomically on the collection's slot (cluster_init.lua: created, or what
+        exists), then the registry entry, written again by any later creation that finds it missing
+        (a creation that died between the two)."""
         async with self._guard():
-            if not await self._client.hsetnx(keys.REGISTRY, name, params_json):
-                existing = await self._client.hget(keys.REGISTRY, name)
-                if existing is not None:
-                    return _bytes(existing)
-                await self._client.hsetnx(keys.REGISTRY, name, params_json)  # dropped meanwhile
             band_groups, id_groups = keys.cluster_groups(capacity, bands)
-            await self._state_call("cluster_init", name, [gen, ttl_ms, max_documents, band_groups, id_groups])
-        return None
+            reply = await self._state_call(
+                "cluster_init", name, [gen, ttl_ms, max_documents, band_groups, id_groups, params_json]
+            )
+            if reply[0] == b"created":
+                await self._client.hset(keys.REGISTRY, name, params_json)
+                return None
+            existing = _bytes(reply[2]) or _bytes(await self._client.hget(keys.REGISTRY, name) or b"")
+            if existing:
+                await self._client.hsetnx(keys.REGISTRY, name, existing)
+                return existing
+            raise StoreDown("the collection's state has no parameters and no registry entry")
 
     async def get_collection(self, name: str) -> tuple[bytes, int] | None:
         async with self._guard():
@@ -423,15 +428,19 @@ class ClusterStore:
         return [(_bytes(registry[name]), max(0, int(c or 0))) for name, c in zip(names, counts, strict=True)]
 
     async def drop_collection(self, name: str) -> bool:
-        """State first (checks in flight then see the collection missing), then the registry entry,
-        then the data keys, named from the state's shape."""
+        """State first (checks in flight then see the collection missing), then the registry entry of
+        that generation (cluster_unregister.lua: a creation racing the drop keeps its own), then the
+        data keys, named from the state's shape."""
         async with self._guard(30):
-            if not await self._client.hexists(keys.REGISTRY, name):
-                return False
             shape = await self._state_call("cluster_drop", name, [])
-            await self._client.hdel(keys.REGISTRY, name)
+            gen = _bytes(shape[0]).decode() if shape else ""
+            unregistered = await self._retrying(
+                lambda: self._eval("cluster_unregister", [keys.REGISTRY], [name, gen])
+            )
+            if not shape and not unregistered:
+                return False
             if shape and int(shape[1]) > 0:  # seq 0: nothing was ever written
-                gen, seq, band_groups, id_groups = _bytes(shape[0]).decode(), *map(int, shape[1:])
+                seq, band_groups, id_groups = map(int, shape[1:])
                 self._layouts.pop((name, gen), None)
                 await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
         return True

@@ -110,4 +110,3 @@ def test_a_service_ten_minutes_ahead_breaks_neither_first_seen_nor_band_entries(
             answer = http.post("/v1/collections/skew/query", json={"text": text, "limit": 10})
             assert answer.status_code == 200, answer.text
             assert doc_id in [m["id"] for m in answer.json()["matches"]], doc_id
-

@@ -5,6 +5,7 @@ into StoreUnavailable promptly and the service recovers when it comes back."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -264,3 +265,91 @@ async def test_a_hung_node_is_a_prompt_503_not_a_pile_of_waiting_requests(
         assert r.duplicate_of == "d5"
     finally:
         await store.close()
+
+
+# --- creating and dropping collections --------------------------------------------------------------
+
+
+async def test_a_creation_that_died_before_its_registry_entry_is_completed_by_the_next(
+    cstore: ClusterStore, cluster_url: str
+) -> None:
+    """The state is written first (atomically, on the collection's slot); a creation that died before
+    the registry entry left a collection nobody could see. The next creation finds the state, writes
+    the entry from it, and the collection works."""
+    from neardup.domain.index import _encode_params
+    from neardup.storage import keys
+
+    params = CollectionParams.create("half", threshold=0.7)
+    entry = _encode_params(params, "g0000000000a")
+    assert await cstore.list_collections() == []  # (connects the client)
+    reply = await cstore._state_call("cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry])
+    assert reply == [b"created"]  # ... and the process died here
+    index = Index(cstore)
+    assert await index.create_collection(params) == (params, False)  # it exists, with these parameters
+    client = redis.RedisCluster.from_url(cluster_url)
+    try:
+        assert client.hget(keys.REGISTRY, "half") == entry
+    finally:
+        client.close()
+    await index.check("half", [Document("a", text(50))])
+    [found] = await index.check("half", [Document("b", variant(text(50), 1))], insert=False)
+    assert found.duplicate_of == "a"
+
+
+async def test_creating_again_never_resets_the_sequence_and_a_retry_is_created(
+    cstore: ClusterStore, cluster_url: str
+) -> None:
+    from neardup.domain.index import _encode_params
+
+    params = CollectionParams.create("again", threshold=0.7)
+    entry = _encode_params(params, "g0000000000b")
+    assert await cstore.create_collection("again", entry, "g0000000000b") is None
+    k = CollectionKeys("again", "g0000000000b")
+    index = Index(cstore)
+    await index.check("again", [Document(f"d{i}", text(60 + i)) for i in range(5)])
+    # The same creation sent again (its answer was lost): created, and nothing is reset.
+    assert await cstore.create_collection("again", entry, "g0000000000b") is None
+    # Another creation of the name: told what exists, and nothing is reset either.
+    other = _encode_params(params, "g0000000000c")
+    assert await cstore.create_collection("again", other, "g0000000000c") == entry
+    client = redis.RedisCluster.from_url(cluster_url)
+    try:
+        assert client.hget(k.state, "seq") == b"5" and client.hget(k.state, "gen") == b"g0000000000b"
+    finally:
+        client.close()
+    [found] = await index.check("again", [Document("x", text(62))], insert=False)
+    assert found.duplicate_of == "d2"
+
+
+async def test_racing_creators_agree_on_one_generation(cstore: ClusterStore, cluster_url: str) -> None:
+    from neardup.storage import keys
+
+    indexes = [Index(cstore) for _ in range(8)]
+    outcomes = await asyncio.gather(
+        *(ix.create_collection(CollectionParams.create("race", threshold=0.7)) for ix in indexes)
+    )
+    assert sum(created for _, created in outcomes) == 1
+    client = redis.RedisCluster.from_url(cluster_url)
+    try:
+        gen = client.hget(keys.state("race"), "gen")
+        assert gen is not None and b'"gen":"' + gen + b'"' in client.hget(keys.REGISTRY, "race")
+    finally:
+        client.close()
+    await indexes[3].check("race", [Document("a", text(70))])  # every index finds the same collection
+    [found] = await indexes[5].check("race", [Document("b", text(70))], insert=False)
+    assert found.duplicate_of == "a"
+
+
+async def test_a_registry_entry_without_a_state_can_be_dropped(
+    cstore: ClusterStore, cluster_url: str
+) -> None:
+    from neardup.storage import keys
+
+    client = redis.RedisCluster.from_url(cluster_url)
+    try:
+        client.hset(keys.REGISTRY, "orphan", b'{"gen":"g0000000000d","params":{}}')
+        assert await cstore.drop_collection("orphan") is True
+        assert client.hget(keys.REGISTRY, "orphan") is None
+        assert await cstore.drop_collection("orphan") is False
+    finally:
+        client.close()

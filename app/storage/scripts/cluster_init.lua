@@ -1,11 +1,21 @@
--- cluster_init.lua: (Redis Cluster) the empty state of a collection just registered.
+-- cluster_init.lua: (Redis Cluster) create a collection's state, unless it exists: the state (one slot,
+-- the {collection} tag) is where a cluster collection's existence and parameters are decided, so
+-- creation is atomic and idempotent here. A retry of the same creation (same gen) is told 'created'
+-- again; another creation (another gen) is told what exists. An existing state is never rewritten:
+-- its sequence can never go back to 0.
 --
--- KEYS[1] state hash   KEYS[2] pending hash   KEYS[3] late hash (one slot: the {collection} tag)
+-- KEYS[1] state hash   KEYS[2] pending hash   KEYS[3] late hash
 -- ARGV[1] gen   ARGV[2] retention ms (0: none)   ARGV[3] max documents (0: none)
--- ARGV[4] band groups   ARGV[5] id groups
--- Returns 'ok'
+-- ARGV[4] band groups   ARGV[5] id groups   ARGV[6] the registry entry (parameters JSON)
+-- Returns {'created'} or {'exists', gen, registry entry ('' for a state written before entries were
+-- kept in it)}
 
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+local cur = redis.call('HMGET', KEYS[1], 'gen', 'params')
+if cur[1] then
+  if cur[1] == ARGV[1] then return {'created'} end
+  return {'exists', cur[1], cur[2] or ''}
+end
+redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'seq', 0, 'top', 0, 'docs', 0, 'low', 0, 'swept', 0,
-  'ttl', ARGV[2], 'maxd', ARGV[3], 'bG', ARGV[4], 'iG', ARGV[5])
-return 'ok'
+  'ttl', ARGV[2], 'maxd', ARGV[3], 'bG', ARGV[4], 'iG', ARGV[5], 'params', ARGV[6])
+return {'created'}
