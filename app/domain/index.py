@@ -310,7 +310,10 @@ class Index:
         kept = sorted(stored)
         docs = [items[i][0] for i in kept]
         metas = [items[i][1] for i in kept]
-        collection, batch, reply, _ = await self._run(name, docs, metas, "read")
+        # "restore": a copy half written by a check that died (on a cluster) is completed before it
+        # is looked for, so a kept copy is always in every bucket of its band keys.
+        copies = {j: stored[i] for j, i in enumerate(kept)}
+        collection, batch, reply, _ = await self._run(name, docs, metas, "restore", expected=copies)
         floors = [_match_floor(collection.params, items[i][2]) for i in kept]
         before = [reply.stamp(stored[i]) for i in kept]
         read = self._results(collection, docs, batch, reply, floors, inserted=True, before=before)
@@ -396,7 +399,14 @@ class Index:
     # --- the check path -------------------------------------------------------------------------------
 
     async def _run(
-        self, name: str, docs: list[Document], metas: list[bytes], mode: Mode, *, keep_unchanged: bool = False
+        self,
+        name: str,
+        docs: list[Document],
+        metas: list[bytes],
+        mode: Mode,
+        *,
+        keep_unchanged: bool = False,
+        expected: dict[int, int] | None = None,
     ) -> tuple[_Collection, Sketches, CheckReply, int]:
         """Sketch the texts and send the batch; retries when the collection was recreated (new
         parameters: sketch again) or when stored versions of the ids need their band keys. With
@@ -425,6 +435,9 @@ class Index:
                 empties=batch.empty_flags,
                 ids=ids,
                 records=recs,
+                expected=[
+                    b"%d" % (expected or {})[i] if i in (expected or {}) else b"" for i in range(len(ids))
+                ],
             )
             try:
                 for _ in range(_ATTEMPTS):
@@ -456,9 +469,8 @@ class Index:
     ) -> dict[int, int]:
         """Positions of ``reply`` whose stored version has this document's signature and metadata, live,
         and whose id is not sent twice in the batch (the later one must win): position -> ordinal.
-        Not used under ``max_documents``, whose evicted copies can still be found by id."""
-        if collection.params.max_documents:
-            return {}
+        Under ``max_documents`` too: a copy evicted meanwhile is not among its own read-only check's
+        candidates (evicted ordinals never are), so ``_check_some_unchanged`` replaces it after all."""
         times = Counter(ids)
         same = [
             i

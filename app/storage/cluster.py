@@ -434,13 +434,14 @@ class ClusterStore:
         async with self._guard(30):
             shape = await self._state_call("cluster_drop", name, [])
             gen = _bytes(shape[0]).decode() if shape else ""
+            entry = _bytes(shape[4]) if shape else b""
             unregistered = await self._retrying(
-                lambda: self._eval("cluster_unregister", [keys.REGISTRY], [name, gen])
+                lambda: self._eval("cluster_unregister", [keys.REGISTRY], [name, entry])
             )
             if not shape and not unregistered:
                 return False
             if shape and int(shape[1]) > 0:  # seq 0: nothing was ever written
-                seq, band_groups, id_groups = map(int, shape[1:])
+                seq, band_groups, id_groups = map(int, shape[1:4])
                 self._layouts.pop((name, gen), None)
                 await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
         return True
@@ -492,7 +493,9 @@ class ClusterStore:
             [] if empties[i : i + 1] == b"1" else _split(band_keys[i * bands * 8 : (i + 1) * bands * 8])
             for i in range(n)
         ]
-        if mode == "read":
+        if mode == "restore":
+            await self._restore_bands(g, fields, expected)
+        if mode in ("read", "restore"):
             return await self._read(k, g, fields, [0] * n, {}, [], max_candidates, set())
 
         # 0. the stored version of each id (first occurrence in the batch)
@@ -588,6 +591,22 @@ class ClusterStore:
             g.add_band(ops_for, f, o4, remove=True)
         for key, slot in (g.sig(ordinal), g.doc(ordinal)):
             ops_for(key).deletes.extend((key, slot))
+
+    async def _restore_bands(self, g: _Groups, fields: list[list[bytes]], expected: list[bytes]) -> None:
+        """Append each stored copy's ordinal (``expected``) to every bucket of its band keys, where it
+        is missing: a check that died between its appends leaves a copy in some buckets only, and a
+        retry that keeps that copy (unchanged) completes it here. Idempotent; full buckets stay full. If
+        the copy was replaced meanwhile, these entries are dead and removed when met, as any other."""
+        wanted = [(int(o), f) for o, f in zip(expected, fields, strict=True) if o and f]
+        if not wanted:
+            return
+
+        def build(ops_for: Any) -> None:
+            for ordinal, doc_fields in wanted:
+                for f in doc_fields:
+                    g.add_band(ops_for, f, _o4(ordinal))
+
+        await self._write(build)
 
     async def _read(
         self,

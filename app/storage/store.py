@@ -21,7 +21,11 @@ from neardup.storage import keys
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from neardup.storage.scripts import Scripts
 
-Mode = Literal["insert", "put", "read"]
+#: insert: store and report candidates; put: store only; read: report only, no writes; restore: read,
+#: after making sure each document's stored copy (``CheckBatch.expected``) is in all its buckets again
+#: (a cluster check that died half way through its appends leaves a copy missing from some; on one
+#: server every write is one script, so restore is read).
+Mode = Literal["insert", "put", "read", "restore"]
 #: Keys per UNLINK when a dropped collection's data is deleted.
 _UNLINK_CHUNK = 1000
 
@@ -281,6 +285,8 @@ class RedisStore:
     ) -> CheckReply | NeedOldBands:
         """One batch through check.lua (one round trip)."""
         b = batch
+        if mode == "restore":  # one script per batch: a stored copy is never half written here
+            mode = "read"
         args: list[Any] = [
             *self._head(k), mode, len(b), b.bands, max_candidates, b.band_keys, b.signatures, b.empties,
             keys.BUCKET_CAP,

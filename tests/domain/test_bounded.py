@@ -117,3 +117,25 @@ async def test_reclaiming_steps_over_any_run_of_holes(store: Store) -> None:
         await index.check("holes", [Document(f"new{n}", text(2000 + n, 40))])
     kept = (await index.get_collection("holes")).documents
     assert kept == 12, kept  # the 50 expired documents behind the holes were reclaimed
+
+
+async def test_a_retried_check_keeps_its_place_under_max_documents_until_it_is_evicted(store: Store) -> None:
+    """A retry whose answer was lost, after a near-duplicate was told this one is earlier: in a
+    max_documents collection too it gets the first answer again and keeps its place (it used to be
+    replaced, and then told that the near-duplicate came first). Once evicted, sending it again is a new
+    insertion."""
+    index = Index(store)
+    await index.create_collection(CollectionParams.create("m2", threshold=0.7, max_documents=10))
+    base = text(900)
+    [a] = await index.check("m2", [Document("a", base)])
+    [b] = await index.check("m2", [Document("b", variant(base, 1))])
+    assert not a.duplicate and b.duplicate_of == "a"
+    [again] = await index.check("m2", [Document("a", base)])
+    assert not again.duplicate and again.matches == []
+    [c] = await index.check("m2", [Document("c", variant(base, 2))])
+    assert c.duplicate_of == "a"
+    for start in range(0, 20, 10):  # 20 more insertions: a, b and c are evicted
+        await index.check("m2", [Document(f"f{i}", text(950 + i)) for i in range(start, start + 10)])
+    [back] = await index.check("m2", [Document("a", base)])
+    assert not back.duplicate and back.inserted
+    assert [m.id for m in await index.query("m2", base)] == ["a"]

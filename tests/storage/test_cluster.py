@@ -353,3 +353,59 @@ async def test_a_registry_entry_without_a_state_can_be_dropped(
         assert await cstore.drop_collection("orphan") is False
     finally:
         client.close()
+
+
+async def test_a_retry_that_keeps_a_half_written_copy_completes_its_band_entries(
+    cstore: ClusterStore, valkey_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check died after its id, signature and record landed but before some band appends (here:
+    the appends are taken out of some buckets after the fact), and the abandon sweep stamped it. The
+    retry finds the copy unchanged and keeps it (first seen): it must also put it back in every bucket,
+    or the copy stays invisible to later near-duplicates through those bands."""
+    index = Index(cstore)
+    await index.create_collection(CollectionParams.create("c", threshold=0.7))
+    restore = die_at_stamp(cstore, monkeypatch)
+    with pytest.raises(StoreUnavailable):
+        await index.check("c", [Document("a", text(80))])
+    restore()
+    monkeypatch.setattr(cstore, "_abandon_ms", lambda: 0)
+    time.sleep(1.05)
+    await index.check("c", [Document("other", text(81))])  # its stamp call sweeps: "a" is stamped
+    collection = await index._collection("c")
+    [stored] = await cstore.lookup(collection.keys, [b"a"])
+    assert stored is not None
+    o4 = stored.ordinal.to_bytes(4, "big")
+    nodes = [redis.Redis.from_url(url) for url in valkey_cluster.urls]  # one plain client per node
+
+    def band_groups() -> list[tuple[redis.Redis, bytes]]:
+        return [(c, key) for c in nodes for key in c.scan_iter(match=f"{collection.keys.band_prefix}*")]
+
+    def buckets_with_a() -> int:
+        return sum(
+            o4 in [value[p : p + 4] for p in range(0, len(value), 4)]
+            for c, key in band_groups()
+            for value in c.hvals(key)
+        )
+
+    try:
+        assert buckets_with_a() == collection.params.bands
+        removed = 0
+        for c, key in band_groups():
+            for field, value in c.hgetall(key).items():
+                if value == o4 and removed < collection.params.bands - 3:
+                    c.hdel(key, field)  # the appends that "did not land"
+                    removed += 1
+        assert buckets_with_a() == 3
+        [retry] = await index.check("c", [Document("a", text(80))])  # the same document again
+        assert not retry.duplicate
+        assert buckets_with_a() == collection.params.bands  # complete again
+    finally:
+        for c in nodes:
+            c.close()
+    assert (await index.get_document("c", "a")).inserted_at == stored_inserted_at(stored.record)
+
+
+def stored_inserted_at(record: bytes) -> float:
+    from neardup.storage import records
+
+    return records.unpack(record)[1]
