@@ -736,6 +736,60 @@ def markdown(summary: dict[str, Any], q: dict[str, Any], results_rel: str) -> st
     return "\n".join(lines) + "\n"
 
 
+def crowds_section(results: Path) -> str:
+    """The crowded-bucket run(s) of ``bench/bench_crowds.py`` (crowds.json: the module's band step,
+    with datasketch beside; crowds_lua.json: the Lua band step), when they were saved there."""
+    runs = [
+        (name, json.loads((results / file).read_text()))
+        for name, file in (("module", "crowds.json"), ("Lua band step", "crowds_lua.json"))
+        if (results / file).exists()
+    ]
+    if not runs:
+        return ""
+    first = runs[0][1]
+    sizes = list(first["neardup"]["docs_per_s"])
+    lines = [
+        "## Crowded buckets",
+        "",
+        f"`python bench/bench_crowds.py` (commit `{first['git_commit']}`): {first['variants']:,} light "
+        "variants of one 400-word template page checked with insert in batches of "
+        f"{first['batch']}, then {first['pairs']} pairs (P shares 60% of the template, P2 is P with one word "
+        f"changed). A band bucket keeps at most {first['bucket_cap']} ordinals and candidates are ranked by "
+        'the buckets they share (docs/design.md, "Crowds"). Documents/s over the 1,000 checks before each '
+        "crowd size (one run each; ratios to the rate at 1,000):",
+        "",
+        "| | " + " | ".join(f"{int(s):,} variants" for s in sizes) + " | pairs found | bytes/doc |",
+        "| --- | " + " | ".join("---" for _ in sizes) + " | --- | --- |",
+    ]
+    for name, run in runs:
+        ours = run["neardup"]
+        rates = " | ".join(
+            f"{ours['docs_per_s'][s]:,} ({ours['vs_first'][s]}x)" for s in sizes if s in ours["docs_per_s"]
+        )
+        lines.append(
+            f"| neardup, {name} | {rates} | {ours['pairs_found']} of {run['pairs']} | "
+            f"{ours['used_memory_per_doc']} |"
+        )
+        cpu = ours.get("valkey_cpu_us_per_doc")
+        if cpu:
+            lines.append(
+                f"| Valkey CPU us/doc, {name} | " + " | ".join(str(cpu.get(s, "-")) for s in sizes) + " | | |"
+            )
+        theirs = run.get("datasketch_minhashlsh_in_memory")
+        if theirs:
+            rates = " | ".join(
+                f"{theirs['docs_per_s'][s]:,} ({theirs['vs_first'][s]}x)"
+                for s in sizes
+                if s in theirs["docs_per_s"]
+            )
+            lines.append(
+                f"| datasketch MinHashLSH, in memory, query + insert | {rates} | "
+                f"{theirs['pairs_found_among_candidates']} of {run['pairs']} among its candidates "
+                "(unverified) | - |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 # --- main -------------------------------------------------------------------------------------------
 
 
@@ -910,7 +964,8 @@ def main() -> None:
         rel = os.path.relpath(results, args.markdown.parent)
     except ValueError:
         rel = str(results)
-    args.markdown.write_text(markdown(summary, q, rel))
+    crowds = crowds_section(results)
+    args.markdown.write_text(markdown(summary, q, rel) + ("\n" + crowds if crowds else ""))
     print(json.dumps({k: summary[k] for k in ("curves", "mutations", "speed", "targets_met")}, indent=1))
 
 

@@ -1,0 +1,102 @@
+"""How a collection's keys are named and grouped on a Redis Cluster (fixed group counts, see keys.py),
+and one node's share of a write, batched for ``cluster_ops.lua``."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from neardup.storage import keys
+
+
+@lru_cache(maxsize=1 << 16)
+def _id_hash(doc_id: bytes) -> int:
+    # The same as _common.lua's id_hash, so both stores agree on where an id lives.
+    return int(hashlib.sha1(doc_id).hexdigest()[:8], 16)
+
+
+def _bytes(value: Any) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+_GROUP = struct.Struct(">I")
+
+
+def _o4(ordinal: int) -> bytes:
+    return struct.pack(">I", ordinal)
+
+
+def _split(band_bytes: bytes) -> list[bytes]:
+    return [band_bytes[p : p + 8] for p in range(0, len(band_bytes), 8)]
+
+
+@dataclass
+class _Ops:
+    """One node's share of a write (see cluster_ops.lua)."""
+
+    band_prefix: str = ""
+    appends: bytearray = field(default_factory=bytearray)  # 16-byte records, see cluster_ops.lua
+    removals: bytearray = field(default_factory=bytearray)
+    sets: list[bytes | str] = field(default_factory=list)
+    deletes: list[bytes | str] = field(default_factory=list)
+    swaps: list[bytes | str] = field(default_factory=list)
+    swap_index: list[int] = field(default_factory=list)
+    unlinks: list[bytes | str] = field(default_factory=list)
+
+    def args(self) -> list[bytes | str | int]:
+        out: list[bytes | str | int] = [
+            self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP
+        ]  # fmt: skip
+        for values, width in ((self.sets, 3), (self.deletes, 2), (self.swaps, 4), (self.unlinks, 1)):
+            out.append(len(values) // width)
+            out += values
+        return out
+
+
+@dataclass(frozen=True)
+class _Layout:
+    band_groups: int
+    id_groups: int
+
+
+class _Groups:
+    """Key names of one collection generation on a cluster (fixed group counts, see keys.py)."""
+
+    def __init__(self, k: keys.CollectionKeys, layout: _Layout) -> None:
+        self.k = k
+        self.band_mask = layout.band_groups - 1
+        self.id_mask = layout.id_groups - 1
+
+    def band(self, field_: bytes) -> str:
+        return f"{self.k.band_prefix}{int.from_bytes(field_[:4], 'little') & self.band_mask}"
+
+    def band_record(self, field_: bytes) -> tuple[str, bytes]:
+        """The bucket's group key and its packed (group, band key) record prefix."""
+        group = int.from_bytes(field_[:4], "little") & self.band_mask
+        return f"{self.k.band_prefix}{group}", _GROUP.pack(group) + field_
+
+    def add_band(self, ops_for: Any, field_: bytes, o4: bytes, *, remove: bool = False) -> None:
+        key, record = self.band_record(field_)
+        ops = ops_for(key)
+        ops.band_prefix = self.k.band_prefix
+        (ops.removals if remove else ops.appends).extend(record + o4)
+
+    def remove_document(self, ops_for: Any, ordinal: int, band_fields: list[bytes]) -> None:
+        """Take a stored version out: its band entries, signature and record (the id is the caller's)."""
+        o4 = _o4(ordinal)
+        for f in band_fields:
+            self.add_band(ops_for, f, o4, remove=True)
+        for key, slot in (self.sig(ordinal), self.doc(ordinal)):
+            ops_for(key).deletes.extend((key, slot))
+
+    def ids(self, doc_id: bytes) -> str:
+        return f"{self.k.id_prefix}{_id_hash(doc_id) & self.id_mask}"
+
+    def sig(self, ordinal: int) -> tuple[str, str]:
+        return f"{self.k.sig_prefix}{ordinal // keys.SIG_GROUP}", str(ordinal % keys.SIG_GROUP)
+
+    def doc(self, ordinal: int) -> tuple[str, str]:
+        return f"{self.k.doc_prefix}{ordinal // keys.DOC_GROUP}", str(ordinal % keys.DOC_GROUP)

@@ -1,0 +1,290 @@
+"""The plumbing of the cluster store: one redis-py ``RedisCluster`` client, script calls routed by slot
+(a node's keys go in one call), the retry after a slot-map change, and the guard that turns every
+failure into ``StoreDown`` within a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+from binascii import crc_hqx
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from typing import Any, TypeVar
+
+from redis import exceptions as rx
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.backoff import ConstantBackoff
+from redis.retry import Retry
+
+from neardup.storage import keys
+from neardup.storage.cluster_layout import _bytes, _Groups, _Layout, _Ops
+from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
+from neardup.storage.scripts import Script
+
+#: A pending ordinal older than this belongs to a check that died between append and stamp. It must
+#: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see _guard;
+#: each client passes max(ABANDON_MS, 20 x its timeout)).
+ABANDON_MS = 60_000
+#: Keys whose node is remembered (group keys repeat from batch to batch).
+_NODE_CACHE = 1 << 17
+#: Errors after which the slot map may be stale: refresh it and try once more.
+_RESHARD = (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, rx.ClusterError)
+
+_Store = TypeVar("_Store", bound="ClusterRouting")
+
+
+def _deadline(seconds: float) -> AbstractAsyncContextManager[Any]:
+    # asyncio.timeout exists from Python 3.11; on 3.10 the per-command socket timeouts still apply.
+    timeout = getattr(asyncio, "timeout", None)
+    return timeout(seconds) if timeout is not None else nullcontext()
+
+
+class ClusterRouting:
+    """Wraps one ``redis.asyncio.cluster.RedisCluster`` (never subclassed): routes keys and script calls
+    to the nodes that own their slots, batches per-node writes, and turns every failure into StoreDown.
+    The store's operations are in its subclasses (``ClusterRetention``, then ``ClusterStore``)."""
+
+    def __init__(self, client: RedisCluster, *, timeout: float = 5.0) -> None:
+        self._client = client
+        self._timeout = timeout
+        self._layouts: dict[tuple[str, str], _Layout] = {}
+        self._init_lock = asyncio.Lock()
+        #: key -> node that serves its slot, until the slot map is learned again
+        self._nodes: dict[str, ClusterNode] = {}
+        self._scripts = {
+            name: Script(name)
+            for name in (
+                "cluster_init", "cluster_drop", "cluster_reserve", "cluster_stamp", "cluster_status",
+                "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_unregister",
+            )
+        }  # fmt: skip
+
+    @classmethod
+    def from_url(cls: type[_Store], url: str, *, timeout: float = 5.0, max_connections: int = 64) -> _Store:
+        """URL of any node of the cluster (``redis://`` or ``rediss://``, password as usual); the
+        client discovers the others. More seed nodes may follow, comma-separated, as ``host:port``
+        (``redis://:pw@node1:7000,node2:7000,node3:7000``): any one that answers is enough.
+        ``timeout`` bounds connecting and each command; a whole store
+        call is bounded by a few times it, then the caller gets StoreDown."""
+        first, *others = url.split(",")
+        seeds = [_seed(other) for other in others if other.strip()]
+        client = RedisCluster.from_url(
+            first,
+            startup_nodes=seeds or None,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            max_connections=max_connections,
+            retry=Retry(ConstantBackoff(0.05), 1),
+        )
+        return cls(client, timeout=timeout)
+
+    @property
+    def client(self) -> RedisCluster:
+        return self._client
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    @asynccontextmanager
+    async def _guard(self, round_trips: int = 8) -> AsyncIterator[None]:
+        # Every failure (node down, timeout, resharding that did not settle) leaves as StoreDown; the
+        # whole call has a deadline so a hung node turns into a prompt 503, not a pile of requests.
+        try:
+            async with _deadline(self._timeout * round_trips):
+                await self._ensure_initialized()
+                yield
+        except (rx.RedisError, rx.RedisClusterException, OSError, TimeoutError) as error:
+            raise StoreDown(f"{type(error).__name__}: {error}") from error
+
+    # --- plumbing -------------------------------------------------------------------------------------
+
+    def _node(self, key: str) -> ClusterNode:
+        cached = self._nodes.get(key)
+        if cached is not None:
+            return cached
+        # Data keys carry no hash tag, so their slot is CRC16(key) mod 16384 (binascii's CRC-CCITT
+        # XMODEM is the cluster's CRC16), much cheaper than the client's general path.
+        slot = self._client.keyslot(key) if "{" in key else crc_hqx(key.encode(), 0) & 16383
+        node = self._client.nodes_manager.get_node_from_slot(slot)
+        if node is None:
+            raise rx.ClusterDownError(f"no node serves the slot of {key!r}")
+        if len(self._nodes) > _NODE_CACHE:
+            self._nodes.clear()
+        self._nodes[key] = node
+        return node
+
+    async def _eval(
+        self, name: str, keys_: list[str], args: Sequence[Any], node: ClusterNode | None = None
+    ) -> Any:
+        """One script call: routed by its keys (one slot), or on ``node`` when its keys are in ARGV."""
+        script = self._scripts[name]
+        target = node if node is not None else self._node(keys_[0])
+        try:
+            return await self._client.execute_command(
+                "EVALSHA", script.sha, len(keys_), *keys_, *args, target_nodes=target
+            )
+        except rx.NoScriptError:
+            await self._client.execute_command("SCRIPT", "LOAD", script.source, target_nodes=target)
+            return await self._client.execute_command(
+                "EVALSHA", script.sha, len(keys_), *keys_, *args, target_nodes=target
+            )
+
+    async def _state_call(self, name: str, k: keys.CollectionKeys | str, args: Sequence[Any]) -> Any:
+        collection = k if isinstance(k, str) else k.collection
+        slot_keys = [keys.state(collection), keys.pending(collection), keys.late(collection)]
+        return await self._retrying(lambda: self._eval(name, slot_keys, args))
+
+    async def _retrying(self, call: Any) -> Any:
+        try:
+            return await call()
+        except (*_RESHARD, rx.ConnectionError):
+            pass
+        except rx.ResponseError as error:
+            if "non local key" not in str(error) and "MOVED" not in str(error):
+                raise
+        # The slot map changed (or a node came back): learn it again and try once more. Every write
+        # here is idempotent (appends skip an ordinal already there; swaps accept their own result).
+        async with self._init_lock:
+            await self._client.nodes_manager.initialize()
+            self._nodes.clear()
+        return await call()
+
+    def _abandon_ms(self) -> int:
+        return max(ABANDON_MS, int(self._timeout * 20_000))
+
+    async def _ensure_initialized(self) -> None:
+        # redis-py initializes the cluster client on its first command; many first commands at once
+        # (a service starting under load) each start an initialization and break each other's
+        # connections. One at a time, here.
+        if self._client._initialize:
+            async with self._init_lock:
+                if self._client._initialize:
+                    await self._client.initialize()
+
+    async def _ops(self, per_node: dict[str, tuple[ClusterNode, _Ops]]) -> dict[str, Any]:
+        names = list(per_node)
+        replies = await asyncio.gather(
+            *(self._eval("cluster_ops", [], per_node[n][1].args(), per_node[n][0]) for n in names)
+        )
+        return dict(zip(names, replies, strict=True))
+
+    def _group(self, ops: dict[str, tuple[ClusterNode, _Ops]], key: str) -> _Ops:
+        node = self._node(key)
+        entry = ops.get(node.name)
+        if entry is None:
+            entry = ops[node.name] = (node, _Ops())
+        return entry[1]
+
+    async def _get(self, pairs: Sequence[tuple[str, bytes | str]]) -> list[bytes]:
+        """HGET of every (key, field), one script call per node, values in order (b'' if absent)."""
+        if not pairs:
+            return []
+
+        async def attempt() -> list[bytes]:
+            by_node: dict[str, tuple[ClusterNode, list[int]]] = {}
+            for i, (key, _) in enumerate(pairs):
+                node = self._node(key)
+                by_node.setdefault(node.name, (node, []))[1].append(i)
+            # (node names are host:port strings)
+            names = list(by_node)
+
+            def flat(idx: list[int]) -> list[bytes | str]:
+                out: list[bytes | str] = []
+                for i in idx:
+                    out += pairs[i]
+                return out
+
+            replies = await asyncio.gather(
+                *(self._eval("cluster_get", [], flat(by_node[n][1]), by_node[n][0]) for n in names)
+            )
+            values: list[bytes] = [b""] * len(pairs)
+            for name, reply in zip(names, replies, strict=True):
+                for i, value in zip(by_node[name][1], reply, strict=True):
+                    values[i] = bytes(value)
+            return values
+
+        result: list[bytes] = await self._retrying(attempt)
+        return result
+
+    async def _get_bands(self, g: _Groups, band_fields: Sequence[bytes]) -> list[bytes]:
+        """The buckets of these band keys, one packed call per node (see cluster_bands.lua)."""
+        if not band_fields:
+            return []
+
+        async def attempt() -> list[bytes]:
+            by_node: dict[str, tuple[ClusterNode, list[int], bytearray]] = {}
+            for i, f in enumerate(band_fields):
+                key, record = g.band_record(f)
+                node = self._node(key)
+                entry = by_node.get(node.name)
+                if entry is None:
+                    entry = by_node[node.name] = (node, [], bytearray())
+                entry[1].append(i)
+                entry[2].extend(record)
+            names = list(by_node)
+            replies = await asyncio.gather(
+                *(
+                    self._eval("cluster_bands", [], [g.k.band_prefix, bytes(by_node[n][2])], by_node[n][0])
+                    for n in names
+                )
+            )
+            values: list[bytes] = [b""] * len(band_fields)
+            for name, reply in zip(names, replies, strict=True):
+                for i, value in zip(by_node[name][1], reply, strict=True):
+                    values[i] = value
+            return values
+
+        result: list[bytes] = await self._retrying(attempt)
+        return result
+
+    async def _write(self, build: Any) -> list[tuple[int, Any]]:
+        """Build the per-node ops (again after a slot-map refresh) and run them; returns the swap
+        answers as (swap_index tag, answer) pairs."""
+
+        async def attempt() -> list[tuple[int, Any]]:
+            per_node: dict[str, tuple[ClusterNode, _Ops]] = {}
+            build(lambda key: self._group(per_node, key))
+            results = await self._ops(per_node)
+            return [
+                (tag, answer)
+                for name, (_, ops) in per_node.items()
+                for tag, answer in zip(ops.swap_index, results[name][1], strict=True)
+            ]
+
+        result: list[tuple[int, Any]] = await self._retrying(attempt)
+        return result
+
+    async def _layout(self, k: keys.CollectionKeys) -> _Layout:
+        cached = self._layouts.get((k.collection, k.gen))
+        if cached is not None:
+            return cached
+        gen, band_groups, id_groups = await self._retrying(
+            lambda: self._client.hmget(k.state, ["gen", "bG", "iG"])
+        )
+        if gen is None:
+            raise CollectionMissing()
+        if _bytes(gen).decode() != k.gen:
+            raise GenerationChanged()
+        layout = _Layout(int(band_groups), int(id_groups))
+        self._layouts[(k.collection, k.gen)] = layout
+        return layout
+
+    @staticmethod
+    def _status(reply: Any) -> None:
+        status = reply[0] if isinstance(reply, list) and reply else reply
+        if status == b"nocollection":
+            raise CollectionMissing()
+        if status == b"stale":
+            raise GenerationChanged()
+
+    async def ping(self) -> None:
+        async with self._guard(2):
+            await self._client.ping(target_nodes=RedisCluster.PRIMARIES)
+
+
+def _seed(spec: str) -> ClusterNode:
+    """``host:port`` (or a full ``redis://host:port`` URL, whose credentials come from the first)."""
+    spec = spec.strip().split("://", 1)[-1].rsplit("@", 1)[-1].split("/", 1)[0]
+    host, _, port = spec.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"cluster seed nodes are host:port, got {spec!r}")
+    return ClusterNode(host.strip("[]"), int(port))
