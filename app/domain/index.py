@@ -367,9 +367,10 @@ class Index:
                     [found] = await self._store.lookup(
                         collection.keys, [doc_id.encode("utf-8", "surrogatepass")]
                     )
+                    now_ms = await self._server_ms(collection)
             except GenerationChanged:
                 continue
-            if found is None or not found.record or _expired(collection.params, found.record):
+            if found is None or not found.record or _expired(collection.params, found.record, now_ms):
                 raise DocumentNotFound(name, doc_id)
             stored_id, inserted_at, metadata = records.unpack(found.record)
             return StoredDocument(stored_id, metadata, inserted_at)
@@ -383,7 +384,12 @@ class Index:
             try:
                 async with self._storage(name):
                     [found] = await self._store.lookup(collection.keys, [raw_id])
-                    if found is not None and found.record and _expired(collection.params, found.record):
+                    now_ms = await self._server_ms(collection)
+                    if (
+                        found is not None
+                        and found.record
+                        and _expired(collection.params, found.record, now_ms)
+                    ):
                         found = None  # expired: gone for clients; the reclaimer removes it
                     while found is not None:
                         old = stored_band_keys(collection.params, found.signature)
@@ -446,7 +452,8 @@ class Index:
                             collection.keys, mode, request, max_candidates=MAX_CANDIDATES
                         )
                     if not isinstance(reply, NeedOldBands):
-                        return collection, batch, reply, inserted_ms
+                        # the store stamped the records with its own clock (placeholder: ours)
+                        return collection, batch, reply, reply.now_ms or inserted_ms
                     if keep_unchanged:
                         unchanged = await self._unchanged(collection, docs, ids, metas, batch, reply)
                         if unchanged:
@@ -457,6 +464,12 @@ class Index:
             except GenerationChanged:
                 continue
         raise StoreUnavailable("the collection keeps changing under this request; retry")
+
+    async def _server_ms(self, collection: _Collection) -> int:
+        """The store server's time, for expiry; only asked of collections that expire documents."""
+        if collection.params.ttl_seconds is None:
+            return 0
+        return await self._store.now_ms(collection.keys)
 
     async def _unchanged(
         self,
@@ -483,11 +496,12 @@ class Index:
         # merged into this batch.
         async with self._storage(collection.params.name):
             found = await self._store.lookup(collection.keys, [ids[i] for i in same])
+            now_ms = await self._server_ms(collection)
         unchanged: dict[int, int] = {}
         for i, version in zip(same, found, strict=True):
             if version is None or version.ordinal != reply.stored[i][0] or not version.record:
                 continue
-            if _expired(collection.params, version.record):
+            if _expired(collection.params, version.record, now_ms):
                 continue
             stored_id, _, metadata = records.unpack(version.record)
             if stored_id == docs[i].id and encode_metadata(stored_id, metadata) == metas[i]:
@@ -511,7 +525,8 @@ class Index:
         n = len(docs)
         num_perm = collection.params.num_perm
         # One matrix of every signature a candidate can point at: the batch's, then the fetched ones.
-        oldest_ms = _oldest_live_ms(collection.params)
+        # Expiry by the store server's clock, the one its records were stamped with.
+        oldest_ms = _oldest_live_ms(collection.params, reply.now_ms or int(time.time() * 1000))
         fetched = [
             (ordinal, sig, rec)
             for ordinal, (sig, rec) in reply.fetched.items()
@@ -572,7 +587,7 @@ class Index:
             async with self._storage(params.name):
                 due = await self._store.due(
                     collection.keys,
-                    now_ms=int(time.time() * 1000),
+                    now_ms=await self._store.now_ms(collection.keys),
                     limit=max(_RECLAIM_PER_WRITE, 2 * written),
                 )
             if due:
@@ -598,15 +613,16 @@ def _capacity(params: CollectionParams) -> int:
     return min(given) if given else 0
 
 
-def _oldest_live_ms(params: CollectionParams) -> int:
-    """Documents inserted before this (Unix ms) have expired; 0 without retention."""
+def _oldest_live_ms(params: CollectionParams, now_ms: int) -> int:
+    """Documents inserted before this (Unix ms, by the store server's clock ``now_ms``: the clock their
+    records were written with) have expired; 0 without retention."""
     if params.ttl_seconds is None:
         return 0
-    return int(time.time() * 1000) - params.ttl_seconds * 1000
+    return now_ms - params.ttl_seconds * 1000
 
 
-def _expired(params: CollectionParams, record: bytes) -> bool:
-    return params.ttl_seconds is not None and records.inserted_ms(record) < _oldest_live_ms(params)
+def _expired(params: CollectionParams, record: bytes, now_ms: int) -> bool:
+    return params.ttl_seconds is not None and records.inserted_ms(record) < _oldest_live_ms(params, now_ms)
 
 
 def _check_similarity(value: Any) -> None:

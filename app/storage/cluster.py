@@ -25,6 +25,7 @@ same id replaces it (the id swap makes the old ordinal dead; its entries are rem
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -177,8 +178,9 @@ class ClusterStore(ClusterRetention):
         # 1. reserve
         reply = await self._state_call("cluster_reserve", k, [k.gen, n])
         self._status(reply)
-        ordinal0 = int(reply[1])
+        ordinal0, server_ms = int(reply[1]), int(reply[4])
         ordinals = list(range(ordinal0, ordinal0 + n))
+        packed = [records.restamp(record, server_ms) for record in packed]  # the server's clock
 
         # 2. write
         new_docs = 0
@@ -246,10 +248,11 @@ class ClusterStore(ClusterRetention):
         self._status(reply)
         own_stamps = {o: int(s) for o, s in zip(ordinals, reply[1], strict=True)}
         if mode == "put":
-            return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps)
+            return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps, now_ms=server_ms)
         # the batch's own versions that are still current (the last occurrence of each id)
         live_own = {ordinals[i] for i in last_of.values()}
-        return await self._read(k, g, fields, ordinals, own_stamps, ordinals, max_candidates, live_own)
+        read = await self._read(k, g, fields, ordinals, own_stamps, ordinals, max_candidates, live_own)
+        return read if read.now_ms else dataclasses.replace(read, now_ms=server_ms)
 
     async def _restore_bands(self, g: _Groups, fields: list[list[bytes]], expected: list[bytes]) -> None:
         """Append each stored copy's ordinal (``expected``) to every bucket of its band keys, where it
@@ -303,7 +306,7 @@ class ClusterStore(ClusterRetention):
         reply = await self._state_call("cluster_status", k, [k.gen, keys.STAMP_SCALE, *every])
         self._status(reply)
         stamp_of = dict(zip(every, (int(s) for s in reply[1]), strict=True))
-        seq, max_docs = int(reply[2]), int(reply[3] or 0)
+        seq, max_docs, server_ms = int(reply[2]), int(reply[3] or 0), int(reply[5])
         floor = seq - max_docs if max_docs > 0 else 0
         own_set = set(batch)
         chosen: list[list[int]] = []
@@ -345,7 +348,7 @@ class ClusterStore(ClusterRetention):
         candidates = [[c for c in cs if c in live or c in own_set] for cs in chosen]
         stamps = {c: stamp_of[c] for cs in candidates for c in cs}
         stamps.update(own_stamps)
-        return CheckReply(ordinals, candidates, {c: fetched[c] for c in live}, stamps)
+        return CheckReply(ordinals, candidates, {c: fetched[c] for c in live}, stamps, now_ms=server_ms)
 
     async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]:
         async with self._guard():

@@ -276,6 +276,16 @@ class ClusterRouting:
         if status == b"stale":
             raise GenerationChanged()
 
+    async def now_ms(self, k: keys.CollectionKeys) -> int:
+        """TIME of the node that holds the collection's state (the clock its scripts use)."""
+        async with self._guard(2):
+            node = self._node(k.state)
+            answer = await self._retrying(lambda: self._client.execute_command("TIME", target_nodes=node))
+        if isinstance(answer, dict):  # {node name: answer} in some redis-py versions
+            answer = next(iter(answer.values()))
+        seconds, micros = answer
+        return int(seconds) * 1000 + int(micros) // 1000
+
     async def ping(self) -> None:
         async with self._guard(2):
             await self._client.ping(target_nodes=RedisCluster.PRIMARIES)

@@ -33,14 +33,18 @@ _UNLINK_CHUNK = 1000
 @dataclass(frozen=True)
 class CheckReply:
     """``ordinals[i]``: the ordinal given to document i (0 in read mode). ``candidates[i]``: ordinals
-    found in its buckets that were stamped before it, earliest first. ``fetched``: signature and
-    record of every candidate that is not a document of this batch. ``stamps``: first-seen stamps
-    where they differ from the ordinal (cluster: ordinals are taken before stamps)."""
+    found in its buckets that were stamped before it (at most ``max_candidates``: those that share the
+    most of its buckets, then the earliest). ``fetched``: signature and record of every candidate that
+    is not a document of this batch. ``stamps``: first-seen stamps where they differ from the ordinal
+    (cluster: ordinals are taken before stamps). ``now_ms``: the store server's time during the call,
+    the insertion time of the records it wrote (0 where the call needed no clock: no write and no
+    candidate)."""
 
     ordinals: list[int]
     candidates: list[list[int]]
     fetched: dict[int, tuple[bytes, bytes]]
     stamps: dict[int, int] = field(default_factory=dict)
+    now_ms: int = 0
 
     def stamp(self, ordinal: int) -> int:
         return self.stamps.get(ordinal, ordinal)
@@ -97,6 +101,11 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
     async def ping(self) -> None: ...
+    async def now_ms(self, k: keys.CollectionKeys) -> int:
+        """The time of the server that holds the collection's state, in Unix ms: the one clock the
+        protocol compares (insertion times, retention), whatever the service processes' clocks."""
+        ...
+
     async def create_collection(
         self,
         name: str,
@@ -187,6 +196,11 @@ class RedisStore:
     async def ping(self) -> None:
         async with self._guard():
             await self._client.ping()
+
+    async def now_ms(self, k: keys.CollectionKeys) -> int:
+        async with self._guard():
+            seconds, micros = await self._client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
 
     # --- collections ----------------------------------------------------------------------------------
 
@@ -303,7 +317,8 @@ class RedisStore:
             return NeedOldBands(stored)
         flat = reply[3]
         fetched = {int(flat[j]): (bytes(flat[j + 1]), bytes(flat[j + 2])) for j in range(0, len(flat), 3)}
-        return CheckReply([int(o) for o in reply[1]], [[int(c) for c in cs] for cs in reply[2]], fetched)
+        ordinals, candidates = [int(o) for o in reply[1]], [[int(c) for c in cs] for cs in reply[2]]
+        return CheckReply(ordinals, candidates, fetched, now_ms=int(reply[4]))
 
     async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]:
         reply = await self._call("lookup", [k.state], [*self._head(k), *ids])

@@ -3,11 +3,15 @@ time, both on one real 3-node cluster, both taking checks of the same near-dupli
 concurrent clients. The protocol compares times only on the server (pending marks and the abandon
 sweep use TIME in the scripts), so the fast clock cannot make the other process's checks in flight
 look abandoned: first seen still wins (exactly one original per group) and every acknowledged
-document keeps its band entries (a query of its own text finds it)."""
+document keeps its band entries (a query of its own text finds it). Records carry the server's time
+(TIME), so the skewed process neither stamps its documents into the future nor judges expiry by its
+own clock."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import json
 import random
 import shutil
 import time
@@ -51,7 +55,7 @@ def services(tmp_path: Path, cluster_url: str) -> Iterator[tuple[Service, Servic
         "FAKETIME_NO_CACHE": "1",
     }
     normal = Service(tmp_path / "normal", env=cluster)
-    skewed = Service(tmp_path / "skewed", env=skewed_env)
+    skewed = Service(tmp_path / "skewed", "--log-format", "json", env=skewed_env)
     try:
         yield normal.start(), skewed.start()
     finally:
@@ -65,12 +69,20 @@ def test_a_service_ten_minutes_ahead_breaks_neither_first_seen_nor_band_entries(
     normal, skewed = services
     with httpx.Client(base_url=normal.url, timeout=10.0) as http:
         assert http.post("/v1/collections", json={"name": "skew"}).status_code == 201
-    # The fault is real: the skewed process stamps its records ten minutes ahead.
+    # The fault is real: the skewed process's own clock (its log lines' time) is ten minutes ahead ...
+    logged = [json.loads(line) for line in skewed.log().splitlines() if line.startswith("{")]
+    ts = datetime.datetime.fromisoformat(logged[-1]["ts"]).timestamp()
+    assert ts > time.time() + 500, logged[-1]
+    # ... yet the records it writes carry the server's time, which expiry is judged by.
     with httpx.Client(base_url=skewed.url, timeout=10.0) as http:
-        stored = http.put("/v1/collections/skew/documents/probe", json={"text": "a probe of the clock"})
+        made = http.post("/v1/collections", json={"name": "skew-ttl", "ttl_seconds": 120})
+        assert made.status_code == 201, made.text
+        stored = http.put("/v1/collections/skew-ttl/documents/probe", json={"text": "a probe of the clock"})
         assert stored.status_code == 200, stored.text
-        assert stored.json()["inserted_at"] > time.time() + 500
-        assert http.delete("/v1/collections/skew/documents/probe").status_code == 204
+        assert abs(stored.json()["inserted_at"] - time.time()) < 30
+    with httpx.Client(base_url=normal.url, timeout=10.0) as http:
+        fetched = http.get("/v1/collections/skew-ttl/documents/probe")
+        assert fetched.status_code == 200 and abs(fetched.json()["inserted_at"] - time.time()) < 30
 
     rng = random.Random(7)
     vocabulary = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(3, 9))) for _ in range(20_000)]

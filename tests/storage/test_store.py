@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import redis
 
-from neardup.storage import RedisStore, Store
+from neardup.storage import RedisStore, Store, records
 from neardup.storage.keys import (
     BAND_GROUP_TARGET,
     CLUSTER_BAND_GROUPS,
@@ -100,7 +100,10 @@ async def test_later_document_sees_earlier_one_in_shared_bucket(store: Store) ->
     reply2 = await send(store, k, ["d"], sigs2, bands2)
     assert isinstance(reply2, CheckReply)
     assert reply2.candidates == [[1, 2]]
-    assert reply2.fetched[1] == (sigs[0].astype("<u4").tobytes(), b"0:1:a")
+    # The record as sent, stamped with the server's clock (TIME), not the sender's (0 here).
+    signature, record = reply2.fetched[1]
+    assert signature == sigs[0].astype("<u4").tobytes() and record.endswith(b":1:a")
+    assert abs(records.inserted_ms(record) - reply.now_ms) < 60_000 and reply.now_ms > 1_700_000_000_000
     assert (await store.get_collection("c")) == (b'{"params": 1}', 4)
 
 

@@ -74,11 +74,17 @@ async def stores(
 
 
 def dump(url: str) -> dict[bytes, dict[bytes, bytes]]:
+    """Every hash of the server; records without their insertion time (each server stamps its own
+    clock's, so two servers never agree on it)."""
     client = redis.Redis.from_url(url)
     try:
-        return {key: client.hgetall(key) for key in client.scan_iter(count=1000)}
+        out = {key: client.hgetall(key) for key in client.scan_iter(count=1000)}
     finally:
         client.close()
+    for key, fields in out.items():
+        if b":d:" in key:
+            out[key] = {f: value[value.index(b":") :] for f, value in fields.items()}
+    return out
 
 
 class Workload:

@@ -16,6 +16,18 @@ local function record_ms(record)
   return tonumber(string.match(record, '^(%d+):')) or 0
 end
 
+-- The same record with the insertion time `ms` (the server's clock: TIME, see server_ms below).
+local function restamp(record, ms)
+  return ms .. string.sub(record, #string.match(record, '^%d+') + 1)
+end
+
+-- This server's time in Unix ms, as a decimal string: the one clock the protocol compares (records'
+-- insertion times, retention), whatever the clocks of the service processes.
+local function server_ms()
+  local t = redis.call('TIME')
+  return string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+end
+
 local function record_id(record)
   local head, size = string.match(record, '^(%d+:(%d+):)')
   if not head then return '' end

@@ -11,8 +11,9 @@
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
 --   ARGV[18 + 4*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys
 -- Returns one of
---   {'ok', {ordinal per doc (0 in read mode)}, {{candidate ordinals, most shared buckets first} per doc},
---    {ordinal, signature, record, ...} for candidates that are not documents of this batch}
+--   {'ok', {ordinal per doc (0 in read mode)}, {{candidate ordinals} per doc},
+--    {ordinal, signature, record, ...} for candidates that are not documents of this batch,
+--    this server's time in ms (records written by this call carry it as their insertion time)}
 --   (candidates evicted by max_documents are left out; expiry by time is the caller's check)
 --   {'replace', {i, ordinal, signature, ...}}: these ids exist and the client did not send the band keys
 --     of the stored version (needed to remove it): nothing was written, call again with them
@@ -59,6 +60,7 @@ if writes then
   if #missing > 0 then return {'replace', missing} end
 end
 
+local now = server_ms()
 local ordinals, candidates, fetched = {}, {}, {}
 local batch_index, seen_fetched = {}, {}
 for i = 1, n do
@@ -81,7 +83,7 @@ for i = 1, n do
     redis.call('HSET', id_key, id, ord)
     redis.call('HSET', sig_key(ord), slot(ord, SIG_GROUP),
       string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes))
-    redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), arg(i, 1))
+    redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
     st.docs = st.docs + 1
     batch_index[ord] = i
   end
@@ -107,4 +109,4 @@ for i = 1, n do
 end
 
 if writes then save_state(st) end
-return {'ok', ordinals, candidates, fetched}
+return {'ok', ordinals, candidates, fetched, now}

@@ -4,13 +4,14 @@
 -- over them. Bounded work per call: no keyspace scan.
 --
 -- KEYS[1]  collection state hash
--- ARGV[1..9] shared head (see _common.lua), then ARGV[10] now (ms), ARGV[11] most documents to return
+-- ARGV[1..9] shared head (see _common.lua), then ARGV[10] unused (was the client's time: expiry is
+-- judged by this server's clock, TIME), ARGV[11] most documents to return
 -- Returns {'ok', {ordinal, signature, ...}} or {'nocollection'} / {'stale'}
 
 local st, status = load_state()
 if not st then return {status} end
 
-local now, limit = tonumber(ARGV[10]), tonumber(ARGV[11])
+local now, limit = tonumber(server_ms()), tonumber(ARGV[11])
 local floor = floor_of(st)
 local cutoff = st.ttl > 0 and now - st.ttl or -1
 local out = {}
