@@ -24,7 +24,7 @@ from neardup.domain import CheckResult, Document
 
 router = APIRouter(prefix="/v1/collections/{name}", tags=["checks"], route_class=OrjsonRoute)
 
-_ERRORS = error_responses(401, 403, 404, 413, 422, 503)
+_ERRORS = error_responses(401, 403, 404, 409, 413, 422, 503)
 
 
 def _count(metrics: Metrics, results: list[CheckResult]) -> None:

@@ -25,7 +25,7 @@ router = APIRouter(prefix="/v1/collections/{name}/documents", tags=["documents"]
 @router.put(
     "/{doc_id:path}",
     response_model=DocumentOut,
-    responses=error_responses(401, 403, 404, 413, 422, 503),
+    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
     openapi_extra=WRITE,
     summary="Insert or replace a document, unchecked",
 )

@@ -26,6 +26,7 @@ from neardup.api.models import ErrorOut
 from neardup.api.responses import JSONBytesResponse
 from neardup.domain.errors import (
     CollectionConflict,
+    CollectionFull,
     InvalidInput,
     NearDupError,
     NotFound,
@@ -57,7 +58,8 @@ _ERROR_DESCRIPTIONS: dict[int, str] = {
     401: "no API key, or an unknown one (when NEARDUP_API_KEYS is set)",
     403: "the API key is read-only and this call writes",
     404: "no such collection or document",
-    409: "the collection exists with other parameters",
+    409: "a conflict with the collection's state: it exists with other parameters (create), or it has "
+    "used every insertion it can take (check, PUT: code collection_full, permanent)",
     413: "the request body is larger than NEARDUP_MAX_BODY_BYTES",
     422: "the request is invalid: the message and `detail` say which field and what to change",
     503: "the store cannot be reached or timed out; retry after Retry-After seconds",
@@ -99,6 +101,8 @@ def _domain_error(request: Request, exc: Exception) -> Response:
         return error_response(404, "not_found", exc.message)
     if isinstance(exc, CollectionConflict):
         return error_response(409, "conflict", exc.message)
+    if isinstance(exc, CollectionFull):
+        return error_response(409, "collection_full", exc.message)
     if isinstance(exc, InvalidInput):
         return error_response(422, "invalid_request", exc.message)
     if isinstance(exc, StoreUnavailable):

@@ -29,6 +29,7 @@ Semantics every caller can rely on:
 
 from neardup.domain.errors import (
     CollectionConflict,
+    CollectionFull,
     CollectionNotFound,
     DocumentNotFound,
     InvalidInput,
@@ -56,6 +57,7 @@ __all__ = [
     "MAX_ID_BYTES",
     "CheckResult",
     "CollectionConflict",
+    "CollectionFull",
     "CollectionInfo",
     "CollectionNotFound",
     "CollectionParams",

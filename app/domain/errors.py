@@ -7,6 +7,7 @@ The tree::
      │    ├── CollectionNotFound  no collection of that name
      │    └── DocumentNotFound    no document of that id in the collection
      ├── CollectionConflict       409: the name exists with different parameters
+     ├── CollectionFull           409: the collection can take no more insertions (permanent)
      ├── InvalidInput             422/400: a value the client sent is wrong (message says what to change)
      │    └── InvalidParameters   collection parameters that cannot work together
      └── StoreUnavailable         503 + Retry-After: the store cannot be reached, timed out, is loading,
@@ -43,6 +44,10 @@ class DocumentNotFound(NotFound):
 
 class CollectionConflict(NearDupError):
     """A collection of that name exists with other parameters (they are fixed at creation)."""
+
+
+class CollectionFull(NearDupError):
+    """The collection has used every insertion its ordinals allow; permanent: a retry cannot help."""
 
 
 class InvalidInput(NearDupError):

@@ -17,7 +17,7 @@ from redis.retry import Retry
 
 from neardup.storage import keys
 from neardup.storage.cluster_layout import _bytes, _Groups, _Layout, _Ops
-from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
+from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown, permanent
 from neardup.storage.scripts import Script
 
 #: A pending ordinal older than this belongs to a check that died between append and stamp. It must
@@ -92,6 +92,8 @@ class ClusterRouting:
             async with _deadline(self._timeout * round_trips):
                 await self._ensure_initialized()
                 yield
+        except rx.ResponseError as error:
+            raise permanent(error) or StoreDown(f"{type(error).__name__}: {error}") from error
         except (rx.RedisError, rx.RedisClusterException, OSError, TimeoutError) as error:
             raise StoreDown(f"{type(error).__name__}: {error}") from error
 

@@ -3,7 +3,8 @@
 StoreError
  ├── StoreDown          the server cannot be reached, timed out, is loading, refused (read-only...)
  ├── CollectionMissing  the collection's state is gone (dropped, or never created)
- └── GenerationChanged  the collection was dropped and created again since the caller read it
+ ├── GenerationChanged  the collection was dropped and created again since the caller read it
+ └── OrdinalsExhausted  the collection has handed out every ordinal: it can take no more insertions
 """
 
 from __future__ import annotations
@@ -23,3 +24,16 @@ class CollectionMissing(StoreError):
 
 class GenerationChanged(StoreError):
     pass
+
+
+class OrdinalsExhausted(StoreError):
+    """Permanent: no write to the collection can succeed again (retrying does not help)."""
+
+
+#: The error the scripts answer when a write would need an ordinal past the last one.
+EXHAUSTED_MESSAGE = "ordinals of this collection exhausted"
+
+
+def permanent(error: Exception) -> StoreError | None:
+    """The permanent store error a server's error reply stands for, if it is one."""
+    return OrdinalsExhausted(str(error)) if EXHAUSTED_MESSAGE in str(error) else None

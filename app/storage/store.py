@@ -18,7 +18,7 @@ from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
 from neardup.storage import keys
-from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
+from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown, permanent
 from neardup.storage.scripts import Scripts
 
 #: insert: store and report candidates; put: store only; read: report only, no writes; restore: read,
@@ -176,6 +176,8 @@ class RedisStore:
         # read-only server is a "try again later" for the caller, never an unhandled exception.
         try:
             yield
+        except rx.ResponseError as error:
+            raise permanent(error) or StoreDown(f"{type(error).__name__}: {error}") from error
         except (rx.RedisError, OSError, TimeoutError) as error:
             raise StoreDown(f"{type(error).__name__}: {error}") from error
 
