@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import redis
 
-from neardup.domain import CollectionParams, Document, Index, StoreUnavailable
+from neardup.domain import CollectionParams, Document, DocumentNotFound, Index, StoreUnavailable
 from neardup.storage import ClusterStore
 from neardup.storage.errors import StoreDown
 from neardup.storage.keys import CollectionKeys
@@ -409,3 +409,45 @@ def stored_inserted_at(record: bytes) -> float:
     from neardup.storage import records
 
     return records.unpack(record)[1]
+
+
+async def test_the_document_count_matches_a_recount_after_a_stream_of_changes(
+    cstore: ClusterStore, valkey_cluster: LocalCluster
+) -> None:
+    """Inserts, replacements (same id, other text), unchanged retries, ids twice in a batch, deletes
+    and deletes of absent ids, in a seeded random stream: the collection's document count equals a
+    recount of the id table from scratch."""
+    import random
+
+    rng = random.Random(5)
+    index = Index(cstore)
+    await index.create_collection(CollectionParams.create("count", threshold=0.7))
+    texts: dict[str, str] = {}
+    for _ in range(60):
+        batch = []
+        for _ in range(rng.randint(1, 8)):
+            doc_id = f"d{rng.randrange(40)}"
+            kind = rng.random()
+            body = texts.get(doc_id) if kind < 0.3 and doc_id in texts else text(rng.randrange(10**6), 30)
+            batch.append(Document(doc_id, body))
+        results = await index.check("count", batch)
+        for doc, result in zip(batch, results, strict=True):
+            assert result.inserted
+            texts[doc.id] = doc.text
+        for _ in range(rng.randint(0, 3)):
+            doc_id = f"d{rng.randrange(40)}"
+            try:
+                await index.delete_document("count", doc_id)
+                texts.pop(doc_id, None)
+            except DocumentNotFound:
+                assert doc_id not in texts
+    k = (await index._collection("count")).keys
+    recount = 0
+    for url in valkey_cluster.urls:
+        node = redis.Redis.from_url(url)
+        try:
+            recount += sum(node.hlen(key) for key in node.scan_iter(match=f"{k.id_prefix}*"))
+        finally:
+            node.close()
+    assert recount == len(texts)
+    assert (await index.get_collection("count")).documents == recount
