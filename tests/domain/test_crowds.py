@@ -6,7 +6,10 @@ document's buckets hold them, and a full bucket takes no more appends (keys.BUCK
 
 from __future__ import annotations
 
-import random
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,38 +20,36 @@ from tests.conftest import StoreTarget
 
 pytestmark = pytest.mark.anyio
 
-WORDS = 400  # words of the template page
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def words(seed: int, n: int) -> list[str]:
-    rng = random.Random(seed)
-    return [f"w{rng.randrange(100_000)}" for _ in range(n)]
+def _bench_crowds() -> Any:
+    """bench/bench_crowds.py: the test and the benchmark build the same crowd, from one definition."""
+    spec = importlib.util.spec_from_file_location("bench_crowds", BENCH / "bench_crowds.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def edited(text: list[str], seed: int, changes: int) -> list[str]:
-    rng = random.Random(seed)
-    out = list(text)
-    for _ in range(changes):
-        out[rng.randrange(len(out))] = f"x{rng.randrange(10**9)}"
-    return out
+_CROWDS = _bench_crowds()
+workload, words = _CROWDS.workload, _CROWDS.words
 
 
 async def load_crowd_then_pairs(index: Index, name: str, variants: int, pairs: int) -> list[str]:
     """The template's variants, then each P; returns the ids of the P2 that found their P."""
     await index.create_collection(CollectionParams.create(name, threshold=0.8))
-    template = words(1, WORDS)
+    crowd, ps, p2s = workload(variants, pairs)
     for start in range(0, variants, 500):
-        batch = [
-            Document(f"v{i}", " ".join(edited(template, 10 + i, 4)))
-            for i in range(start, min(variants, start + 500))
-        ]
-        await index.check(name, batch)
-    ps = {j: template[: int(WORDS * 0.6)] + words(1000 + j, int(WORDS * 0.4)) for j in range(pairs)}
-    await index.check(name, [Document(f"p{j}", " ".join(p)) for j, p in ps.items()])
-    p2s = [Document(f"p{j}-2", " ".join(edited(p, 5000 + j, 1))) for j, p in ps.items()]
+        await index.check(
+            name, [Document(f"v{i}", t) for i, t in enumerate(crowd[start : start + 500], start)]
+        )
+    await index.check(name, [Document(f"p{j}", t) for j, t in enumerate(ps)])
     found = []
-    for result in await index.check(name, p2s, insert=False):
-        j = result.id.removeprefix("p").removesuffix("-2")
+    for j, result in enumerate(
+        await index.check(name, [Document(f"q{j}", t) for j, t in enumerate(p2s)], insert=False)
+    ):
         if f"p{j}" in [m.id for m in result.matches]:
             found.append(result.id)
     return found
