@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from neardup.domain import CollectionParams, Document, Index
 from neardup.storage import Store
@@ -79,13 +80,28 @@ async def test_a_full_bucket_keeps_its_first_ordinals_and_takes_no_more(
         await index.check("full", [Document(f"c{i}", text) for i in range(start, start + 100)])
     [late] = await index.check("full", [Document("late", text)], insert=False)
     assert late.duplicate_of == "c0"
-    client = store_target.sync_client()
+    sizes = [len(value) for value in bucket_values(store_target, "nd:full:*:b:*")]
+    assert sizes and max(sizes) == 4 * BUCKET_CAP
+
+
+def bucket_values(target: StoreTarget, pattern: str) -> list[bytes]:
+    """Every bucket value of the keys matching ``pattern``, read node by node with plain clients (a
+    cluster client's scan leaves a connection open)."""
+    client = target.sync_client()
     try:
-        sizes = [
-            len(value)
-            for key in client.scan_iter(match="nd:full:*:b:*", count=1000)
-            for value in client.hgetall(key).values()
-        ]
+        if isinstance(client, redis.RedisCluster):
+            nodes = [(node.host, node.port) for node in client.get_primaries()]
+        else:
+            return [v for key in client.scan_iter(match=pattern) for v in client.hgetall(key).values()]
     finally:
         client.close()
-    assert sizes and max(sizes) == 4 * BUCKET_CAP
+    values: list[bytes] = []
+    for host, port in nodes:
+        node_client = redis.Redis(host=host, port=port)
+        try:
+            values += [
+                v for key in node_client.scan_iter(match=pattern) for v in node_client.hgetall(key).values()
+            ]
+        finally:
+            node_client.close()
+    return values
