@@ -301,7 +301,7 @@ class Index:
             return await self._check_some_unchanged(name, items, unchanged.stored)
         floors = [_match_floor(collection.params, min_similarity) for _, _, min_similarity in items]
         results = self._results(collection, docs, batch, reply, floors, inserted=True)
-        await self._reclaim(collection, len(docs))
+        await self._reclaim(collection, len(docs), reply.now_ms)
         return results
 
     async def _check_some_unchanged(
@@ -365,7 +365,7 @@ class Index:
         except _Unchanged as unchanged:  # stored as it is: it keeps its place, as in a check
             await self._check_some_unchanged(name, [(doc, meta, None)], unchanged.stored)
             return await self.get_document(name, doc.id)
-        await self._reclaim(collection, 1)
+        await self._reclaim(collection, 1, inserted_ms)
         return StoredDocument(doc.id, doc.metadata, inserted_ms / 1000.0)
 
     async def get_document(self, name: str, doc_id: str) -> StoredDocument:
@@ -585,9 +585,10 @@ class Index:
             )
         return results
 
-    async def _reclaim(self, collection: _Collection, written: int) -> None:
+    async def _reclaim(self, collection: _Collection, written: int, now_ms: int) -> None:
         """Reclaim expired or evicted documents, a bounded amount per write. Their band keys come
-        from their stored signatures. Best effort: the write itself has succeeded already."""
+        from their stored signatures. Best effort: the write itself has succeeded already. ``now_ms``:
+        the store server's time from the write's own reply (no extra round trip; asked for if 0)."""
         params = collection.params
         if params.ttl_seconds is None and params.max_documents is None:
             return
@@ -597,7 +598,7 @@ class Index:
             async with self._storage(params.name):
                 due = await self._store.due(
                     collection.keys,
-                    now_ms=await self._store.now_ms(collection.keys),
+                    now_ms=now_ms or await self._store.now_ms(collection.keys),
                     limit=max(_RECLAIM_PER_WRITE, 2 * written),
                 )
             if due:
