@@ -7,6 +7,7 @@ embedded server, found by its pidfile, is checked and killed if it outlived the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -14,8 +15,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -168,3 +170,42 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 def http(service: Service) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=service.url, timeout=10.0) as client:
         yield client
+
+
+def check_concurrently(
+    urls: Sequence[str], collection: str, jobs: Sequence[tuple[str, str]], clients: int
+) -> dict[str, dict[str, Any]]:
+    """Every job (id, text) checked once with insert, taken from one queue by ``clients`` concurrent
+    clients, client n on ``urls[n % len(urls)]``; the answers by id (each must be a 200)."""
+    results: dict[str, dict[str, Any]] = {}
+
+    async def client(n: int, queue: asyncio.Queue[tuple[str, str]]) -> None:
+        async with httpx.AsyncClient(base_url=urls[n % len(urls)], timeout=30.0) as http:
+            while not queue.empty():
+                doc_id, text = queue.get_nowait()
+                response = await http.post(
+                    f"/v1/collections/{collection}/check", json={"id": doc_id, "text": text}
+                )
+                assert response.status_code == 200, response.text
+                results[doc_id] = response.json()
+
+    async def run() -> None:
+        queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        for job in jobs:
+            queue.put_nowait(job)
+        await asyncio.gather(*(client(n, queue) for n in range(clients)))
+
+    asyncio.run(run())
+    return results
+
+
+def the_original_of_each_group(results: dict[str, dict[str, Any]], groups: int, variants: int) -> list[str]:
+    """Asserts first seen won in each group ``g{group}-v{variant}``: exactly one member was not a
+    duplicate. Returns that member, per group."""
+    originals = []
+    for group in range(groups):
+        members = [f"g{group}-v{variant}" for variant in range(variants)]
+        new = [m for m in members if not results[m]["duplicate"]]
+        assert len(new) == 1, {m: results[m] for m in members}
+        originals.append(new[0])
+    return originals

@@ -9,7 +9,6 @@ own clock."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
 import random
@@ -21,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import Service
+from tests.e2e.conftest import Service, check_concurrently, the_original_of_each_group
 from tests.e2e.test_concurrency import group_texts
 
 GROUPS = 120
@@ -92,29 +91,9 @@ def test_a_service_ten_minutes_ahead_breaks_neither_first_seen_nor_band_entries(
         for variant, text in enumerate(group_texts(rng, vocabulary))
     ]
     random.Random().shuffle(jobs)
-    results: dict[str, dict[str, object]] = {}
-
-    async def client(n: int, queue: asyncio.Queue[tuple[str, str]]) -> None:
-        url = (normal, skewed)[n % 2].url  # half the clients on each process
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as http:
-            while not queue.empty():
-                doc_id, text = queue.get_nowait()
-                response = await http.post("/v1/collections/skew/check", json={"id": doc_id, "text": text})
-                assert response.status_code == 200, response.text
-                results[doc_id] = response.json()
-
-    async def run() -> None:
-        queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-        for job in jobs:
-            queue.put_nowait(job)
-        await asyncio.gather(*(client(n, queue) for n in range(CLIENTS)))
-
-    asyncio.run(run())
+    results = check_concurrently([normal.url, skewed.url], "skew", jobs, CLIENTS)  # half on each
     assert len(results) == GROUPS * VARIANTS
-    for group in range(GROUPS):
-        members = [f"g{group}-v{variant}" for variant in range(VARIANTS)]
-        originals = [m for m in members if not results[m]["duplicate"]]
-        assert len(originals) == 1, {m: results[m] for m in members}
+    the_original_of_each_group(results, GROUPS, VARIANTS)
 
     texts = dict(jobs)
     with httpx.Client(base_url=normal.url, timeout=30.0) as http:

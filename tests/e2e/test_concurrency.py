@@ -4,12 +4,11 @@ other member of the group names that one as ``duplicate_of``."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 
 import httpx
 
-from tests.e2e.conftest import Service
+from tests.e2e.conftest import Service, check_concurrently, the_original_of_each_group
 
 GROUPS = 300
 VARIANTS = 4
@@ -43,35 +42,10 @@ def test_exactly_one_original_per_group_with_32_concurrent_clients(service: Serv
     with httpx.Client(base_url=url, timeout=10.0) as http:
         assert http.post("/v1/collections", json={"name": "e2e-race"}).status_code == 201
 
-    results: dict[str, dict[str, object]] = {}
-
-    async def client(queue: asyncio.Queue[tuple[str, int, str]]) -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as http:
-            while True:
-                try:
-                    doc_id, _, text = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                response = await http.post(
-                    "/v1/collections/e2e-race/check", json={"id": doc_id, "text": text}
-                )
-                assert response.status_code == 200, response.text
-                results[doc_id] = response.json()
-
-    async def run() -> None:
-        queue: asyncio.Queue[tuple[str, int, str]] = asyncio.Queue()
-        for job in jobs:
-            queue.put_nowait(job)
-        await asyncio.gather(*(client(queue) for _ in range(CLIENTS)))
-
-    asyncio.run(run())
+    results = check_concurrently([url], "e2e-race", [(doc_id, text) for doc_id, _, text in jobs], CLIENTS)
     assert len(results) == GROUPS * VARIANTS
 
-    for group in range(GROUPS):
-        members = [f"g{group}-v{variant}" for variant in range(VARIANTS)]
-        originals = [m for m in members if not results[m]["duplicate"]]
-        assert len(originals) == 1, {m: results[m] for m in members}
-        [original] = originals
-        for member in members:
+    for group, original in enumerate(the_original_of_each_group(results, GROUPS, VARIANTS)):
+        for member in (f"g{group}-v{variant}" for variant in range(VARIANTS)):
             if member != original:
                 assert results[member]["duplicate_of"] == original, (member, results[member])
