@@ -47,9 +47,11 @@ class LocalCluster:
     CLUSTER ADDSLOTSRANGE and CLUSTER MEET: for tests and benchmarks, never for production data.
     ``start()`` returns a seed URL; ``urls`` names every node; ``stop()`` stops them all."""
 
-    def __init__(self, data_dir: str | os.PathLike[str], nodes: int = 3) -> None:
+    def __init__(self, data_dir: str | os.PathLike[str], nodes: int = 3, *, module: bool = True) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.size = nodes
+        #: whether the nodes load neardup's module (as the embedded server does), or use the Lua loops
+        self.module = module
         self.nodes: list[EmbeddedValkey] = []
 
     @property
@@ -70,6 +72,7 @@ class LocalCluster:
                 node = EmbeddedValkey(
                     self.data_dir / f"node{i}",
                     port=port,
+                    module=self.module,
                     extra_config={
                         "cluster-enabled": "yes",
                         "cluster-config-file": "nodes.conf",

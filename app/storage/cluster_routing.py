@@ -18,7 +18,7 @@ from redis.retry import Retry
 from neardup.storage import keys
 from neardup.storage.cluster_layout import _bytes, _Groups, _Layout, _Ops
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown, permanent
-from neardup.storage.scripts import Script
+from neardup.storage.scripts import MODULE_NAME, Script
 
 #: A pending ordinal older than this belongs to a check that died between append and stamp. It must
 #: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see _guard;
@@ -57,6 +57,10 @@ class ClusterRouting:
                 "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_unregister",
             )
         }  # fmt: skip
+        self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")
+        #: node name -> whether it has neardup's module (ND.BUCKETS): asked once per node, asked again
+        #: after a node answers "unknown command" (restarted without it)
+        self._modules: dict[str, bool] = {}
 
     @classmethod
     def from_url(cls: type[_Store], url: str, *, timeout: float = 5.0, max_connections: int = 64) -> _Store:
@@ -162,11 +166,47 @@ class ClusterRouting:
                 if self._client._initialize:
                     await self._client.initialize()
 
+    async def _has_module(self, node: ClusterNode) -> bool:
+        """Whether this node has neardup's module loaded (False where MODULE LIST is refused)."""
+        known = self._modules.get(node.name)
+        if known is None:
+            try:
+                listed = await self._client.execute_command("MODULE", "LIST", target_nodes=node)
+            except rx.ResponseError:
+                listed = []
+            if isinstance(listed, dict):  # {node name: answer} in some redis-py versions
+                listed = next(iter(listed.values()), [])
+            # Each entry is [b"name", b"neardup", b"ver", 1, ...], or a dict where a reply parser ran.
+            names = (
+                m.get(b"name")
+                if isinstance(m, dict)
+                else dict(zip(m[::2], m[1::2], strict=False)).get(b"name")
+                for m in listed
+            )
+            known = MODULE_NAME in names
+            self._modules[node.name] = known
+        return known
+
+    async def _on_node(self, node: ClusterNode, call: Any) -> Any:
+        """Run ``call(uses_module)`` on the node; a node that lost the module (restarted without it)
+        answers "unknown command" before writing anything: this call fails (a 503), the next asks again."""
+        uses = await self._has_module(node)
+        try:
+            return await call(uses)
+        except rx.ResponseError as error:
+            if uses and "unknown command" in str(error).lower():
+                self._modules.pop(node.name, None)
+            raise
+
     async def _ops(self, per_node: dict[str, tuple[ClusterNode, _Ops]]) -> dict[str, Any]:
         names = list(per_node)
-        replies = await asyncio.gather(
-            *(self._eval("cluster_ops", [], per_node[n][1].args(), per_node[n][0]) for n in names)
-        )
+
+        def run(node: ClusterNode, ops: _Ops) -> Any:
+            return lambda uses: self._eval(
+                "cluster_ops_module" if uses else "cluster_ops", [], ops.args(), node
+            )
+
+        replies = await asyncio.gather(*(self._on_node(per_node[n][0], run(*per_node[n])) for n in names))
         return dict(zip(names, replies, strict=True))
 
     def _group(self, ops: dict[str, tuple[ClusterNode, _Ops]], key: str) -> _Ops:
@@ -223,12 +263,17 @@ class ClusterRouting:
                 entry[1].append(i)
                 entry[2].extend(record)
             names = list(by_node)
-            replies = await asyncio.gather(
-                *(
-                    self._eval("cluster_bands", [], [g.k.band_prefix, bytes(by_node[n][2])], by_node[n][0])
-                    for n in names
-                )
-            )
+
+            def read(node: ClusterNode, blob: bytes) -> Any:
+                async def call(uses: bool) -> Any:
+                    if uses:
+                        command = ("ND.BUCKETSGET", "1", g.k.band_prefix, blob)
+                        return await self._client.execute_command(*command, target_nodes=node)
+                    return await self._eval("cluster_bands", [], [g.k.band_prefix, blob], node)
+
+                return self._on_node(node, call)
+
+            replies = await asyncio.gather(*(read(by_node[n][0], bytes(by_node[n][2])) for n in names))
             values: list[bytes] = [b""] * len(band_fields)
             for name, reply in zip(names, replies, strict=True):
                 for i, value in zip(by_node[name][1], reply, strict=True):
@@ -259,14 +304,14 @@ class ClusterRouting:
         cached = self._layouts.get((k.collection, k.gen))
         if cached is not None:
             return cached
-        gen, band_groups, id_groups = await self._retrying(
-            lambda: self._client.hmget(k.state, ["gen", "bG", "iG"])
+        gen, band_groups, id_groups, width = await self._retrying(
+            lambda: self._client.hmget(k.state, ["gen", "bG", "iG", "ow"])
         )
         if gen is None:
             raise CollectionMissing()
         if _bytes(gen).decode() != k.gen:
             raise GenerationChanged()
-        layout = _Layout(int(band_groups), int(id_groups))
+        layout = _Layout(int(band_groups), int(id_groups), int(width or keys.LEGACY_ORDINAL_WIDTH))
         self._layouts[(k.collection, k.gen)] = layout
         return layout
 

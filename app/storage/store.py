@@ -225,7 +225,7 @@ class RedisStore:
         reply = await self._call(
             "create_collection",
             [keys.REGISTRY, keys.state(name)],
-            [name, params_json, gen, ttl_ms, max_documents, *shape],
+            [name, params_json, gen, ttl_ms, max_documents, *shape, keys.ORDINAL_WIDTH],
         )
         return None if reply[0] == b"created" else bytes(reply[1])
 

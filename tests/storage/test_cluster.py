@@ -10,12 +10,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pytest
 import redis
 
 from neardup.domain import CollectionParams, Document, DocumentNotFound, Index, StoreUnavailable
-from neardup.storage import ClusterStore
+from neardup.storage import ClusterStore, keys
 from neardup.storage.errors import StoreDown
 from neardup.storage.keys import CollectionKeys
 from neardup.testing import LocalCluster
@@ -125,7 +124,8 @@ async def test_a_check_that_dies_between_append_and_stamp_converges_on_retry(
         for node_keys in keys_per_node_from(client, collection.keys):
             for key in node_keys:
                 for value in client.hvals(key):
-                    ordinals.update(np.frombuffer(value, dtype=">u4").tolist())
+                    w = keys.ORDINAL_WIDTH
+                    ordinals.update(int.from_bytes(value[q : q + w], "big") for q in range(0, len(value), w))
         assert ordinals == live
     finally:
         client.close()
@@ -282,7 +282,9 @@ async def test_a_creation_that_died_before_its_registry_entry_is_completed_by_th
     params = CollectionParams.create("half", threshold=0.7)
     entry = _encode_params(params, "g0000000000a")
     assert await cstore.list_collections() == []  # (connects the client)
-    reply = await cstore._state_call("cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry])
+    reply = await cstore._state_call(
+        "cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry, keys.ORDINAL_WIDTH]
+    )
     assert reply == [b"created"]  # ... and the process died here
     index = Index(cstore)
     assert await index.create_collection(params) == (params, False)  # it exists, with these parameters
@@ -374,7 +376,8 @@ async def test_a_retry_that_keeps_a_half_written_copy_completes_its_band_entries
     collection = await index._collection("c")
     [stored] = await cstore.lookup(collection.keys, [b"a"])
     assert stored is not None
-    o4 = stored.ordinal.to_bytes(4, "big")
+    w = keys.ORDINAL_WIDTH
+    o4 = stored.ordinal.to_bytes(w, "big")
     nodes = [redis.Redis.from_url(url) for url in valkey_cluster.urls]  # one plain client per node
 
     def band_groups() -> list[tuple[redis.Redis, bytes]]:
@@ -382,7 +385,7 @@ async def test_a_retry_that_keeps_a_half_written_copy_completes_its_band_entries
 
     def buckets_with_a() -> int:
         return sum(
-            o4 in [value[p : p + 4] for p in range(0, len(value), 4)]
+            o4 in [value[p : p + w] for p in range(0, len(value), w)]
             for c, key in band_groups()
             for value in c.hvals(key)
         )

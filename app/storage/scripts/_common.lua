@@ -9,7 +9,9 @@
 local GEN, BAND, IDS, SIG, DOC = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local BAND_TARGET, ID_TARGET = tonumber(ARGV[6]), tonumber(ARGV[7])
 local SIG_GROUP, DOC_GROUP = tonumber(ARGV[8]), tonumber(ARGV[9])
-local MAX_ORDINAL = 4294967295
+-- The collection's ordinal width in bytes (the state's `ow`; 4 where a layout-1 state has none), set by
+-- load_state: band values hold ordinals of OW bytes each, big-endian.
+local OW, OW_FORMAT, MAX_ORDINAL = 4, '>I4', 4294967295
 
 -- A document's record, as neardup/storage/records.py defines it: "<inserted_ms>:<id length>:<id><metadata>".
 local function record_ms(record)
@@ -94,9 +96,11 @@ end
 -- Returns the state table, or nil and the status to return ('nocollection' or 'stale').
 local function load_state()
   local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN',
-    'ttl', 'maxd', 'low')
+    'ttl', 'maxd', 'low', 'ow')
   if not v[1] then return nil, 'nocollection' end
   if v[1] ~= GEN then return nil, 'stale' end
+  OW = tonumber(v[13]) or 4
+  OW_FORMAT, MAX_ORDINAL = '>I' .. OW, 2 ^ (8 * OW) - 1
   return {
     seq = tonumber(v[2]), docs = tonumber(v[3]),
     ttl = tonumber(v[10]) or 0, maxd = tonumber(v[11]) or 0, low = tonumber(v[12]) or 0,
@@ -115,7 +119,8 @@ local function floor_of(st)
 end
 
 local function save_state(st)
-  redis.call('HSET', KEYS[1], 'seq', st.seq, 'docs', st.docs, 'low', st.low,
+  redis.call('HSET', KEYS[1], 'seq', string.format('%d', st.seq), 'docs', st.docs,
+    'low', string.format('%d', st.low),
     'bL', st.band.L, 'bS', st.band.S, 'bN', st.band.N, 'iL', st.id.L, 'iS', st.id.S, 'iN', st.id.N)
 end
 
@@ -123,7 +128,7 @@ local function sig_key(ord) return SIG .. string.format('%d', math.floor(ord / S
 local function doc_key(ord) return DOC .. string.format('%d', math.floor(ord / DOC_GROUP)) end
 local function slot(ord, size) return string.format('%d', ord % size) end
 
-local function ordinal_bytes(ord) return struct.pack('>I4', ord) end
+local function ordinal_bytes(ord) return struct.pack(OW_FORMAT, ord) end
 
 -- Remove a stored document's band entries, signature and record (the id field is the caller's).
 local function remove_document(st, ord, old_bands)
@@ -133,9 +138,9 @@ local function remove_document(st, ord, old_bands)
     local key = group_of(st.band, band_hash(field))
     local value = redis.call('HGET', key, field)
     if value then
-      for q = 1, #value, 4 do
-        if string.sub(value, q, q + 3) == o4 then
-          value = string.sub(value, 1, q - 1) .. string.sub(value, q + 4)
+      for q = 1, #value, OW do
+        if string.sub(value, q, q + OW - 1) == o4 then
+          value = string.sub(value, 1, q - 1) .. string.sub(value, q + OW)
           if #value == 0 then
             redis.call('HDEL', key, field)
             st.band.N = st.band.N - 1

@@ -9,12 +9,15 @@
 -- Returns {'ok', first ordinal, band groups, id groups, this server's time in ms (the batch's records
 -- carry it as their insertion time)} or {'nocollection'} / {'stale'}
 
-local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'bG', 'iG')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'bG', 'iG', 'ow')
 if not v[1] then return {'nocollection'} end
 if v[1] ~= ARGV[1] then return {'stale'} end
 local n, seq = tonumber(ARGV[2]), tonumber(v[2])
-if seq + n > 4294967295 then return redis.error_reply('ordinals of this collection exhausted') end
-redis.call('HSET', KEYS[1], 'seq', seq + n)
+local last = 2 ^ (8 * (tonumber(v[5]) or 4)) - 1  -- the state's ordinal width (4 bytes without `ow`)
+if seq + n > last then
+  return redis.error_reply(string.format('ordinals of this collection exhausted (last %d)', last))
+end
+redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq + n))
 local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local marks = {}

@@ -1,7 +1,9 @@
 -- cluster_stamp.lua: (Redis Cluster) phase 2 of a check: stamp the batch's ordinals, in batch order,
 -- after their band entries were appended (docs/design.md, "Why first seen wins").
 --
--- Stamps only grow. An ordinal whose implicit stamp (ordinal * SCALE) is above the last stamp issued
+-- Stamps only grow. They reach 2^52 (keys.stamp_scale), past the 14 digits Lua keeps when it turns a
+-- number into a string: every stamp is written with string.format('%d'), never joined with '..'.
+-- An ordinal whose implicit stamp (ordinal * SCALE) is above the last stamp issued
 -- (`top`) takes it and nothing is recorded; one that was overtaken by a larger ordinal gets top + 1,
 -- recorded in the late hash. An ordinal no longer pending was stamped already (by an earlier try, or
 -- as abandoned, below): its stamp is returned again, so a retry converges.
@@ -33,7 +35,7 @@ local function stamp(o)
   local s = o * scale
   if s <= top then
     s = top + 1
-    redis.call('HSET', KEYS[3], o, s)
+    redis.call('HSET', KEYS[3], string.format('%d', o), string.format('%d', s))
   end
   top = s
   return s
@@ -53,6 +55,6 @@ end
 local stamps = {}
 for o = first, first + n - 1 do stamps[#stamps + 1] = stamp(o) end
 for i = 8, #ARGV do redis.call('HDEL', KEYS[3], ARGV[i]) end
-redis.call('HSET', KEYS[1], 'top', top)
+redis.call('HSET', KEYS[1], 'top', string.format('%d', top))
 if tonumber(ARGV[6]) ~= 0 then redis.call('HINCRBY', KEYS[1], 'docs', ARGV[6]) end
 return {'ok', stamps, tonumber(v[4]), tonumber(v[5])}
