@@ -138,7 +138,7 @@ def projection(bytes_per_doc: float, bands: int) -> dict[str, Any]:
     for label, docs in (("100M", 10**8), ("1B", 10**9)):
         total_gb = docs * bytes_per_doc / 2**30
         shards = max(1, math.ceil(total_gb / SHARD_BUDGET_GB))
-        band_groups, _ = key_layout.cluster_groups(docs)
+        band_groups, _ = key_layout.cluster_groups(docs, bands)
         out[label] = {
             "total_gb": round(total_gb, 1),
             "shards_needed": shards,
