@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -46,12 +46,14 @@ from neardup.domain.models import (
     check_document,
     encode_metadata,
     is_collection_name,
+    site_of,
 )
 from neardup.domain.observer import IndexObserver, NullObserver
+from neardup.domain.sites import MirrorPair, SiteMirrors, mirror_pairs, site_mirrors
 from neardup.storage import records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, OrdinalsExhausted, StoreDown
 from neardup.storage.keys import ORDINAL_WIDTH, CollectionKeys, max_ordinal
-from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Store
+from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, SiteCounts, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
 MAX_BATCH = 1000
@@ -96,6 +98,9 @@ _VIRTUAL_STAMP = 2**60
 #: Expired or evicted documents reclaimed per write, at least (and twice the batch): reclaiming
 #: keeps pace with inserting, so memory stays flat, and no request pays for a backlog at once.
 _RECLAIM_PER_WRITE = 64
+#: Reclaim rounds (each up to _RECLAIM_PER_WRITE documents) before a site read: expired or evicted
+#: documents stop being counted when they are reclaimed.
+_SITE_RECLAIM_ROUNDS = 16
 log = logging.getLogger("neardup.index")
 
 
@@ -192,6 +197,12 @@ class Index:
         different params -> CollectionConflict."""
         if not isinstance(params, CollectionParams):
             raise InvalidParameters("params must be CollectionParams (use CollectionParams.create)")
+        if params.site_field is not None and not getattr(self._store, "supports_sites", False):
+            raise InvalidParameters(
+                "site_field is not supported on a Redis Cluster store yet: sites are counted in the same "
+                "atomic script that adds or removes a document, which the cluster protocol does not have; "
+                "create the collection without site_field, or on a standalone server"
+            )
         gen = secrets.token_hex(6)
         async with self._storage(params.name):
             existing = await self._store.create_collection(
@@ -212,7 +223,7 @@ class Index:
             return current.params, False
         differences = ", ".join(
             f"{field}={getattr(current.params, field)!r} (asked {getattr(params, field)!r})"
-            for field in params.to_dict()
+            for field in asdict(params)
             if getattr(current.params, field) != getattr(params, field)
         )
         raise CollectionConflict(
@@ -302,7 +313,9 @@ class Index:
         except _Unchanged as unchanged:
             return await self._check_some_unchanged(name, items, unchanged.stored)
         floors = [_match_floor(collection.params, min_similarity) for _, _, min_similarity in items]
-        results = self._results(collection, docs, batch, reply, floors, inserted=True)
+        links: list[tuple[int, int]] = []
+        results = self._results(collection, docs, batch, reply, floors, inserted=True, links=links)
+        await self._link(collection, links)
         await self._reclaim(collection, len(docs), reply.now_ms)
         return results
 
@@ -328,7 +341,14 @@ class Index:
         collection, batch, reply, _ = await self._run(name, docs, metas, "restore", expected=copies)
         floors = [_match_floor(collection.params, items[i][2]) for i in kept]
         before = [reply.stamp(stored[i]) for i in kept]
-        read = self._results(collection, docs, batch, reply, floors, inserted=True, before=before)
+        links: list[tuple[int, int]] = []
+        read = self._results(
+            collection, docs, batch, reply, floors, inserted=True, before=before,
+            own=[stored[i] for i in kept], links=links,
+        )  # fmt: skip
+        # A retried check records the edges its first answer found (again: idempotent), so a check
+        # whose answer was lost before its edges were recorded still converges.
+        await self._link(collection, links)
         gone = []
         for j, i in enumerate(kept):
             if stored[i] in reply.candidates[j]:
@@ -456,6 +476,7 @@ class Index:
                 expected=[
                     b"%d" % (expected or {})[i] if i in (expected or {}) else b"" for i in range(len(ids))
                 ],
+                sites=_sites(collection.params, docs),
             )
             try:
                 for _ in range(_ATTEMPTS):
@@ -530,10 +551,15 @@ class Index:
         *,
         inserted: bool,
         before: Sequence[int] | None = None,
+        own: Sequence[int] | None = None,
+        links: list[tuple[int, int]] | None = None,
     ) -> list[CheckResult]:
         """Verified matches of each document; ``floors[i]``: least estimate a match of document i needs.
         ``before[i]``: only candidates stamped before this (the stored copy of an unchanged document,
-        checked read-only), instead of the batch's own order."""
+        checked read-only), instead of the batch's own order. ``links``: filled, for a collection with
+        a site_field, with (ordinal of document i, ordinal of a match on another site) pairs of the
+        matches at the collection's own floor, in the order to record them (see ``_site_links``);
+        ``own[i]``: document i's ordinal where the reply has none (an unchanged stored copy)."""
         n = len(docs)
         num_perm = collection.params.num_perm
         # One matrix of every signature a candidate can point at: the batch's, then the fetched ones.
@@ -546,33 +572,42 @@ class Index:
         ]
         pool = np.concatenate([batch.signatures, signature_matrix([f[1] for f in fetched], num_perm)])
         # row in pool, stamp (first-seen order), id, metadata of each candidate ordinal
-        known: dict[int, tuple[int, int, str, Metadata | None]] = {}
+        known: dict[int, tuple[int, int, str, Metadata | None, int]] = {}
         for i, ordinal in enumerate(reply.ordinals):
             if ordinal:
-                known[ordinal] = (i, reply.stamp(ordinal), docs[i].id, docs[i].metadata)
+                known[ordinal] = (i, reply.stamp(ordinal), docs[i].id, docs[i].metadata, ordinal)
         for row, (ordinal, _, rec) in enumerate(fetched, start=n):
             stored_id, _, metadata = records.unpack(rec)
-            known[ordinal] = (row, reply.stamp(ordinal), stored_id, metadata)
+            known[ordinal] = (row, reply.stamp(ordinal), stored_id, metadata, ordinal)
+        site_field = collection.params.site_field if links is not None else None
+        site_floor = verification_floor(collection.params.threshold, num_perm)
         in_batch = earlier_in_batch(batch.band_keys, batch.empty) if not inserted and before is None else {}
 
         results: list[CheckResult] = []
         for i, doc in enumerate(docs):
-            own = reply.ordinals[i]
-            rows: list[tuple[int, int, str, Metadata | None]] = [
-                known[c] for c in reply.candidates[i] if c in known and c != own
+            own_ordinal = reply.ordinals[i] or (own[i] if own is not None else 0)
+            rows: list[tuple[int, int, str, Metadata | None, int]] = [
+                known[c] for c in reply.candidates[i] if c in known and c != own_ordinal
             ]
             for j in sorted(in_batch.get(i, ())):
-                rows.append((j, _VIRTUAL_STAMP + j, docs[j].id, docs[j].metadata))
+                rows.append((j, _VIRTUAL_STAMP + j, docs[j].id, docs[j].metadata, 0))
             if before is not None:
                 rows = [r for r in rows if r[1] < before[i]]
             elif not inserted:  # the stored version of the same id is this document, not an earlier one
                 rows = [r for r in rows if r[2] != doc.id]
             matches: list[tuple[float, int, Match]] = []
+            linked: list[tuple[float, int, str]] = []  # (similarity, ordinal, site) of other sites
             if rows and not batch.empty[i]:
                 sims = sketch.similarity(batch.signatures[i], pool, [r[0] for r in rows])
-                for (_, stamp, cand_id, metadata), sim in zip(rows, sims.tolist(), strict=True):
+                for (_, stamp, cand_id, metadata, ordinal), sim in zip(rows, sims.tolist(), strict=True):
                     if sim >= floors[i] - _EPSILON:
                         matches.append((sim, stamp, Match(cand_id, sim, metadata)))
+                    if site_field is not None and ordinal and sim >= site_floor - _EPSILON:
+                        site = site_of(metadata, site_field)
+                        if site is not None:
+                            linked.append((sim, ordinal, site))
+            if linked and links is not None and own_ordinal:
+                links.extend(_site_links(own_ordinal, site_of(doc.metadata, site_field), linked))
             self._observer.candidates_verified(len(rows), len(rows) - len(matches))
             matches.sort(key=lambda m: (-m[0], m[1]))
             first = min(matches, key=lambda m: m[1])[2].id if matches else None
@@ -587,13 +622,81 @@ class Index:
             )
         return results
 
-    async def _reclaim(self, collection: _Collection, written: int, now_ms: int) -> None:
+    async def _link(self, collection: _Collection, links: list[tuple[int, int]]) -> None:
+        """Record a batch's cross-site matches (one script call; none when there are none). Part of
+        the check: a failure is the check's 503, and its retry records them (idempotent)."""
+        if not links:
+            return
+        try:
+            async with self._storage(collection.params.name):
+                await self._store.link(collection.keys, links)
+        except GenerationChanged:
+            pass  # the collection was recreated: the documents these edges were about are gone
+
+    # --- sites ------------------------------------------------------------------------------------------
+
+    async def _site_collection(self, name: str) -> _Collection:
+        collection = await self._collection(name)
+        if collection.params.site_field is None:
+            raise InvalidInput(
+                f"collection {name!r} has no site_field: sites are counted only in collections created "
+                'with one (e.g. "site_field": "url")'
+            )
+        # Expired or evicted documents still counted leave first (a bounded amount per call).
+        for _ in range(_SITE_RECLAIM_ROUNDS):
+            if not await self._reclaim(collection, 0, 0):
+                break
+        return collection
+
+    async def site(self, name: str, site: str) -> SiteMirrors:
+        """A site's pages and the sites it shares pages with, best first (see ``domain.sites``)."""
+        if not isinstance(site, str) or not site:
+            raise InvalidInput("a site is a non-empty string")
+        for attempt in range(_ATTEMPTS):
+            collection = (
+                await self._site_collection(name)
+                if attempt == 0
+                else await self._collection(name, refresh=True)
+            )
+            try:
+                async with self._storage(name):
+                    counts = await self._store.site(
+                        collection.keys, (site_of({"s": site}, "s") or site).encode("utf-8", "surrogatepass")
+                    )
+            except GenerationChanged:
+                continue
+            return site_mirrors(counts)
+        raise StoreUnavailable("the collection keeps changing under this request; retry")
+
+    async def mirrors(
+        self, name: str, *, min_share: float = 0.5, min_pages: int = 1, limit: int = 100
+    ) -> list[MirrorPair]:
+        """Pairs of sites where either direction's share reaches ``min_share``, both sites having at
+        least ``min_pages`` pages, ranked by share; at most ``limit``. Reads every site's counts:
+        O(sites + pairs) (see ``Store.site_pairs``)."""
+        for attempt in range(_ATTEMPTS):
+            collection = (
+                await self._site_collection(name)
+                if attempt == 0
+                else await self._collection(name, refresh=True)
+            )
+            try:
+                async with self._storage(name):
+                    counts: list[SiteCounts] = await self._store.site_pairs(
+                        collection.keys, min_pages=min_pages
+                    )
+            except GenerationChanged:
+                continue
+            return mirror_pairs(counts, min_share=min_share, min_pages=min_pages, limit=limit)
+        raise StoreUnavailable("the collection keeps changing under this request; retry")
+
+    async def _reclaim(self, collection: _Collection, written: int, now_ms: int) -> int:
         """Reclaim expired or evicted documents, a bounded amount per write. Their band keys come
         from their stored signatures. Best effort: the write itself has succeeded already. ``now_ms``:
         the store server's time from the write's own reply (no extra round trip; asked for if 0)."""
         params = collection.params
         if params.ttl_seconds is None and params.max_documents is None:
-            return
+            return 0
         # In the guard too, so these calls are timed and a failure counted like any other; the errors it
         # raises are caught here: the caller's write has succeeded, so its answer stays a 2xx.
         try:
@@ -607,8 +710,10 @@ class Index:
                 items = [(ordinal, stored_band_keys(params, signature)) for ordinal, signature in due]
                 async with self._storage(params.name):
                     await self._store.reclaim(collection.keys, items)
+            return len(due)
         except (StoreUnavailable, CollectionNotFound, GenerationChanged) as error:
             log.info("reclaiming expired documents of %r deferred: %s", params.name, error)
+            return 0
 
 
 class _Unchanged(Exception):  # a signal inside Index, never raised to its callers
@@ -617,6 +722,29 @@ class _Unchanged(Exception):  # a signal inside Index, never raised to its calle
     def __init__(self, stored: dict[int, int]) -> None:
         super().__init__(stored)
         self.stored = stored
+
+
+def _sites(params: CollectionParams, docs: Sequence[Document]) -> list[bytes]:
+    """Each document's site as the store takes it (b"": none; all b"" without a site_field)."""
+    if params.site_field is None:
+        return []
+    return [(site_of(doc.metadata, params.site_field) or "").encode("utf-8", "surrogatepass") for doc in docs]
+
+
+def _site_links(own: int, site: str | None, linked: list[tuple[float, int, str]]) -> list[tuple[int, int]]:
+    """The (own, match) pairs to record for one checked document of ``site``: matches on other sites
+    only; the best match on each other site first, then the others best first, so the per-document
+    bound (keys.SITE_PARTNERS) keeps as many sites as it can. Nothing for a document of no site."""
+    if site is None:
+        return []
+    linked = sorted((m for m in linked if m[2] != site), key=lambda m: (-m[0], m[1]))
+    seen: set[str] = set()
+    first: list[tuple[int, int]] = []
+    rest: list[tuple[int, int]] = []
+    for _, ordinal, other in linked:
+        (rest if other in seen else first).append((own, ordinal))
+        seen.add(other)
+    return first + rest
 
 
 def _capacity(params: CollectionParams) -> int:

@@ -7,6 +7,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -39,6 +40,9 @@ MAX_TTL_SECONDS = 10 * 365 * 86400
 MAX_DOCUMENTS = 2**31
 #: Largest capacity hint: 2^27 documents already size a band table of 2^27 groups at 16 bands.
 MAX_EXPECTED_DOCUMENTS = 2**27
+#: Longest ``site_field`` name, and longest site name kept (longer ones are cut).
+MAX_SITE_FIELD = 128
+MAX_SITE_BYTES = 256
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,10 @@ class CollectionParams:
       documents at creation, so it need not grow by splitting while the collection stays below it
       (about a third less server work per insertion; a collection far smaller than its hint uses
       more memory per document). Changes no result.
+    - ``site_field``: optional metadata field naming each document's site (its host when the value is
+      an absolute URL, see :func:`site_of`); the collection then counts, per pair of sites, the pages
+      of one with a verified near-duplicate on the other (mirror detection, docs/design.md "Sites").
+      Documents without the field belong to no site.
     """
 
     name: str
@@ -73,6 +81,7 @@ class CollectionParams:
     ttl_seconds: int | None = None
     max_documents: int | None = None
     expected_documents: int | None = None
+    site_field: str | None = None
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -91,6 +100,7 @@ class CollectionParams:
         ttl_seconds: int | None = None,
         max_documents: int | None = None,
         expected_documents: int | None = None,
+        site_field: str | None = None,
     ) -> CollectionParams:
         """Validate and fill bands/rows (``sketch.optimal_bands``) when not given; raises
         :class:`InvalidParameters` with a message saying what to change."""
@@ -120,13 +130,18 @@ class CollectionParams:
             ttl_seconds,
             max_documents,
             expected_documents,
+            site_field,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["site_field"] is None:  # entries written before sites existed look the same
+            del data["site_field"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CollectionParams:
+        """Reads registry entries of every version (those without ``site_field`` have none)."""
         return cls(**data)
 
     def candidate_probability(self, similarity: float) -> float:
@@ -262,6 +277,39 @@ def _validate(p: CollectionParams) -> None:
             raise InvalidParameters(
                 f"expected_documents must be at most {MAX_EXPECTED_DOCUMENTS}, got {p.expected_documents}"
             )
+    if p.site_field is not None and (
+        not isinstance(p.site_field, str) or not 1 <= len(p.site_field) <= MAX_SITE_FIELD
+    ):
+        raise InvalidParameters(
+            f"site_field must be the name of a metadata field, 1 to {MAX_SITE_FIELD} characters, "
+            f"got {p.site_field!r}"
+        )
+
+
+def site_of(metadata: Metadata | None, site_field: str | None) -> str | None:
+    """The site a document belongs to: its metadata's ``site_field`` value; the lower-cased host when
+    that value is an absolute URL (``https://Example.org/a`` -> ``example.org``), else the value itself
+    (a string, or an integer as decimal), cut to MAX_SITE_BYTES bytes of UTF-8. None without the field,
+    or when it is empty or not a string or integer."""
+    if site_field is None or not metadata:
+        return None
+    value = metadata.get(site_field)
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    text = str(value).strip()
+    if "://" in text:
+        try:
+            host = urlsplit(text).hostname
+        except ValueError:
+            host = None
+        if host:
+            text = host.rstrip(".")  # hostname is lower-cased already
+    if not text:
+        return None
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_SITE_BYTES:
+        text = raw[:MAX_SITE_BYTES].decode("utf-8", "ignore")
+    return text
 
 
 def check_document(doc: Document) -> None:

@@ -33,7 +33,15 @@ from neardup.storage import keys, records
 from neardup.storage.cluster_layout import _bytes, _Groups, _split
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
-from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, StoredVersion, each
+from neardup.storage.store import (
+    CheckBatch,
+    CheckReply,
+    Mode,
+    NeedOldBands,
+    SiteCounts,
+    StoredVersion,
+    each,
+)
 
 #: Keys per per-node unlink call when a collection is dropped.
 _UNLINK_CHUNK = 5000
@@ -43,6 +51,19 @@ class ClusterStore(ClusterRetention):
     """The store on a Redis Cluster: collections and the check protocol here, retention in
     ``ClusterRetention``, routing and failure handling in ``ClusterRouting``. Build with
     :meth:`from_url`."""
+
+    #: Sites are not counted here (yet): the domain refuses a site_field at creation on a cluster, so
+    #: the three methods below are never called.
+    supports_sites = False
+
+    async def link(self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]]) -> tuple[int, int]:
+        raise StoreDown("sites are not counted on a Redis Cluster")
+
+    async def site(self, k: keys.CollectionKeys, name: bytes) -> SiteCounts:
+        raise StoreDown("sites are not counted on a Redis Cluster")
+
+    async def site_pairs(self, k: keys.CollectionKeys, *, min_pages: int) -> list[SiteCounts]:
+        raise StoreDown("sites are not counted on a Redis Cluster")
 
     # --- collections ----------------------------------------------------------------------------------
 

@@ -74,6 +74,15 @@ ID_GROUP_TARGET = 64
 SIG_GROUP = 120
 #: Records per hash (also under the default hash-max-listpack-entries of 128).
 DOC_GROUP = 120
+#: Entries (site and partners of one document) per edge hash of a collection with a site_field.
+EDGE_GROUP = 120
+#: Most partners (matched documents of other sites) kept per document: a page copied onto hundreds of
+#: sites (a license text, an error page) links to its first SITE_PARTNERS partners, both sides having
+#: room; an entry is then at most 4 + 16 * 9 = 148 bytes. Later matches beyond it are not counted.
+SITE_PARTNERS = 16
+#: Most other sites one site's ``shared`` hash holds: an edge that would add a new other site to a
+#: full hash (on either side) is not recorded. Slots come back when a pair's count falls to 0.
+SITE_OTHERS = 256
 #: Bytes of one ordinal inside a band value, for collections created now: 2^40 - 1 insertions.
 ORDINAL_WIDTH = 5
 #: The width of a collection whose state has no ``ow`` (created by layout 1).
@@ -153,6 +162,12 @@ class CollectionKeys:
         self.id_prefix = f"{base}:i:"
         self.sig_prefix = f"{base}:s:"
         self.doc_prefix = f"{base}:d:"
+        # Sites (collections with a site_field, standalone only): see the module docstring.
+        self.site_names = f"{base}:sn"
+        self.site_ids = f"{base}:si"
+        self.site_pages = f"{base}:sp"
+        self.shared_prefix = f"{base}:x:"
+        self.edge_prefix = f"{base}:e:"
         #: Every data key of this generation matches it (names and generations hold no glob characters).
         self.data_pattern = f"{base}:*"
 
@@ -168,7 +183,14 @@ class CollectionKeys:
     def doc_group(self, n: int) -> str:
         return f"{self.doc_prefix}{n}"
 
-    def data_keys(self, seq: int, band_groups: int, id_groups: int) -> Iterator[str]:
+    def shared(self, site_id: int | str) -> str:
+        """Other site id -> shared pages, of one site."""
+        return f"{self.shared_prefix}{site_id}"
+
+    def edge_group(self, n: int) -> str:
+        return f"{self.edge_prefix}{n}"
+
+    def data_keys(self, seq: int, band_groups: int, id_groups: int, sites: int = 0) -> Iterator[str]:
         """Every name a data key of the generation can have, from its state (no keyspace scan), lazily:
         a table sized by a large capacity hint has millions of names, most of them never written (the
         stores scan for the keys instead when that is cheaper, see ``named_cost``)."""
@@ -176,8 +198,13 @@ class CollectionKeys:
         yield from (self.id_group(n) for n in range(id_groups))
         yield from (self.sig_group(n) for n in range(seq // SIG_GROUP + 1))
         yield from (self.doc_group(n) for n in range(seq // DOC_GROUP + 1))
+        if sites:  # ``sites``: the site ids ever issued (the state's sseq)
+            yield from (self.site_names, self.site_ids, self.site_pages)
+            yield from (self.shared(n) for n in range(1, sites + 1))
+            yield from (self.edge_group(n) for n in range(seq // EDGE_GROUP + 1))
 
     @staticmethod
-    def named_cost(seq: int, band_groups: int, id_groups: int) -> int:
+    def named_cost(seq: int, band_groups: int, id_groups: int, sites: int = 0) -> int:
         """How many names ``data_keys`` yields."""
-        return band_groups + id_groups + seq // SIG_GROUP + seq // DOC_GROUP + 2
+        named = band_groups + id_groups + seq // SIG_GROUP + seq // DOC_GROUP + 2
+        return named + (3 + sites + seq // EDGE_GROUP + 1 if sites else 0)

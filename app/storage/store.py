@@ -28,6 +28,8 @@ from neardup.storage.scripts import Scripts
 Mode = Literal["insert", "put", "read", "restore"]
 #: Keys per UNLINK when a dropped collection's data is deleted.
 _UNLINK_CHUNK = 1000
+#: Sites whose ``shared`` hashes one pipelined round trip of ``site_pairs`` reads.
+_SITE_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -66,13 +68,21 @@ class CheckBatch:
     records: Sequence[bytes]
     expected: list[bytes] = field(default_factory=list)
     old_bands: list[bytes] = field(default_factory=list)
+    #: Per document its site's name as UTF-8 (b"": none), for collections with a ``site_field``.
+    sites: list[bytes] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.ids)
         self.expected = self.expected or [b""] * n
         self.old_bands = self.old_bands or [b""] * n
-        if not len(self.records) == len(self.expected) == len(self.old_bands) == len(self.empties) == n:
-            raise ValueError("a check batch needs one record, expected, old_bands and empty flag per id")
+        self.sites = self.sites or [b""] * n
+        if not (
+            len(self.records) == len(self.expected) == len(self.old_bands) == len(self.empties)
+            == len(self.sites) == n
+        ):  # fmt: skip
+            raise ValueError(
+                "a check batch needs one record, expected, old_bands, site and empty flag per doc"
+            )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -93,6 +103,16 @@ class NeedOldBands:
     band keys the caller must send so they can be removed first."""
 
     stored: dict[int, tuple[int, bytes]]
+
+
+@dataclass(frozen=True)
+class SiteCounts:
+    """One site's page count and, per other site it shares pages with: (other's name, other's pages,
+    shared: this site's pages with a partner there, the other's pages with a partner here)."""
+
+    name: bytes
+    pages: int
+    others: list[tuple[bytes, int, int, int]]
 
 
 class Store(Protocol):
@@ -130,6 +150,14 @@ class Store(Protocol):
     async def due(self, k: keys.CollectionKeys, *, now_ms: int, limit: int) -> list[tuple[int, bytes]]: ...
     async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int: ...
 
+    #: Whether the store counts sites (``link``, ``site``, ``site_pairs``): a standalone server does,
+    #: in the same scripts that add and remove documents; the cluster protocol does not (yet).
+    supports_sites: bool
+
+    async def link(self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]]) -> tuple[int, int]: ...
+    async def site(self, k: keys.CollectionKeys, name: bytes) -> SiteCounts: ...
+    async def site_pairs(self, k: keys.CollectionKeys, *, min_pages: int) -> list[SiteCounts]: ...
+
 
 async def each(items: AsyncIterator[Any] | Iterator[Any]) -> AsyncIterator[Any]:
     """The items of a plain or an async iterator, as an async iterator."""
@@ -143,6 +171,8 @@ async def each(items: AsyncIterator[Any] | Iterator[Any]) -> AsyncIterator[Any]:
 
 class RedisStore:
     """Wraps one ``redis.asyncio.Redis`` client (never subclassed). Build with :meth:`from_url`."""
+
+    supports_sites = True
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
@@ -254,22 +284,25 @@ class RedisStore:
         if reply[0] == b"absent":
             return False
         gen, seq, band_groups, id_groups = reply[1].decode(), int(reply[2]), int(reply[3]), int(reply[4])
+        sites = int(reply[5]) if len(reply) > 5 else 0
         if gen:
             async with self._guard():
-                await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
+                await self._unlink_generation(
+                    keys.CollectionKeys(name, gen), seq, band_groups, id_groups, sites
+                )
         return True
 
     async def _unlink_generation(
-        self, k: keys.CollectionKeys, seq: int, band_groups: int, id_groups: int
+        self, k: keys.CollectionKeys, seq: int, band_groups: int, id_groups: int, sites: int = 0
     ) -> None:
         """Unlink every data key of a dropped generation, in chunks: by their names when there are fewer
         names than keys on the server, else by scanning for the generation's prefix (a table sized for
         a large capacity hint has far more names than keys)."""
         names: AsyncIterator[Any] | Iterator[str]
-        if k.named_cost(seq, band_groups, id_groups) > await self._client.dbsize():
+        if k.named_cost(seq, band_groups, id_groups, sites) > await self._client.dbsize():
             names = self._client.scan_iter(match=k.data_pattern, count=_UNLINK_CHUNK)
         else:
-            names = k.data_keys(seq, band_groups, id_groups)
+            names = k.data_keys(seq, band_groups, id_groups, sites)
         chunk: list[Any] = []
         async for key in each(names):
             chunk.append(key)
@@ -308,7 +341,7 @@ class RedisStore:
             keys.BUCKET_CAP,
         ]  # fmt: skip
         for i in range(len(b)):
-            args += (b.ids[i], b.records[i], b.expected[i], b.old_bands[i])
+            args += (b.ids[i], b.records[i], b.expected[i], b.old_bands[i], b.sites[i])
         reply = await self._call("check", [k.state], args)
         self._status(reply)
         if reply[0] == b"replace":
@@ -360,3 +393,61 @@ class RedisStore:
         reply = await self._call("reclaim", [k.state], args)
         self._status(reply)
         return int(reply[1])
+
+    # --- sites ----------------------------------------------------------------------------------------
+
+    async def link(self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]]) -> tuple[int, int]:
+        """Record these (checked document, matched document) ordinal pairs as edges between sites
+        (link.lua, one call): returns (edges added, edges refused by a bound)."""
+        args: list[Any] = [*self._head(k), keys.SITE_PARTNERS, keys.SITE_OTHERS]
+        for x, y in pairs:
+            args += (x, y)
+        reply = await self._call("link", [k.state], args)
+        self._status(reply)
+        return int(reply[1]), int(reply[2])
+
+    async def site(self, k: keys.CollectionKeys, name: bytes) -> SiteCounts:
+        """One site's counts, read in one script call (pages 0: no such site)."""
+        reply = await self._call("site", [k.state], [*self._head(k), name])
+        self._status(reply)
+        flat = reply[2]
+        others = [
+            (bytes(flat[j]), int(flat[j + 1]), int(flat[j + 2]), int(flat[j + 3]))
+            for j in range(0, len(flat), 4)
+        ]
+        return SiteCounts(name, int(reply[1]), others)
+
+    async def site_pairs(self, k: keys.CollectionKeys, *, min_pages: int) -> list[SiteCounts]:
+        """Every site with at least ``min_pages`` pages and its other sites (of any size: the caller
+        filters). Reads the page counts and names (one round trip), then the ``shared`` hashes of those
+        sites, pipelined ``_SITE_CHUNK`` at a time: O(sites + pairs) work and memory, no long script
+        blocking the server; not one snapshot (writes may land between the chunks)."""
+        async with self._guard():
+            if not await self._client.exists(k.state):
+                raise CollectionMissing()
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hget(k.state, "gen")
+            pipe.hgetall(k.site_pages)
+            pipe.hgetall(k.site_ids)
+            gen, pages_raw, names_raw = await pipe.execute()
+            if gen is None:
+                raise CollectionMissing()
+            if bytes(gen).decode() != k.gen:
+                raise GenerationChanged()
+            pages = {bytes(i): int(n) for i, n in pages_raw.items()}
+            names = {bytes(i): bytes(n) for i, n in names_raw.items()}
+            chosen = [i for i, n in pages.items() if n >= min_pages and i in names]
+            out: list[SiteCounts] = []
+            for start in range(0, len(chosen), _SITE_CHUNK):
+                chunk = chosen[start : start + _SITE_CHUNK]
+                pipe = self._client.pipeline(transaction=False)
+                for site in chunk:
+                    pipe.hgetall(k.shared(site.decode()))
+                for site, row in zip(chunk, await pipe.execute(), strict=True):
+                    others = [
+                        (names[o], pages[o], int(n), 0)
+                        for o, n in ((bytes(o), n) for o, n in row.items())
+                        if o in names and o in pages
+                    ]
+                    out.append(SiteCounts(names[site], pages[site], others))
+        return out

@@ -130,6 +130,98 @@ local function slot(ord, size) return string.format('%d', ord % size) end
 
 local function ordinal_bytes(ord) return struct.pack(OW_FORMAT, ord) end
 
+-- Sites (collections with a site_field; docs/design.md "Sites"). The keys share the record prefix's
+-- base (DOC is '<base>:d:'), so every script that has the head can reach them:
+--   <base>:sn  site name -> site id      <base>:si  site id -> name      <base>:sp  site id -> pages
+--   <base>:x:<site id>  other site id -> shared (pages of this site with a partner on the other)
+--   <base>:e:<ord / EDGE_GROUP>  ordinal -> its entry: site id (4 bytes), then per partner (a matched
+--     document of another site) its ordinal (OW bytes) and site id (4 bytes). Edges are symmetric.
+local SITE_BASE = string.sub(DOC, 1, #DOC - 2)
+local SITE_NAMES, SITE_IDS, SITE_PAGES = SITE_BASE .. 'sn', SITE_BASE .. 'si', SITE_BASE .. 'sp'
+local SHARED, EDGES = SITE_BASE .. 'x:', SITE_BASE .. 'e:'
+local EDGE_GROUP = 120
+
+local function edge_key(ord) return EDGES .. string.format('%d', math.floor(ord / EDGE_GROUP)) end
+local function shared_key(site) return SHARED .. site end
+
+-- The site id of a name, interned (a new id from the state's `sseq`) when new.
+local function site_id(name)
+  local id = redis.call('HGET', SITE_NAMES, name)
+  if id then return tonumber(id) end
+  id = redis.call('HINCRBY', KEYS[1], 'sseq', 1)
+  redis.call('HSET', SITE_NAMES, name, id)
+  redis.call('HSET', SITE_IDS, id, name)
+  return id
+end
+
+local function shared_add(a, b, d)
+  local key = shared_key(a)
+  if redis.call('HINCRBY', key, b, d) <= 0 then redis.call('HDEL', key, b) end
+end
+
+-- A site whose last page goes is forgotten (its id is never reused: `sseq` only grows).
+local function pages_add(a, d)
+  if redis.call('HINCRBY', SITE_PAGES, a, d) <= 0 then
+    redis.call('HDEL', SITE_PAGES, a)
+    local name = redis.call('HGET', SITE_IDS, a)
+    redis.call('HDEL', SITE_IDS, a)
+    if name then redis.call('HDEL', SITE_NAMES, name) end
+    redis.call('DEL', shared_key(a))
+  end
+end
+
+-- A new document of site `name` (ordinal ord): counted, with an entry and no partners yet.
+local function add_site_page(ord, name)
+  local a = site_id(name)
+  pages_add(a, 1)
+  redis.call('HSET', edge_key(ord), slot(ord, EDGE_GROUP), struct.pack('>I4', a))
+end
+
+-- Whether entry v has a partner of site b; and the position of partner o4 (OW bytes) in it, or nil.
+local function has_site(v, b)
+  for q = 5 + OW, #v, OW + 4 do
+    if struct.unpack('>I4', v, q) == b then return true end
+  end
+  return false
+end
+local function partner_at(v, o4)
+  for q = 5, #v, OW + 4 do
+    if string.sub(v, q, q + OW - 1) == o4 then return q end
+  end
+  return nil
+end
+
+-- Take a document's site contribution away: its page, every edge to its partners (and their `shared`
+-- where it was their last partner on this site), its own `shared` per partner site.
+local function remove_site_page(ord)
+  local key, field = edge_key(ord), slot(ord, EDGE_GROUP)
+  local v = redis.call('HGET', key, field)
+  if not v then return end
+  redis.call('HDEL', key, field)
+  local a = struct.unpack('>I4', v, 1)
+  local o4 = ordinal_bytes(ord)
+  local counted = {}
+  for q = 5, #v, OW + 4 do
+    local p = struct.unpack(OW_FORMAT, v, q)
+    local b = struct.unpack('>I4', v, q + OW)
+    if not counted[b] then
+      counted[b] = true
+      shared_add(a, b, -1)
+    end
+    local pkey, pfield = edge_key(p), slot(p, EDGE_GROUP)
+    local pv = redis.call('HGET', pkey, pfield)
+    if pv then
+      local at = partner_at(pv, o4)
+      if at then
+        pv = string.sub(pv, 1, at - 1) .. string.sub(pv, at + OW + 4)
+        redis.call('HSET', pkey, pfield, pv)
+        if not has_site(pv, a) then shared_add(b, a, -1) end
+      end
+    end
+  end
+  pages_add(a, -1)
+end
+
 -- Remove a stored document's band entries, signature and record (the id field is the caller's).
 local function remove_document(st, ord, old_bands)
   local o4 = ordinal_bytes(ord)
@@ -154,5 +246,6 @@ local function remove_document(st, ord, old_bands)
   end
   redis.call('HDEL', sig_key(ord), slot(ord, SIG_GROUP))
   redis.call('HDEL', doc_key(ord), slot(ord, DOC_GROUP))
+  remove_site_page(ord)
   st.docs = st.docs - 1
 end

@@ -9,7 +9,8 @@
 --   ARGV[14] band keys: n * bands * 8 raw bytes        ARGV[15] signatures: n equal-sized raw blobs
 --   ARGV[16] n characters, '1' where the document is empty (no band entries, never matches)
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
---   ARGV[18 + 4*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys
+--   ARGV[18 + 5*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys,
+--     its site ('' = none; only collections with a site_field send any: see _common.lua's sites)
 -- Returns one of
 --   {'ok', {ordinal per doc (0 in read mode)}, {{candidate ordinals} per doc},
 --    {ordinal, signature, record, ...} for candidates that are not documents of this batch,
@@ -29,7 +30,7 @@ local bucket_cap = tonumber(ARGV[17])
 local sig_bytes = #sig_blob / math.max(n, 1)
 local writes = mode ~= 'read'
 
-local function arg(i, k) return ARGV[18 + 4 * (i - 1) + k] end
+local function arg(i, k) return ARGV[18 + 5 * (i - 1) + k] end
 local function bands_of(i)
   if string.sub(empties, i, i) == '1' then return '' end
   return string.sub(band_blob, (i - 1) * bands * 8 + 1, i * bands * 8)
@@ -86,6 +87,8 @@ for i = 1, n do
     redis.call('HSET', sig_key(ord), slot(ord, SIG_GROUP),
       string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes))
     redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
+    local site = arg(i, 4)
+    if site ~= '' then add_site_page(ord, site) end
     st.docs = st.docs + 1
     batch_index[ord] = i
   end

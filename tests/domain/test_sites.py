@@ -1,0 +1,334 @@
+"""Sites (mirror detection) on a real server: pages and shared counts follow every insert, replace,
+delete and expiry exactly: a replayed stream is compared with a recount from scratch built from the
+service's own check answers; the stored edges are compared with the counts; the bounds hold."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import defaultdict
+
+import pytest
+import redis
+
+from neardup.domain import CollectionParams, Document, Index, InvalidInput, InvalidParameters
+from neardup.domain.models import site_of
+from neardup.storage import RedisStore, Store, keys
+from tests.conftest import StoreTarget
+from tests.domain.test_index import text, variant
+
+pytestmark = pytest.mark.anyio
+
+SITES = [f"site{i}.example" for i in range(6)]
+
+
+def test_site_of() -> None:
+    assert site_of({"url": "https://Example.ORG:8080/a/b?c"}, "url") == "example.org"
+    assert site_of({"url": "example.org/a"}, "url") == "example.org/a"  # not absolute: as it is
+    assert site_of({"host": 42}, "host") == "42"
+    assert site_of({"url": ""}, "url") is None
+    assert site_of({"url": True}, "url") is None
+    assert site_of({"url": ["x"]}, "url") is None
+    assert site_of({"other": "x"}, "url") is None
+    assert site_of(None, "url") is None
+    assert site_of({"url": "x"}, None) is None
+    assert len(site_of({"s": "é" * 500}, "s").encode()) <= 256  # type: ignore[union-attr]
+
+
+def test_site_field_is_validated_and_old_entries_read() -> None:
+    for bad in ("", "x" * 200, 5):
+        with pytest.raises(InvalidParameters):
+            CollectionParams.create("x", site_field=bad)  # type: ignore[arg-type]
+    p = CollectionParams.create("x", site_field="url")
+    assert CollectionParams.from_dict(p.to_dict()) == p
+    old = CollectionParams.create("x").to_dict()
+    assert "site_field" not in old  # registry entries of collections without sites are unchanged
+    assert CollectionParams.from_dict(old).site_field is None
+
+
+async def test_cluster_refuses_site_field(store_target: StoreTarget, store: Store) -> None:
+    index = Index(store)
+    params = CollectionParams.create("sites", site_field="url")
+    if store_target.cluster:
+        with pytest.raises(InvalidParameters, match="Redis Cluster"):
+            await index.create_collection(params)
+    else:
+        assert (await index.create_collection(params))[1]
+
+
+def page(site: str, path: str) -> dict[str, str]:
+    return {"url": f"https://{site.upper()}/{path}"}
+
+
+async def test_full_mirror_partial_mirror_and_common_page(standalone_store: RedisStore) -> None:
+    index = Index(standalone_store)
+    await index.create_collection(CollectionParams.create("web", threshold=0.7, site_field="url"))
+    docs = []
+    for k in range(10):  # a.example: 10 pages; b.example mirrors all; c.example 4 of them
+        docs.append(Document(f"a{k}", text(100 + k), page("a.example", str(k))))
+    for k in range(10):
+        docs.append(Document(f"b{k}", variant(text(100 + k), k), page("b.example", str(k))))
+    for k in range(4):
+        docs.append(Document(f"c{k}", variant(text(100 + k), k + 1), page("c.example", str(k))))
+    for k in range(4, 10):
+        docs.append(Document(f"c{k}", text(200 + k), page("c.example", str(k))))
+    docs.append(Document("nosite", variant(text(100), 3), {"title": "no url"}))
+    results = await index.check("web", docs)
+    assert results[10].duplicate_of == "a0"
+
+    a = await index.site("web", "a.example")
+    assert a.pages == 10
+    assert [(m.site, m.pages, m.shared, m.other_shared) for m in a.mirrors] == [
+        ("b.example", 10, 10, 10),
+        ("c.example", 10, 4, 4),
+    ]
+    assert a.mirrors[0].share == 1.0 and a.mirrors[1].share == 0.4
+    # the same host however it is written
+    assert (await index.site("web", "https://A.example/x")).pages == 10
+    unknown = await index.site("web", "nowhere.example")
+    assert unknown.pages == 0 and unknown.mirrors == []
+
+    pairs = await index.mirrors("web", min_share=0.5, min_pages=1)
+    assert [(p.site, p.other, p.shared, p.share) for p in pairs] == [("a.example", "b.example", 10, 1.0)]
+    every = await index.mirrors("web", min_share=0.0, min_pages=1)
+    assert {(p.site, p.other) for p in every} == {
+        ("a.example", "b.example"),
+        ("b.example", "c.example"),
+        ("a.example", "c.example"),
+    }
+    assert await index.mirrors("web", min_share=0.0, min_pages=11) == []
+    assert len(await index.mirrors("web", min_share=0.0, limit=1)) == 1
+
+    # deleting a mirror's pages takes their contribution away, on both sides
+    for k in range(10):
+        await index.delete_document("web", f"b{k}")
+    a = await index.site("web", "a.example")
+    assert [(m.site, m.shared) for m in a.mirrors] == [("c.example", 4)]
+    assert (await index.site("web", "b.example")).pages == 0
+
+    # no site_field: a 4xx-type error, not an empty answer
+    await index.create_collection(CollectionParams.create("plain"))
+    with pytest.raises(InvalidInput, match="site_field"):
+        await index.site("plain", "a.example")
+
+
+async def test_a_retried_check_records_its_edges_once(standalone_store: RedisStore) -> None:
+    index = Index(standalone_store)
+    await index.create_collection(CollectionParams.create("retry", threshold=0.7, site_field="url"))
+    await index.check("retry", [Document("a", text(1), page("a.example", "1"))])
+    copy = Document("b", variant(text(1), 1), page("b.example", "1"))
+    first = await index.check("retry", [copy])
+    again = await index.check("retry", [copy])  # unchanged copy: the retry path
+    assert first[0].duplicate_of == again[0].duplicate_of == "a"
+    a = await index.site("retry", "a.example")
+    assert [(m.site, m.shared, m.other_shared) for m in a.mirrors] == [("b.example", 1, 1)]
+    assert await stored_edges_agree(standalone_store, index, "retry")
+
+
+async def stored_edges_agree(store: RedisStore, index: Index, name: str) -> bool:
+    """The raw state: every edge is symmetric and joins two sites, and pages/shared are exactly what
+    the edges and entries say."""
+    collection = await index._collection(name)
+    k = collection.keys
+    client = store.client
+    entries: dict[int, tuple[int, list[tuple[int, int]]]] = {}
+    async for key in client.scan_iter(match=f"{k.edge_prefix}*"):
+        group = int(key.decode().rsplit(":", 1)[1])
+        for slot, value in (await client.hgetall(key)).items():
+            ordinal = group * keys.EDGE_GROUP + int(slot)
+            site = int.from_bytes(value[:4], "big")
+            step = keys.ORDINAL_WIDTH + 4
+            partners = [
+                (int.from_bytes(value[q : q + keys.ORDINAL_WIDTH], "big"),
+                 int.from_bytes(value[q + keys.ORDINAL_WIDTH : q + step], "big"))
+                for q in range(4, len(value), step)
+            ]  # fmt: skip
+            entries[ordinal] = (site, partners)
+    pages: dict[int, int] = defaultdict(int)
+    shared: dict[tuple[int, int], int] = defaultdict(int)
+    for ordinal, (site, partners) in entries.items():
+        pages[site] += 1
+        assert len(partners) <= keys.SITE_PARTNERS
+        for p, psite in partners:
+            assert entries[p][0] == psite != site
+            assert ordinal in [q for q, _ in entries[p][1]]
+        for other in {s for _, s in partners}:
+            shared[(site, other)] += 1
+    stored_pages = {int(i): int(n) for i, n in (await client.hgetall(k.site_pages)).items()}
+    assert stored_pages == dict(pages)
+    stored_shared: dict[tuple[int, int], int] = {}
+    for site in stored_pages:
+        for other, n in (await client.hgetall(k.shared(site))).items():
+            stored_shared[(site, int(other))] = int(n)
+    assert stored_shared == dict(shared)
+    return True
+
+
+class Recount:
+    """The counts from scratch, from the service's answers: live versions of each id, and the matches
+    each check answered (an edge lives while both versions do)."""
+
+    def __init__(self) -> None:
+        self.version: dict[str, int] = {}
+        self.site: dict[tuple[str, int], str] = {}
+        self.edges: set[frozenset[tuple[str, int]]] = set()
+        self.clock = 0
+
+    def insert(self, doc: Document, matched: list[str]) -> None:
+        ends = [(m, self.version[m]) for m in matched if m in self.version]
+        self.clock += 1
+        self.version[doc.id] = self.clock
+        me = (doc.id, self.clock)
+        site = site_of(doc.metadata, "url")
+        if site is not None:
+            self.site[me] = site
+            for end in ends:
+                if end in self.site and self.site[end] != site:
+                    self.edges.add(frozenset((me, end)))
+
+    def counts(self, live: set[str]) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+        alive = {(i, v) for i, v in self.version.items() if i in live}
+        pages: dict[str, int] = defaultdict(int)
+        for end in alive:
+            if end in self.site:
+                pages[self.site[end]] += 1
+        partner_sites: dict[tuple[str, int], set[str]] = defaultdict(set)
+        for edge in self.edges:
+            x, y = tuple(edge)
+            if x in alive and y in alive:
+                partner_sites[x].add(self.site[y])
+                partner_sites[y].add(self.site[x])
+        shared: dict[tuple[str, str], int] = defaultdict(int)
+        for end, others in partner_sites.items():
+            for other in others:
+                shared[(self.site[end], other)] += 1
+        return dict(pages), dict(shared)
+
+
+async def replay(index: Index, name: str, recount: Recount, rng: random.Random, steps: int) -> None:
+    bases = [text(1000 + b) for b in range(25)]
+    for _ in range(steps):
+        roll = rng.random()
+        if roll < 0.15 and recount.version:
+            victim = rng.choice(sorted(recount.version))
+            try:
+                await index.delete_document(name, victim)
+            except Exception:  # expired meanwhile: gone for clients too
+                pass
+            recount.version.pop(victim, None)
+            continue
+        batch = []
+        for _ in range(rng.randint(1, 4)):
+            site = rng.choice(SITES)
+            # a new page, or a replacement (same id, another text) of one of this site's pages
+            doc_id = f"{site}/{rng.randrange(12)}"
+            body = variant(bases[rng.randrange(len(bases))], rng.randrange(1000))
+            metadata = page(site, doc_id) if rng.random() > 0.05 else None
+            batch.append(Document(doc_id, body, metadata))
+        results = await index.check(name, batch)
+        for doc, result in zip(batch, results, strict=True):
+            recount.insert(doc, [m.id for m in result.matches])
+
+
+async def compare(index: Index, store: RedisStore, name: str, recount: Recount) -> None:
+    live = set()
+    for doc_id in list(recount.version):
+        try:
+            await index.get_document(name, doc_id)
+            live.add(doc_id)
+        except Exception:
+            pass
+    pages, shared = recount.counts(live)
+    assert len(shared) >= 4  # the stream makes real cross-site matches
+    for site in SITES:
+        answer = await index.site(name, site)
+        assert answer.pages == pages.get(site, 0), site
+        got = {(site, m.site): m.shared for m in answer.mirrors if m.shared}
+        want = {pair: n for pair, n in shared.items() if pair[0] == site}
+        assert got == want, site
+    pairs = await index.mirrors(name, min_share=0.0, min_pages=1, limit=1000)
+    got_pairs = {}
+    for p in pairs:
+        if p.shared:
+            got_pairs[(p.site, p.other)] = p.shared
+        if p.other_shared:
+            got_pairs[(p.other, p.site)] = p.other_shared
+    assert got_pairs == shared
+    assert await stored_edges_agree(store, index, name)
+
+
+@pytest.mark.parametrize("ttl", [None, 4])
+async def test_counts_never_drift(standalone_store: RedisStore, ttl: int | None) -> None:
+    """Checks in batches with replacements and deletes (and, with a TTL, documents expiring halfway):
+    the counts equal a recount from scratch after each phase."""
+    index = Index(standalone_store)
+    name = f"drift{ttl or 0}"
+    await index.create_collection(
+        CollectionParams.create(name, threshold=0.7, site_field="url", ttl_seconds=ttl)
+    )
+    rng = random.Random(17)
+    recount = Recount()
+    await replay(index, name, recount, rng, 60)
+    await compare(index, standalone_store, name, recount)
+    if ttl:
+        await asyncio.sleep(ttl + 0.3)  # every document so far expires
+        await replay(index, name, recount, rng, 25)
+        await compare(index, standalone_store, name, recount)
+        counted = [(await index.site(name, s)).pages for s in SITES]
+        assert 0 < sum(counted) < len(recount.version)  # the expired ones left, the new ones count
+    else:
+        await replay(index, name, recount, rng, 60)
+        await compare(index, standalone_store, name, recount)
+
+
+async def test_evicted_documents_leave_the_counts(standalone_store: RedisStore) -> None:
+    index = Index(standalone_store)
+    await index.create_collection(
+        CollectionParams.create("evict", threshold=0.7, site_field="url", max_documents=4)
+    )
+    for k in range(4):
+        await index.check("evict", [Document(f"a{k}", text(300 + k), page("a.example", str(k)))])
+    for k in range(4):
+        await index.check("evict", [Document(f"b{k}", variant(text(300 + k), 1), page("b.example", str(k)))])
+    # the a pages are evicted by the b pages: none of them counts any longer
+    a = await index.site("evict", "a.example")
+    b = await index.site("evict", "b.example")
+    assert a.pages == 0 and b.pages == 4
+    assert b.mirrors == []
+    assert await stored_edges_agree(standalone_store, index, "evict")
+
+
+async def test_bounds_hold_for_a_page_on_every_site(standalone_store: RedisStore) -> None:
+    """One license text on 40 sites: each copy keeps at most SITE_PARTNERS partners, and the counts
+    stay consistent with the edges kept."""
+    index = Index(standalone_store)
+    await index.create_collection(CollectionParams.create("crowd", threshold=0.7, site_field="url"))
+    license_text = text(4242)
+    for s in range(40):
+        docs = [Document(f"s{s}/license", variant(license_text, s), page(f"s{s}.example", "license"))]
+        docs += [
+            Document(f"s{s}/{k}", text(5000 + 100 * s + k), page(f"s{s}.example", str(k))) for k in range(5)
+        ]
+        await index.check("crowd", docs)
+    assert await stored_edges_agree(standalone_store, index, "crowd")
+    first = await index.site("crowd", "s0.example")
+    assert 0 < len(first.mirrors) <= keys.SITE_PARTNERS
+    assert all(m.share == pytest.approx(1 / 6) for m in first.mirrors)
+    assert await index.mirrors("crowd", min_share=0.5) == []
+
+
+async def test_dropping_a_collection_unlinks_its_site_keys(
+    standalone_store: RedisStore, sync_redis: redis.Redis
+) -> None:
+    index = Index(standalone_store)
+    await index.create_collection(CollectionParams.create("gone", threshold=0.7, site_field="url"))
+    await index.check(
+        "gone",
+        [
+            Document("a", text(7), page("a.example", "1")),
+            Document("b", variant(text(7), 2), page("b.example", "1")),
+        ],
+    )
+    assert sync_redis.keys("nd:gone:*")
+    await index.delete_collection("gone")
+    assert sync_redis.keys("nd:gone:*") == []
