@@ -5,8 +5,10 @@
 
 from fastapi import APIRouter
 
-from neardup.api import checks, collections, documents, health, web
+from neardup.api import checks, collections, documents, health, sites, web
 
-routers: list[APIRouter] = [collections.router, checks.router, documents.router, health.router, web.router]
+routers: list[APIRouter] = [
+    collections.router, checks.router, documents.router, sites.router, health.router, web.router,
+]  # fmt: skip
 
 __all__ = ["routers"]

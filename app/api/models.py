@@ -101,6 +101,15 @@ class CollectionCreate(RequestBody):
         "inserts up to it skip the table's growth (about a third less server work each); a collection "
         "far smaller than its hint uses more memory per document. Changes no result.",
     )
+    site_field: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="mirror detection: the metadata field naming each document's site (its lower-cased "
+        "host when the value is an absolute URL); the collection then counts, per pair of sites, the "
+        "pages of one with a verified near-duplicate on the other (GET .../sites/{site}, .../mirrors). "
+        "Fixed at creation; not on a Redis Cluster store (422)",
+    )
 
 
 class CollectionOut(BaseModel):
@@ -115,6 +124,7 @@ class CollectionOut(BaseModel):
     ttl_seconds: int | None = Field(default=None, description="retention in seconds, if any")
     max_documents: int | None = Field(default=None, description="most recent insertions kept, if limited")
     expected_documents: int | None = Field(default=None, description="capacity hint, if given")
+    site_field: str | None = Field(default=None, description="the metadata field naming sites, if any")
     documents: int | None = Field(default=None, description="number of documents stored")
 
 
@@ -189,6 +199,39 @@ class DocumentOut(BaseModel):
     id: str
     metadata: Metadata | None
     inserted_at: float = Field(description="when the document was (last) inserted, Unix seconds")
+
+
+# --- sites ------------------------------------------------------------------------------------------
+
+
+class SiteShareOut(BaseModel):
+    site: str
+    pages: int
+    shared: int = Field(description="pages of the asked site with a verified near-duplicate on this one")
+    share: float = Field(description="shared / the asked site's pages")
+    other_shared: int = Field(description="pages of this site with a near-duplicate on the asked one")
+    share_of_other: float = Field(description="other_shared / this site's pages")
+
+
+class SiteOut(BaseModel):
+    site: str
+    pages: int = Field(description="documents of this site stored (0: none)")
+    mirrors: list[SiteShareOut] = Field(description="sites sharing pages with it, best first")
+
+
+class MirrorPairOut(BaseModel):
+    site: str = Field(description="the side with the larger share")
+    other: str
+    pages: int
+    other_pages: int
+    shared: int = Field(description="pages of site with a verified near-duplicate on other")
+    other_shared: int = Field(description="pages of other with a verified near-duplicate on site")
+    share: float = Field(description="shared / pages")
+    share_of_other: float = Field(description="other_shared / other_pages")
+
+
+class MirrorList(BaseModel):
+    pairs: list[MirrorPairOut]
 
 
 # --- health -----------------------------------------------------------------------------------------

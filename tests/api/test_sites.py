@@ -1,0 +1,76 @@
+"""Mirror detection over HTTP: a collection with site_field, GET .../sites/{site} and .../mirrors, on
+the real app (standalone server and cluster: the cluster refuses site_field with a 422)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from httpx import AsyncClient
+
+from tests.conftest import StoreTarget
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_sites_and_mirrors(client: AsyncClient, texts: Any, store_target: StoreTarget) -> None:
+    created = await client.post(
+        "/v1/collections", json={"name": "web", "threshold": 0.7, "site_field": "url"}
+    )
+    if store_target.cluster:
+        assert created.status_code == 422, created.text
+        assert "Redis Cluster" in created.json()["message"]
+        return
+    assert created.status_code == 201, created.text
+    assert created.json()["site_field"] == "url"
+    again = await client.post("/v1/collections", json={"name": "web", "threshold": 0.7})
+    assert again.status_code == 409 and "site_field" in again.json()["message"]
+
+    docs = []
+    for k in range(6):
+        original = texts.words(10 + k)
+        docs.append({"id": f"a{k}", "text": original, "metadata": {"url": f"https://a.example/{k}"}})
+        if k < 4:  # b.example copies 4 of a's 6 pages
+            docs.append(
+                {"id": f"b{k}", "text": texts.edited(original), "metadata": {"url": f"http://B.example/{k}"}}
+            )
+    response = await client.post("/v1/collections/web/check/batch", json={"documents": docs})
+    assert response.status_code == 200, response.text
+
+    site = await client.get("/v1/collections/web/sites/a.example")
+    assert site.status_code == 200, site.text
+    assert site.json() == {
+        "site": "a.example",
+        "pages": 6,
+        "mirrors": [
+            {
+                "site": "b.example",
+                "pages": 4,
+                "shared": 4,
+                "share": 4 / 6,
+                "other_shared": 4,
+                "share_of_other": 1.0,
+            }
+        ],
+    }
+    by_url = await client.get("/v1/collections/web/sites/https%3A%2F%2Fa.example%2Fpath")
+    assert by_url.json()["pages"] == 6
+    unknown = await client.get("/v1/collections/web/sites/nowhere.example")
+    assert unknown.json() == {"site": "nowhere.example", "pages": 0, "mirrors": []}
+
+    pairs = (await client.get("/v1/collections/web/mirrors", params={"min_share": 0.9})).json()["pairs"]
+    assert pairs == [
+        {
+            "site": "b.example", "other": "a.example", "pages": 4, "other_pages": 6, "shared": 4,
+            "other_shared": 4, "share": 1.0, "share_of_other": 4 / 6,
+        }
+    ]  # fmt: skip
+    none = await client.get("/v1/collections/web/mirrors", params={"min_pages": 5})
+    assert none.json() == {"pairs": []}
+    bad = await client.get("/v1/collections/web/mirrors", params={"min_share": 2})
+    assert bad.status_code == 422
+    assert (await client.get("/v1/collections/nope/mirrors")).status_code == 404
+    # a collection without a site_field
+    plain = await client.get("/v1/collections/default/sites/a.example")
+    assert plain.status_code == 422 and "site_field" in plain.json()["message"]
+    assert (await client.get("/v1/collections/default/mirrors")).status_code == 422
