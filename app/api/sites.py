@@ -67,14 +67,14 @@ def pair_dict(pair: MirrorPair) -> dict[str, Any]:
 @router.get(
     "/sites/{site:path}",
     response_model=SiteOut,
-    responses=error_responses(401, 404, 422, 503),
+    responses=error_responses(401, 404, 409, 422, 503),
     openapi_extra=READ,
     summary="A site's pages and the sites that share them",
 )
 async def get_site(ctx: CollectionCtx, site: SiteParam) -> Response:
     """`shared`: pages of this site with a verified near-duplicate on the other site; `share` =
     shared / pages; `share_of_other` the same from the other side. Best first (the larger of the two
-    shares). An unknown site has 0 pages and no mirrors. 422 when the collection has no site_field."""
+    shares). An unknown site has 0 pages and no mirrors. 409 when the collection has no site_field."""
     if not site or len(site) > MAX_SITE_CHARS:
         raise invalid(("path", "site"), f"a site is 1 to {MAX_SITE_CHARS} characters")
     return JSONBytesResponse(site_dict(await ctx.service.site(ctx.name, site)))
@@ -83,7 +83,7 @@ async def get_site(ctx: CollectionCtx, site: SiteParam) -> Response:
 @router.get(
     "/mirrors",
     response_model=MirrorList,
-    responses=error_responses(401, 404, 422, 503),
+    responses=error_responses(401, 404, 409, 422, 503),
     openapi_extra=READ,
     summary="Pairs of sites that mirror each other, ranked by share",
 )
@@ -98,6 +98,6 @@ async def mirrors(
     limit: Annotated[int, Query(ge=1, le=MAX_MIRROR_LIMIT, description="most pairs to return")] = 100,
 ) -> Response:
     """Each pair once, `site` being the side with the larger share. Reads every site's counts:
-    O(sites + pairs) per call. 422 when the collection has no site_field."""
+    O(sites + pairs) per call. 409 when the collection has no site_field."""
     pairs = await ctx.service.mirrors(ctx.name, min_share=min_share, min_pages=min_pages, limit=limit)
     return JSONBytesResponse({"pairs": [pair_dict(p) for p in pairs]})

@@ -36,6 +36,7 @@ from neardup.domain.errors import (
     InvalidParameters,
     NearDupError,
     NotFound,
+    SitesNotCounted,
     StoreUnavailable,
 )
 from neardup.domain.index import MAX_BATCH, MAX_CANDIDATES, Index
@@ -71,6 +72,7 @@ __all__ = [
     "NearDupError",
     "NotFound",
     "Shingle",
+    "SitesNotCounted",
     "StoreUnavailable",
     "StoredDocument",
 ]

@@ -7,6 +7,7 @@ The tree::
      │    ├── CollectionNotFound  no collection of that name
      │    └── DocumentNotFound    no document of that id in the collection
      ├── CollectionConflict       409: the name exists with different parameters
+     │    └── SitesNotCounted     the collection has no site_field: it counts no sites
      ├── CollectionFull           409: the collection can take no more insertions (permanent)
      ├── InvalidInput             422/400: a value the client sent is wrong (message says what to change)
      │    └── InvalidParameters   collection parameters that cannot work together
@@ -44,6 +45,10 @@ class DocumentNotFound(NotFound):
 
 class CollectionConflict(NearDupError):
     """A collection of that name exists with other parameters (they are fixed at creation)."""
+
+
+class SitesNotCounted(CollectionConflict):
+    """Sites were asked of a collection created without a ``site_field`` (fixed at creation)."""
 
 
 class CollectionFull(NearDupError):

@@ -32,6 +32,7 @@ from neardup.domain.errors import (
     DocumentNotFound,
     InvalidInput,
     InvalidParameters,
+    SitesNotCounted,
     StoreUnavailable,
 )
 from neardup.domain.group_commit import GroupCommit
@@ -52,7 +53,7 @@ from neardup.domain.observer import IndexObserver, NullObserver
 from neardup.domain.sites import MirrorPair, SiteMirrors, mirror_pairs, site_mirrors
 from neardup.storage import records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, OrdinalsExhausted, StoreDown
-from neardup.storage.keys import ORDINAL_WIDTH, CollectionKeys, max_ordinal
+from neardup.storage.keys import ORDINAL_WIDTH, SITE_PARTNERS, CollectionKeys, max_ordinal
 from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, SiteCounts, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
@@ -63,6 +64,14 @@ MAX_CANDIDATES = 256
 #: Insertions one collection can take: ordinals are ``keys.ORDINAL_WIDTH`` (5) bytes in the band
 #: buckets and never reused (a collection created before they were widened keeps 4-byte ones: 2^32 - 1).
 MAX_INSERTIONS = max_ordinal(ORDINAL_WIDTH)
+#: Sites count matches at the collection's threshold itself (estimate >= threshold: what a check with
+#: ``min_similarity`` = threshold reports), not at the stricter floor of the default answers
+#: (VERIFY_Z): a site's share estimates the share of its pages with a true near-duplicate at the
+#: threshold, and the plain cut errs about as often on either side of it, while the floor would
+#: leave out most pages just above it (on the synthetic crawl of bench/bench_mirrors.py, see
+#: BENCHMARKS.md). Recorded per checked document: at most this many of its matches on other sites
+#: (a document keeps keys.SITE_PARTNERS partners), the best one of each other site first.
+MAX_LINKS_PER_DOCUMENT = SITE_PARTNERS
 #: Attempts when another client changes the same ids (or drops/recreates the collection) meanwhile.
 _ATTEMPTS = 8
 #: Estimates are fractions of num_perm slots held in float32: compare with a little slack so a
@@ -580,7 +589,7 @@ class Index:
             stored_id, _, metadata = records.unpack(rec)
             known[ordinal] = (row, reply.stamp(ordinal), stored_id, metadata, ordinal)
         site_field = collection.params.site_field if links is not None else None
-        site_floor = verification_floor(collection.params.threshold, num_perm)
+        site_floor = collection.params.threshold  # see MAX_LINKS_PER_DOCUMENT
         in_batch = earlier_in_batch(batch.band_keys, batch.empty) if not inserted and before is None else {}
 
         results: list[CheckResult] = []
@@ -607,7 +616,8 @@ class Index:
                         if site is not None:
                             linked.append((sim, ordinal, site))
             if linked and links is not None and own_ordinal:
-                links.extend(_site_links(own_ordinal, site_of(doc.metadata, site_field), linked))
+                own_site = site_of(doc.metadata, site_field)
+                links.extend(_site_links(own_ordinal, own_site, linked)[:MAX_LINKS_PER_DOCUMENT])
             self._observer.candidates_verified(len(rows), len(rows) - len(matches))
             matches.sort(key=lambda m: (-m[0], m[1]))
             first = min(matches, key=lambda m: m[1])[2].id if matches else None
@@ -638,9 +648,9 @@ class Index:
     async def _site_collection(self, name: str) -> _Collection:
         collection = await self._collection(name)
         if collection.params.site_field is None:
-            raise InvalidInput(
+            raise SitesNotCounted(
                 f"collection {name!r} has no site_field: sites are counted only in collections created "
-                'with one (e.g. "site_field": "url")'
+                'with one (e.g. "site_field": "url"); parameters are fixed at creation'
             )
         # Expired or evicted documents still counted leave first (a bounded amount per call).
         for _ in range(_SITE_RECLAIM_ROUNDS):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -294,9 +295,17 @@ def site_of(metadata: Metadata | None, site_field: str | None) -> str | None:
     if site_field is None or not metadata:
         return None
     value = metadata.get(site_field)
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        return None
-    text = str(value).strip()
+    if isinstance(value, str):
+        return _site_of_text(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+@lru_cache(maxsize=65_536)
+def _site_of_text(value: str) -> str | None:
+    # Cached: a check derives the site of every match it verifies, and the pages of one site repeat.
+    text = value.strip()
     if "://" in text:
         try:
             host = urlsplit(text).hostname

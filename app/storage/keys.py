@@ -74,8 +74,10 @@ ID_GROUP_TARGET = 64
 SIG_GROUP = 120
 #: Records per hash (also under the default hash-max-listpack-entries of 128).
 DOC_GROUP = 120
-#: Entries (site and partners of one document) per edge hash of a collection with a site_field.
-EDGE_GROUP = 120
+#: Entries (site and partners of one document) per edge hash of a collection with a site_field: fewer
+#: than records per hash, because entries are rewritten as partners come and go (a listpack hash is
+#: scanned and its value moved at every write: 32 entries of up to 148 bytes keep that short).
+EDGE_GROUP = 32
 #: Most partners (matched documents of other sites) kept per document: a page copied onto hundreds of
 #: sites (a license text, an error page) links to its first SITE_PARTNERS partners, both sides having
 #: room; an entry is then at most 4 + 16 * 9 = 148 bytes. Later matches beyond it are not counted.

@@ -399,10 +399,10 @@ class RedisStore:
     async def link(self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]]) -> tuple[int, int]:
         """Record these (checked document, matched document) ordinal pairs as edges between sites
         (link.lua, one call): returns (edges added, edges refused by a bound)."""
-        args: list[Any] = [*self._head(k), keys.SITE_PARTNERS, keys.SITE_OTHERS]
-        for x, y in pairs:
-            args += (x, y)
-        reply = await self._call("link", [k.state], args)
+        blob = b"".join(x.to_bytes(8, "big") + y.to_bytes(8, "big") for x, y in pairs)
+        reply = await self._call(
+            "link", [k.state], [*self._head(k), keys.SITE_PARTNERS, keys.SITE_OTHERS, blob]
+        )
         self._status(reply)
         return int(reply[1]), int(reply[2])
 

@@ -72,5 +72,5 @@ async def test_sites_and_mirrors(client: AsyncClient, texts: Any, store_target: 
     assert (await client.get("/v1/collections/nope/mirrors")).status_code == 404
     # a collection without a site_field
     plain = await client.get("/v1/collections/default/sites/a.example")
-    assert plain.status_code == 422 and "site_field" in plain.json()["message"]
-    assert (await client.get("/v1/collections/default/mirrors")).status_code == 422
+    assert plain.status_code == 409 and "site_field" in plain.json()["message"]
+    assert (await client.get("/v1/collections/default/mirrors")).status_code == 409

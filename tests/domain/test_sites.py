@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 import redis
 
-from neardup.domain import CollectionParams, Document, Index, InvalidInput, InvalidParameters
+from neardup.domain import CollectionParams, Document, Index, InvalidParameters, SitesNotCounted
 from neardup.domain.models import site_of
 from neardup.storage import RedisStore, Store, keys
 from tests.conftest import StoreTarget
@@ -20,6 +20,7 @@ from tests.domain.test_index import text, variant
 pytestmark = pytest.mark.anyio
 
 SITES = [f"site{i}.example" for i in range(6)]
+THRESHOLD = 0.7
 
 
 def test_site_of() -> None:
@@ -108,7 +109,7 @@ async def test_full_mirror_partial_mirror_and_common_page(standalone_store: Redi
 
     # no site_field: a 4xx-type error, not an empty answer
     await index.create_collection(CollectionParams.create("plain"))
-    with pytest.raises(InvalidInput, match="site_field"):
+    with pytest.raises(SitesNotCounted, match="site_field"):
         await index.site("plain", "a.example")
 
 
@@ -225,7 +226,8 @@ async def replay(index: Index, name: str, recount: Recount, rng: random.Random, 
             body = variant(bases[rng.randrange(len(bases))], rng.randrange(1000))
             metadata = page(site, doc_id) if rng.random() > 0.05 else None
             batch.append(Document(doc_id, body, metadata))
-        results = await index.check(name, batch)
+        # min_similarity = the threshold: the matches sites count (index.MAX_LINKS_PER_DOCUMENT)
+        results = await index.check(name, batch, min_similarity=THRESHOLD)
         for doc, result in zip(batch, results, strict=True):
             recount.insert(doc, [m.id for m in result.matches])
 
@@ -264,7 +266,7 @@ async def test_counts_never_drift(standalone_store: RedisStore, ttl: int | None)
     index = Index(standalone_store)
     name = f"drift{ttl or 0}"
     await index.create_collection(
-        CollectionParams.create(name, threshold=0.7, site_field="url", ttl_seconds=ttl)
+        CollectionParams.create(name, threshold=THRESHOLD, site_field="url", ttl_seconds=ttl)
     )
     rng = random.Random(17)
     recount = Recount()

@@ -139,7 +139,7 @@ local function ordinal_bytes(ord) return struct.pack(OW_FORMAT, ord) end
 local SITE_BASE = string.sub(DOC, 1, #DOC - 2)
 local SITE_NAMES, SITE_IDS, SITE_PAGES = SITE_BASE .. 'sn', SITE_BASE .. 'si', SITE_BASE .. 'sp'
 local SHARED, EDGES = SITE_BASE .. 'x:', SITE_BASE .. 'e:'
-local EDGE_GROUP = 120
+local EDGE_GROUP = 32
 
 local function edge_key(ord) return EDGES .. string.format('%d', math.floor(ord / EDGE_GROUP)) end
 local function shared_key(site) return SHARED .. site end
@@ -154,9 +154,12 @@ local function site_id(name)
   return id
 end
 
+-- Returns the new count.
 local function shared_add(a, b, d)
   local key = shared_key(a)
-  if redis.call('HINCRBY', key, b, d) <= 0 then redis.call('HDEL', key, b) end
+  local n = redis.call('HINCRBY', key, b, d)
+  if n <= 0 then redis.call('HDEL', key, b) end
+  return n
 end
 
 -- A site whose last page goes is forgotten (its id is never reused: `sseq` only grows).

@@ -5,8 +5,9 @@
 --
 -- KEYS[1]  collection state hash
 -- ARGV[1..9] shared head (see _common.lua), then ARGV[10] most partners per document (keys.SITE_PARTNERS),
---   ARGV[11] most other sites per site (keys.SITE_OTHERS), then pairs ARGV[12 + 2*(j-1)] the checked
---   document's ordinal and ARGV[13 + 2*(j-1)] its match's ordinal, in the order to try them
+--   ARGV[11] most other sites per site (keys.SITE_OTHERS), ARGV[12] the pairs, in the order to try
+--   them: per pair the checked document's ordinal, then its match's, each 8 bytes big-endian (one
+--   argument: thousands of small ones cost the client more than the script)
 -- Returns {'ok', edges added, edges refused by a bound} or {'nocollection'} / {'stale'}
 
 local st, status = load_state()
@@ -24,36 +25,65 @@ local function live(ord)
   return record ~= false and record_ms(record) >= cutoff
 end
 
--- Room for a new other site b in site a's `shared` (always, when b is there already).
-local function room(a, b)
+-- Count a page of site a with a first partner on site b: true, or false (nothing changed) when that
+-- would add b to a's `shared` and a has max_others other sites already.
+local function count(a, b)
   local key = shared_key(a)
-  return redis.call('HEXISTS', key, b) == 1 or redis.call('HLEN', key) < max_others
+  if redis.call('HINCRBY', key, b, 1) == 1 and redis.call('HLEN', key) > max_others then
+    redis.call('HDEL', key, b)
+    return false
+  end
+  return true
+end
+local function uncount(a, b)
+  shared_add(a, b, -1)
 end
 
 local added, refused = 0, 0
 local step = OW + 4
-for j = 12, #ARGV - 1, 2 do
-  local x, y = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
-  local xkey, xfield = edge_key(x), slot(x, EDGE_GROUP)
-  local ykey, yfield = edge_key(y), slot(y, EDGE_GROUP)
-  local vx = redis.call('HGET', xkey, xfield)
-  local vy = vx and redis.call('HGET', ykey, yfield)
-  if vx and vy and x ~= y then
-    local a, b = struct.unpack('>I4', vx, 1), struct.unpack('>I4', vy, 1)
+local cur, vx, xkey, xfield, a, xsites, xlive, dirty = nil, nil, nil, nil, nil, nil, false, false
+local function flush()
+  if dirty then redis.call('HSET', xkey, xfield, vx) end
+  dirty = false
+end
+local blob = ARGV[12]
+for p = 1, #blob, 16 do
+  local xh, xl, yh, yl = struct.unpack('>I4>I4>I4>I4', blob, p)
+  local x, y = xh * 4294967296 + xl, yh * 4294967296 + yl
+  if x ~= cur then
+    flush()
+    cur, xkey, xfield = x, edge_key(x), slot(x, EDGE_GROUP)
+    vx = redis.call('HGET', xkey, xfield)
+    if vx then
+      a, xsites, xlive = struct.unpack('>I4', vx, 1), {}, live(x)
+      for q = 5 + OW, #vx, step do xsites[struct.unpack('>I4', vx, q)] = true end
+    end
+  end
+  if vx and xlive and x ~= y then
+    local ykey, yfield = edge_key(y), slot(y, EDGE_GROUP)
+    local vy = redis.call('HGET', ykey, yfield)
     local y4 = ordinal_bytes(y)
-    if a ~= b and not partner_at(vx, y4) and live(x) and live(y) then
-      local new_x, new_y = not has_site(vx, b), not has_site(vy, a)
-      if (#vx - 4) / step >= max_partners or (#vy - 4) / step >= max_partners
-          or (new_x and not room(a, b)) or (new_y and not room(b, a)) then
-        refused = refused + 1
-      else
-        redis.call('HSET', xkey, xfield, vx .. y4 .. struct.pack('>I4', b))
+    if vy and struct.unpack('>I4', vy, 1) ~= a and not partner_at(vx, y4) and live(y) then
+      local b = struct.unpack('>I4', vy, 1)
+      local new_x, new_y = not xsites[b], not has_site(vy, a)
+      local ok = (#vx - 4) / step < max_partners and (#vy - 4) / step < max_partners
+      -- count first (HINCRBY answers whether the pair of sites is new), undo if a bound says no
+      local counted_x = ok and new_x and count(a, b)
+      if ok and new_x and not counted_x then ok = false end
+      if ok and new_y and not count(b, a) then
+        ok = false
+        if counted_x then uncount(a, b) end
+      end
+      if ok then
+        vx = vx .. y4 .. struct.pack('>I4', b)
+        xsites[b], dirty = true, true
         redis.call('HSET', ykey, yfield, vy .. ordinal_bytes(x) .. struct.pack('>I4', a))
-        if new_x then shared_add(a, b, 1) end
-        if new_y then shared_add(b, a, 1) end
         added = added + 1
+      else
+        refused = refused + 1
       end
     end
   end
 end
+flush()
 return {'ok', added, refused}
