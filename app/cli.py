@@ -1,6 +1,6 @@
 """The ``neardup`` command. ``neardup serve`` runs the HTTP service with uvicorn; without a Redis URL it
 first starts the embedded Valkey (once, in this process, even with several workers) and stops it on exit.
-``load``, ``dedup``, ``params`` and ``bench`` live in ``neardup.commands``; their exit codes are
+``load``, ``dedup``, ``mirrors``, ``params`` and ``bench`` live in ``neardup.commands``; their exit codes are
 ``neardup.commands.common.ExitCode``.
 
 Flags override ``NEARDUP_*`` environment variables; both are validated by ``neardup.settings.Settings``.
@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_load(commands)
     add_dedup(commands)
+    add_mirrors(commands)
     add_params(commands)
     add_bench(commands)
     add_valkey_module(commands)
@@ -258,6 +259,43 @@ def add_dedup(commands: Any) -> None:
         "--rows", type=int, default=None, help="rows per band (default: chosen from the threshold)"
     )
     _input_options(dedup)
+
+
+def add_mirrors(commands: Any) -> None:
+    mirrors = commands.add_parser(
+        "mirrors",
+        help="which sites copy which, offline, from a file of pages (no service needed)",
+        formatter_class=HELP_FORMAT,
+        description="Count, per pair of sites, the pages of one with a verified near-duplicate on the "
+        "other, as the service does for a collection with a site_field (a throwaway embedded Valkey, "
+        "pages checked in input order), and report the pairs where either direction's share (shared "
+        "pages / pages) reaches --min-share, ranked by share.",
+        epilog="example:\n"
+        "  neardup mirrors crawl.jsonl --site-field url --out mirrors.csv --min-pages 10\n\n"
+        + EXIT_CODES_HELP,
+    )
+    mirrors.add_argument(
+        "input", metavar="FILE", help="JSON lines file, CSV file, folder of text files, or - for stdin"
+    )
+    mirrors.add_argument(
+        "--site-field",
+        required=True,
+        help="field naming each page's site; an absolute URL stands for its lower-cased host",
+    )
+    mirrors.add_argument("--out", "-o", default="-", help="where the report goes (default - for stdout)")
+    mirrors.add_argument(
+        "--report-format",
+        choices=["auto", "csv", "json"],
+        default="auto",
+        help="auto (default): json when --out ends in .json, else csv",
+    )
+    mirrors.add_argument(
+        "--min-share", type=float, default=0.5, help="least share of either side (default 0.5)"
+    )
+    mirrors.add_argument("--min-pages", type=int, default=1, help="least pages of both sites (default 1)")
+    mirrors.add_argument("--limit", type=int, default=10_000, help="most pairs reported (default 10,000)")
+    _collection_options(mirrors, defaults=True)
+    _input_options(mirrors)
 
 
 def add_params(commands: Any) -> None:
@@ -432,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise CliError("this installation has no Valkey module: reinstall neardup with pip")
             print(path)
             return ExitCode.OK
-        if args.command in ("load", "dedup", "params", "bench"):
+        if args.command in ("load", "dedup", "mirrors", "params", "bench"):
             import importlib
 
             module = importlib.import_module(f"neardup.commands.{args.command}")

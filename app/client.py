@@ -61,8 +61,11 @@ __all__ = [
     "DocumentInput",
     "InvalidRequest",
     "Match",
+    "MirrorPair",
     "NeardupError",
     "NotFound",
+    "SiteMirrors",
+    "SiteShare",
     "StoredDocument",
     "Unavailable",
 ]
@@ -156,6 +159,7 @@ class Collection:
     rows: int
     seed: int
     documents: int | None
+    site_field: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Collection:
@@ -169,6 +173,7 @@ class Collection:
             rows=int(data["rows"]),
             seed=int(data["seed"]),
             documents=None if data.get("documents") is None else int(data["documents"]),
+            site_field=data.get("site_field"),
         )
 
     def candidate_probability(self, similarity: float) -> float:
@@ -219,6 +224,71 @@ class StoredDocument:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StoredDocument:
         return cls(data["id"], data.get("metadata"), float(data["inserted_at"]))
+
+
+@dataclass(frozen=True)
+class SiteShare:
+    """Another site seen from the asked one: ``shared`` of the asked site's pages have a verified
+    near-duplicate on it (``share`` = shared / the asked site's pages); ``other_shared`` of its
+    ``pages`` have one on the asked site (``share_of_other``)."""
+
+    site: str
+    pages: int
+    shared: int
+    share: float
+    other_shared: int
+    share_of_other: float
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SiteShare:
+        return cls(
+            data["site"],
+            int(data["pages"]),
+            int(data["shared"]),
+            float(data["share"]),
+            int(data.get("other_shared", 0)),
+            float(data["share_of_other"]),
+        )
+
+
+@dataclass(frozen=True)
+class SiteMirrors:
+    """A site's pages (0: none stored) and the sites sharing pages with it, best first."""
+
+    site: str
+    pages: int
+    mirrors: list[SiteShare]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SiteMirrors:
+        return cls(data["site"], int(data["pages"]), [SiteShare.from_json(m) for m in data["mirrors"]])
+
+
+@dataclass(frozen=True)
+class MirrorPair:
+    """Two sites; ``site`` is the one with the larger share (shared / pages)."""
+
+    site: str
+    other: str
+    pages: int
+    other_pages: int
+    shared: int
+    other_shared: int
+    share: float
+    share_of_other: float
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MirrorPair:
+        return cls(
+            data["site"],
+            data["other"],
+            int(data["pages"]),
+            int(data["other_pages"]),
+            int(data["shared"]),
+            int(data.get("other_shared", 0)),
+            float(data["share"]),
+            float(data["share_of_other"]),
+        )
 
 
 # --- what both clients share: requests, retry policy, decoding ---------------------------------------
@@ -390,9 +460,12 @@ class _Api:
         bands: int | None = None,
         rows: int | None = None,
         expected_documents: int | None = None,
+        site_field: str | None = None,
     ) -> _Op[Collection]:
         """Create, or return the existing one if its parameters are the same (Conflict otherwise).
-        ``expected_documents``: capacity hint, the store sizes its tables for that many documents."""
+        ``expected_documents``: capacity hint, the store sizes its tables for that many documents.
+        ``site_field``: the metadata field naming each document's site (mirror detection: ``site``,
+        ``mirrors``)."""
         body = _without_none(
             name=name,
             threshold=threshold,
@@ -402,6 +475,7 @@ class _Api:
             bands=bands,
             rows=rows,
             expected_documents=expected_documents,
+            site_field=site_field,
         )
         return Collection.from_json((yield from _call("POST", _collections(), body)))
 
@@ -457,6 +531,22 @@ class _Api:
         body = _without_none(text=text, limit=limit, min_similarity=min_similarity)
         data = yield from _call("POST", f"{_collections(collection)}/query", body)
         return [Match.from_json(m) for m in data["matches"]]
+
+    # sites
+    def site(self, collection: str, site: str) -> _Op[SiteMirrors]:
+        """A site's pages and the sites sharing them, best first (a collection with a site_field;
+        Conflict otherwise). ``site`` is a host, or a URL standing for its host."""
+        data = yield from _call("GET", f"{_collections(collection)}/sites/{_segment(site)}")
+        return SiteMirrors.from_json(data)
+
+    def mirrors(
+        self, collection: str, *, min_share: float = 0.5, min_pages: int = 1, limit: int = 100
+    ) -> _Op[list[MirrorPair]]:
+        """Pairs of sites where either direction's share reaches ``min_share``, both with at least
+        ``min_pages`` pages, ranked by share."""
+        params = f"min_share={min_share!r}&min_pages={min_pages}&limit={limit}"
+        data = yield from _call("GET", f"{_collections(collection)}/mirrors?{params}")
+        return [MirrorPair.from_json(p) for p in data["pairs"]]
 
     # documents
     def put(
@@ -591,6 +681,8 @@ class Client:
     check = _blocking(_Api.check)
     check_batch = _blocking(_Api.check_batch)
     query = _blocking(_Api.query)
+    site = _blocking(_Api.site)
+    mirrors = _blocking(_Api.mirrors)
     put = _blocking(_Api.put)
     insert = put
     get = _blocking(_Api.get)
@@ -676,6 +768,8 @@ class AsyncClient:
     check = _coroutine(_Api.check)
     check_batch = _coroutine(_Api.check_batch)
     query = _coroutine(_Api.query)
+    site = _coroutine(_Api.site)
+    mirrors = _coroutine(_Api.mirrors)
     put = _coroutine(_Api.put)
     insert = put
     get = _coroutine(_Api.get)
