@@ -1,5 +1,6 @@
 // neardup's try-it page: lists the collections, shows the chosen one's parameters and S-curve, and
-// sends the pasted text to POST /v1/collections/{name}/query. Every value from the service goes into
+// sends the pasted text to POST /v1/collections/{name}/query. For a collection with a site_field, the
+// Mirrors panel shows a site's mirrors (GET .../sites/{site}) or the top pairs (GET .../mirrors). Every value from the service goes into
 // the page as text (textContent), never as HTML.
 "use strict";
 
@@ -90,6 +91,60 @@ function showParams(c) {
     list.append(Object.assign(document.createElement("dd"), { textContent: String(v) }));
   }
   drawCurve(c);
+  const sites = $("sites");
+  const changed = sites.dataset.collection !== c.name;
+  sites.dataset.collection = c.name;
+  sites.hidden = !c.site_field;
+  $("site-field").textContent = c.site_field || "";
+  if (changed) {
+    $("mirrors").hidden = true;
+    $("site-status").textContent = "";
+  }
+}
+
+function cell(text, className) {
+  return Object.assign(document.createElement("td"), { className, textContent: String(text) });
+}
+
+// rows: [site, other, pages, other pages, shared, share, share of other]
+function showMirrors(rows) {
+  const table = $("mirrors");
+  const body = table.querySelector("tbody");
+  body.replaceChildren();
+  for (const r of rows) {
+    const tr = document.createElement("tr");
+    tr.className = "mirror";
+    const classes = ["site", "other", "pages", "other-pages", "shared", "share", "share-of-other"];
+    r.forEach((v, i) => tr.append(cell(typeof v === "number" && i >= 5 ? v.toFixed(3) : v, classes[i])));
+    body.append(tr);
+  }
+  table.hidden = rows.length === 0;
+}
+
+async function onSite(event) {
+  event.preventDefault();
+  const name = $("collection").value;
+  const site = $("site").value.trim();
+  const base = "/v1/collections/" + encodeURIComponent(name);
+  const status = $("site-status");
+  status.className = "";
+  try {
+    if (site) {
+      // "." and ".." would be normalized away by the URL parser: send them escaped
+      const segment = site === "." || site === ".." ? site.replace(/\./g, "%2E") : encodeURIComponent(site);
+      const data = await api("GET", base + "/sites/" + segment);
+      showMirrors(data.mirrors.map((m) => [data.site, m.site, data.pages, m.pages, m.shared, m.share, m.share_of_other]));
+      status.textContent = data.site + ": " + data.pages + " page" + (data.pages === 1 ? "" : "s") + ", " +
+        data.mirrors.length + " site" + (data.mirrors.length === 1 ? "" : "s") + " sharing pages";
+    } else {
+      const data = await api("GET", base + "/mirrors?min_share=0.5&limit=50");
+      showMirrors(data.pairs.map((p) => [p.site, p.other, p.pages, p.other_pages, p.shared, p.share, p.share_of_other]));
+      status.textContent = data.pairs.length + " pair" + (data.pairs.length === 1 ? "" : "s") + " at share 0.5 or more";
+    }
+  } catch (error) {
+    status.textContent = error.message;
+    status.className = "error";
+  }
 }
 
 async function loadCollections() {
@@ -165,6 +220,7 @@ function start() {
     refreshCollection(e.target.value).catch((err) => setStatus(err.message, true));
   });
   $("query-form").addEventListener("submit", onSubmit);
+  $("site-form").addEventListener("submit", onSite);
   loadCollections().catch((e) => setStatus("Could not list collections: " + e.message, true));
 }
 

@@ -110,3 +110,43 @@ def test_static_files(service: Any) -> None:
         assert http.get("/web/style.css").headers["content-type"].startswith("text/css")
         assert http.get("/web/index.html").status_code == 404  # only the listed assets
         assert http.get("/web/..%2Fapi%2F__init__.py").status_code == 404
+
+
+def test_a_sites_mirrors(service: Any, browser: Any) -> None:
+    with Client(service.url) as nd:
+        with contextlib.suppress(NotFound):
+            nd.delete_collection("crawl")
+        nd.create_collection("crawl", threshold=0.6, site_field="url")
+        nd.check("crawl", "o1", ORIGINAL, metadata={"url": "https://origin.example/lighthouse"})
+        nd.check(
+            "crawl",
+            "o2",
+            "Compilers allocate registers and spill values.",
+            metadata={"url": "https://origin.example/c"},
+        )
+        nd.check("crawl", "m1", PASTED, metadata={"url": "https://mirror.example/copy"})
+        nd.create_collection("plain-page")
+
+    browser.get(f"{service.url}/?collection=crawl")
+    wait = WebDriverWait(browser, 15)
+    wait.until(ec.visibility_of_element_located((By.ID, "sites")))
+    assert browser.find_element(By.ID, "site-field").text == "url"
+    browser.find_element(By.ID, "site").send_keys("https://Origin.example/")
+    browser.find_element(By.ID, "show-site").click()
+    row = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#mirrors tr.mirror")))
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells == ["origin.example", "mirror.example", "2", "1", "1", "0.500", "1.000"]
+    assert "origin.example: 2 pages" in browser.find_element(By.ID, "site-status").text
+
+    browser.find_element(By.ID, "site").clear()
+    browser.find_element(By.ID, "show-site").click()
+    wait.until(ec.text_to_be_present_in_element((By.ID, "site-status"), "1 pair"))
+    cells = [
+        td.text
+        for td in browser.find_element(By.CSS_SELECTOR, "#mirrors tr.mirror").find_elements(By.TAG_NAME, "td")
+    ]
+    assert cells[:2] == ["mirror.example", "origin.example"] and cells[5] == "1.000"
+
+    browser.get(f"{service.url}/?collection=plain-page")  # a collection without a site_field: no panel
+    wait.until(ec.text_to_be_present_in_element((By.ID, "params-name"), "plain-page"))
+    assert not browser.find_element(By.ID, "sites").is_displayed()
