@@ -17,7 +17,9 @@ Measured: the pairs of ``GET /mirrors?min_share=0.5`` against the true pairs (pr
 each true pair and each direction, |reported share - true share| from ``GET /sites/{site}`` (median,
 p90, max); documents/s of the same stream into a collection with ``site_field`` and one without
 (alternated, ``--rounds`` each, fresh collections), and the CPU of the service and of Valkey per
-document; the memory of the site keys (MEMORY USAGE) per page and per site.
+document; the memory of the site keys (MEMORY USAGE) per page and per site; and, in process on an
+embedded Valkey, the server's time per document in the check scripts with and without site_field and
+in the link scripts (``server_cost``).
 
     python bench/bench_mirrors.py                  # ~3-4 minutes on 2 cores
     python bench/bench_mirrors.py --originals 60 --full 10 --partial 10 --rounds 1   # quick
@@ -183,6 +185,78 @@ def site_keys_memory(service: Service, collection: str) -> dict[str, int]:
     return {"bytes": total, "keys": keys}
 
 
+async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dict[str, Any]:
+    """The store's share of the counting, in process on an embedded Valkey (no HTTP): Valkey's own time
+    in EVALSHA (INFO commandstats) per document for the check scripts of a collection without and
+    with site_field, and for the link scripts alone (recorded during the checks, then sent in the
+    same order: the same work as inline, measured apart)."""
+    import tempfile
+
+    import redis as redis_sync
+
+    from neardup.domain import CollectionParams, Document, Index
+    from neardup.storage import EmbeddedValkey, RedisStore
+
+    out: dict[str, list[float]] = {"check_without": [], "check_with_site_field": [], "link": []}
+    pairs = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmbeddedValkey(Path(tmp) / "valkey", fsync="everysec")
+        url = server.start()
+        store = RedisStore.from_url(url, timeout=600)
+        sync = redis_sync.Redis.from_url(url)
+
+        def evalsha_us() -> float:
+            return float(sync.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
+
+        try:
+            for rep in range(reps):
+                for label, site_field in (("check_without", None), ("check_with_site_field", "url")):
+                    index = Index(store)
+                    recorded: list[tuple[Any, list[tuple[int, int]]]] = []
+
+                    async def record(
+                        collection: Any, links: list[tuple[int, int]], into: Any = recorded
+                    ) -> None:
+                        if links:
+                            into.append((collection, list(links)))
+
+                    index._link = record  # type: ignore[method-assign]
+                    name = f"cost{rep}{label[-1]}"
+                    await index.create_collection(
+                        CollectionParams.create(name, threshold=THRESHOLD, site_field=site_field)
+                    )
+                    sync.config_resetstat()
+                    for start in range(0, len(crawl), batch):
+                        docs = [
+                            Document(p["id"], p["text"], {"url": p["url"]})
+                            for p in crawl[start : start + batch]
+                        ]
+                        await index.check(name, docs)
+                    out[label].append(evalsha_us() / len(crawl))
+                    if recorded:
+                        sync.config_resetstat()
+                        pairs = 0
+                        for collection, links in recorded:
+                            await store.link(collection.keys, links)
+                            pairs += len(links)
+                        out["link"].append(evalsha_us() / len(crawl))
+                    await index.delete_collection(name)
+        finally:
+            await store.close()
+            sync.close()
+            server.stop()
+    median = {k: round(statistics.median(v), 1) for k, v in out.items()}
+    return {
+        "valkey_us_per_doc": median,
+        "runs": {k: [round(x, 1) for x in v] for k, v in out.items()},
+        "link_pairs_per_doc": round(pairs / len(crawl), 2),
+        "link_us_per_pair": round(median["link"] * len(crawl) / max(pairs, 1), 1),
+        "counting_us_per_doc": round(
+            median["check_with_site_field"] - median["check_without"] + median["link"], 1
+        ),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=HERE / "data" / "corpus.jsonl")
@@ -244,6 +318,8 @@ def main() -> None:
                 else:
                     httpx.delete(f"{base}/v1/collections/{name}", timeout=120).raise_for_status()
 
+    cost = run_async(server_cost(crawl, args.batch, args.rounds))
+
     def median(label: str, key: str) -> float:
         return statistics.median(run[key] for run in runs[label])
 
@@ -281,6 +357,7 @@ def main() -> None:
                 for label in runs
             },
         },
+        "server_cost": cost,
         "memory": {
             "site_keys_bytes": memory["bytes"],
             "site_keys": memory["keys"],
