@@ -790,6 +790,72 @@ def crowds_section(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def mirrors_section(results: Path) -> str:
+    """``bench/bench_mirrors.py``'s run (mirrors.json), when it was saved there."""
+    path = results / "mirrors.json"
+    if not path.exists():
+        return ""
+    run = json.loads(path.read_text())
+    crawl, t, cost, memory = run["crawl"], run["throughput"], run["server_cost"], run["memory"]
+    met = run["targets_met"]
+
+    def mark(key: str) -> str:
+        return "met" if met[key] else "**missed**"
+
+    errors = run["share_error"]
+    fn = ", ".join(" / ".join(p) for p in run["false_negatives"]) or "none"
+    fp = ", ".join(" / ".join(p) for p in run["false_positives"]) or "none"
+    lines = [
+        "## Mirror detection",
+        "",
+        f"`python bench/bench_mirrors.py --rounds {run['args']['rounds']}` (commit `{run['git_commit']}`): a "
+        f"synthetic crawl from the corpus, {crawl['sites']} sites and {crawl['pages']:,} pages "
+        f"({crawl['text_mb']} MB): {crawl['originals']} sites of 10 to 300 distinct corpus documents "
+        "(log-uniform), most with the same license page and the same error page (one line naming the site "
+        f"changed); {crawl['full_mirrors']} full mirrors (every page of an original, 1% of words changed, "
+        f"the mirror's own 7-word header and footer) and {crawl['partial_mirrors']} partial mirrors (30-70% "
+        "of an original's pages, the same way), checked in one shuffled order through `POST /check/batch` "
+        f"({run['args']['batch']} pages a request, {run['args']['clients']} connections, 1 worker). Truth: "
+        "exact Jaccard >= 0.8 of the word 5-gram sets "
+        f"({crawl['near_duplicate_page_pairs']:,} pairs of pages; "
+        f"{crawl['site_pairs_sharing_a_page']:,} pairs of sites share at least one page); a true mirror pair "
+        f"has share >= 0.5 in either direction ({crawl['true_mirror_pairs']} pairs).",
+        "",
+        "| what | measured | target |",
+        "| --- | --- | --- |",
+        f"| mirror pairs from `GET /mirrors?min_share=0.5`: precision | {run['precision']} "
+        f"({run['pairs_reported']} reported; false: {fp}) | >= 0.95: {mark('precision')} |",
+        f"| recall | {run['recall']} ({run['pairs_true']} true; missed: {fn}) | >= 0.95: {mark('recall')} |",
+        f"| \\|reported share - true share\\| per direction of the true pairs, from `GET /sites/{{site}}` "
+        f"| median {errors['median']}, p90 {errors['p90']}, max {errors['max']} ({errors['directions']} "
+        f"directions) | median <= 0.05: {mark('median_share_error')} |",
+        f"| checking throughput with `site_field` / without (median of {len(t['runs']['without'])} "
+        f"rounds, each running both one after the other) | **{t['ratio']}x** (per round: "
+        f"{', '.join(str(r) for r in t.get('ratio_per_round', []))}; from the CPU per document of the "
+        f"service and Valkey: {t.get('cpu_ratio', '-')}x); medians {t['docs_per_s_with_site_field']:,.0f} vs "
+        f"{t['docs_per_s_without']:,.0f} docs/s; service CPU "
+        f"{t['service_cpu_us_per_doc']['with_site_field']} "
+        f"vs {t['service_cpu_us_per_doc']['without']} us per document, Valkey "
+        f"{t['valkey_cpu_us_per_doc']['with_site_field']} vs {t['valkey_cpu_us_per_doc']['without']} | "
+        f">= 0.9x: {mark('throughput_ratio')} |",
+        f"| the counting's server time (in process, embedded Valkey, medians of {len(cost['runs']['link'])}) "
+        f"| check script {cost['valkey_us_per_doc']['check_with_site_field']} vs "
+        f"{cost['valkey_us_per_doc']['check_without']} us per document; link script "
+        f"{cost['valkey_us_per_doc']['link']} us per document ({cost['link_pairs_per_doc']} pairs per "
+        f"document, {cost['link_us_per_pair']} us per pair) | a small constant per check |",
+        f"| memory of the site keys (MEMORY USAGE) | {memory['bytes_per_page']} B per page, "
+        f"{memory['bytes_per_site']:,} B per site ({memory['site_keys']} keys) | bounded per site |",
+        "| `GET /mirrors` over every site; `GET /sites/{site}` | "
+        f"{run['latency_ms']['mirrors']} ms; median "
+        f"{run['latency_ms']['site_median']} ms | |",
+        "",
+        f"Bounds: {run['bounds']['partners_per_page']} partners per page, "
+        f"{run['bounds']['other_sites_per_site']} "
+        'other sites per site (docs/design.md, "Sites").',
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def growth_section(results: Path) -> str:
     """``bench/bench_growth.py``'s run (growth.json), when it was saved there."""
     path = results / "growth.json"
@@ -1003,7 +1069,9 @@ def main() -> None:
     except ValueError:
         rel = str(results)
     extra = "".join(
-        "\n" + section for section in (crowds_section(results), growth_section(results)) if section
+        "\n" + section
+        for section in (crowds_section(results), growth_section(results), mirrors_section(results))
+        if section
     )
     args.markdown.write_text(markdown(summary, q, rel) + extra)
     print(json.dumps({k: summary[k] for k in ("curves", "mutations", "speed", "targets_met")}, indent=1))

@@ -111,6 +111,7 @@ def _links(schema: dict[str, Any]) -> None:
         "CheckInCollection": ("post", "/v1/collections/{name}/check"),
         "CheckBatchInCollection": ("post", "/v1/collections/{name}/check/batch"),
         "QueryCollection": ("post", "/v1/collections/{name}/query"),
+        "MirrorsOfCollection": ("get", "/v1/collections/{name}/mirrors"),
     }
     created = paths["/v1/collections"]["post"]["responses"]
     for status in ("200", "201"):

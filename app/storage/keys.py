@@ -5,7 +5,7 @@ Layout of a collection ``c`` created with generation ``g`` (a random token, so a
 created again never meets the old one's keys while they are being unlinked)::
 
     nd:collections          hash  name -> parameters JSON (with "gen")         the registry, tiny
-    nd:{c}:state            hash  gen, seq, docs, ow, bL bS bN, iL iS iN       one slot per collection
+    nd:{c}:state            hash  gen, seq, docs, ow, bL bS bN, iL iS iN, sseq one slot per collection
     nd:c:g:b:<n>            hash  band key (8 raw bytes) -> ordinals (ow bytes each, big-endian)
     nd:c:g:i:<n>            hash  document id -> ordinal
     nd:c:g:s:<ord // 120>   hash  ord % 120 -> signature (4 * num_perm raw bytes)
@@ -14,6 +14,17 @@ created again never meets the old one's keys while they are being unlinked)::
 The band table is written by check.lua's band step: in Lua (``scripts/_bands_lua.lua``), or by the
 ``ND.BANDS`` command of neardup's server module where the server has it (``native/valkey/bands.cpp``);
 both follow this layout byte for byte.
+
+A collection with a ``site_field`` (standalone only; docs/design.md "Sites") also has, under the same
+``<base>`` = ``nd:<c>:<gen>`` (the scripts derive these names from the record prefix they get)::
+
+    <base>:sn               hash  site name -> site id (interned; the state's ``sseq`` is the last id)
+    <base>:si               hash  site id -> site name
+    <base>:sp               hash  site id -> pages (live documents of the site)
+    <base>:x:<site id>      hash  other site id -> shared (pages of this site with a partner there);
+                                  at most SITE_OTHERS fields
+    <base>:e:<ord/32>       hash  ord mod 32 -> entry: site id (4 bytes, big-endian), then per partner
+                                  its ordinal (``ow`` bytes) and site id (4 bytes); at most SITE_PARTNERS
 
 Ordinals: each insertion takes the next number of ``seq``; it names the document inside the band
 table (``ow`` bytes instead of the id, 16 times per document) and is also its first-seen *stamp* on a
