@@ -6,6 +6,8 @@ Run with ``neardup serve`` (see ``neardup.cli``) or ``uvicorn --factory neardup.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -55,6 +57,24 @@ class DefaultCollection:
         self.ready = True
 
 
+#: Seconds between two sweeps of dropped generations (Index.sweep_dropped); the first runs at start.
+SWEEP_INTERVAL = 60.0
+
+
+async def sweep_dropped_forever(index: Index, interval: float = SWEEP_INTERVAL) -> None:
+    """Finish drops that died half way, now and then every ``interval`` seconds, until cancelled. A
+    store that is down is tried again next time."""
+    while True:
+        try:
+            finished = await index.sweep_dropped()
+        except StoreUnavailable as exc:
+            log.warning("could not sweep dropped collections: %s", exc.message)
+        else:
+            if finished:
+                log.info("finished %d dropped collection generation(s) left half-deleted", finished)
+        await asyncio.sleep(interval)
+
+
 def default_params(settings: Settings) -> CollectionParams:
     return CollectionParams.create(
         "default",
@@ -96,9 +116,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # service).
         gc.collect()
         gc.freeze()
+        sweeper = asyncio.create_task(sweep_dropped_forever(index))
         try:
             yield
         finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
             await store.close()
             if embedded is not None:
                 embedded.stop()

@@ -270,6 +270,12 @@ class Index:
         if not dropped:
             raise CollectionNotFound(name)
 
+    async def sweep_dropped(self) -> int:
+        """Finish the drops that died half way (their data keys left behind): see Store.sweep_dropped.
+        The service runs it in the background; returns how many dropped generations it finished."""
+        async with self._storage():
+            return await self._store.sweep_dropped()
+
     # --- documents ------------------------------------------------------------------------------------
 
     async def check(

@@ -34,6 +34,7 @@ from neardup.storage.cluster_layout import _bytes, _Groups, _split
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from neardup.storage.store import (
+    DROP_SWEEP_AGE_MS,
     CheckBatch,
     CheckReply,
     Mode,
@@ -114,10 +115,22 @@ class ClusterStore(ClusterRetention):
         return [(_bytes(registry[name]), max(0, int(c or 0))) for name, c in zip(names, counts, strict=True)]
 
     async def drop_collection(self, name: str) -> bool:
-        """State first (checks in flight then see the collection missing), then the registry entry of
-        that generation (cluster_unregister.lua: a creation racing the drop keeps its own), then the
-        data keys, named from the state's shape."""
+        """The generation into the dropped ones (keys.DROPPED) first, so a drop that dies later is
+        finished by a sweep; then the state (checks in flight then see the collection missing), then the
+        registry entry of that generation (cluster_unregister.lua: a creation racing the drop keeps its
+        own), then the data keys, named from the state's shape. The entry stays for the sweep: checks
+        that were in flight can still write keys of the generation for a while, and the sweep unlinks
+        those too."""
         async with self._guard(30):
+            before = await self._retrying(
+                lambda: self._client.hmget(keys.state(name), ["gen", "seq", "bG", "iG"])
+            )
+            if before[0] is not None:
+                gen = _bytes(before[0]).decode()
+                now = await self.now_ms(keys.CollectionKeys(name, gen))
+                seq, band_groups, id_groups = (int(v or 0) for v in before[1:])
+                shape_text = keys.dropped_shape(seq, band_groups, id_groups, now)
+                await self._client.hset(keys.DROPPED, keys.dropped_entry(name, gen), shape_text)
             shape = await self._state_call("cluster_drop", name, [])
             gen = _bytes(shape[0]).decode() if shape else ""
             entry = _bytes(shape[4]) if shape else b""
@@ -129,8 +142,33 @@ class ClusterStore(ClusterRetention):
             if shape and int(shape[1]) > 0:  # seq 0: nothing was ever written
                 seq, band_groups, id_groups = map(int, shape[1:4])
                 self._layouts.pop((name, gen), None)
+                if before[0] is None or _bytes(before[0]).decode() != gen:  # created meanwhile
+                    now = await self.now_ms(keys.CollectionKeys(name, gen))
+                    shape_text = keys.dropped_shape(seq, band_groups, id_groups, now)
+                    await self._client.hset(keys.DROPPED, keys.dropped_entry(name, gen), shape_text)
                 await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
         return True
+
+    async def sweep_dropped(self, *, min_age_ms: int = DROP_SWEEP_AGE_MS) -> int:
+        """As RedisStore's. An entry younger than the larger of ``min_age_ms`` and the abandon time is
+        left alone (its drop is still unlinking, checks in flight may still write); an entry whose
+        generation is still the collection's (the drop died before it deleted the state) is forgotten
+        once old enough."""
+        async with self._guard(30):
+            entries = await self._retrying(lambda: self._client.hgetall(keys.DROPPED))
+            done = 0
+            for entry, shape in entries.items():
+                name, gen = _bytes(entry).decode().split(":", 1)
+                seq, band_groups, id_groups, ms = map(int, _bytes(shape).split(b":"))
+                k = keys.CollectionKeys(name, gen)
+                if await self.now_ms(k) - ms < max(min_age_ms, self._abandon_ms()):
+                    continue
+                live = await self._retrying(lambda n=name: self._client.hget(keys.state(n), "gen"))
+                if live is None or _bytes(live).decode() != gen:
+                    await self._unlink_generation(k, seq, band_groups, id_groups)
+                await self._client.hdel(keys.DROPPED, _bytes(entry))
+                done += 1
+        return done
 
     async def _unlink_generation(
         self, k: keys.CollectionKeys, seq: int, band_groups: int, id_groups: int

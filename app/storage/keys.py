@@ -5,6 +5,8 @@ Layout of a collection ``c`` created with generation ``g`` (a random token, so a
 created again never meets the old one's keys while they are being unlinked)::
 
     nd:collections          hash  name -> parameters JSON (with "gen")         the registry, tiny
+    nd:dropped              hash  "<name>:<gen>" -> shape and time of a dropped generation not yet
+                                  swept (DROPPED below)
     nd:{c}:state            hash  gen, seq, docs, ow, bL bS bN, iL iS iN, sseq one slot per collection
     nd:c:g:b:<n>            hash  band key (8 raw bytes) -> ordinals (ow bytes each, big-endian)
     nd:c:g:i:<n>            hash  document id -> ordinal
@@ -69,6 +71,20 @@ from collections.abc import Iterator
 
 NAMESPACE = "nd"
 REGISTRY = f"{NAMESPACE}:collections"
+#: Generations dropped and not yet swept: "<name>:<gen>" -> "<seq>:<band groups>:<id groups>:<ms>" (the
+#: shape names its data keys; ms: when it was dropped, the store's clock). Written with the drop, removed
+#: once every data key of the generation is unlinked, so a drop interrupted half way (a killed service,
+#: a store that went away) is finished by the next sweep instead of leaking the rest for ever.
+DROPPED = f"{NAMESPACE}:dropped"
+
+
+def dropped_entry(name: str, gen: str) -> str:
+    return f"{name}:{gen}"  # names and generations hold no ':'
+
+
+def dropped_shape(seq: int, band_groups: int, id_groups: int, ms: int) -> str:
+    return f"{seq}:{band_groups}:{id_groups}:{ms}"
+
 
 #: Most ordinals one band bucket keeps. A bucket that full (a band key that hundreds of documents share:
 #: a site's template, boilerplate, a page copied thousands of times) takes no more appends, so reading

@@ -357,3 +357,24 @@ async def test_a_site_keeps_at_most_site_others_other_sites(standalone_store: Re
     assert a.pages == 20 and len(a.mirrors) == keys.SITE_OTHERS
     assert all(m.share_of_other == 1.0 for m in a.mirrors)
     assert await stored_edges_agree(standalone_store, index, "wide")
+
+
+async def test_a_half_dropped_site_collection_is_swept_with_its_site_keys(
+    standalone_store: RedisStore, sync_redis: redis.Redis
+) -> None:
+    index = Index(standalone_store)
+    await index.create_collection(CollectionParams.create("halfgone", threshold=0.7, site_field="url"))
+    await index.check(
+        "halfgone",
+        [
+            Document("a", text(8), page("a.example", "1")),
+            Document("b", variant(text(8), 2), page("b.example", "1")),
+        ],
+    )
+    assert sync_redis.keys("nd:halfgone:*:x:*") and sync_redis.keys("nd:halfgone:*:e:*")
+    # the drop's script ran, then the dropping process died before unlinking anything
+    await standalone_store._call(
+        "drop_collection", [keys.REGISTRY, keys.state("halfgone"), keys.DROPPED], ["halfgone"]
+    )
+    assert await standalone_store.sweep_dropped(min_age_ms=0) == 1
+    assert sync_redis.keys("nd:halfgone:*") == []
