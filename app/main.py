@@ -7,7 +7,6 @@ Run with ``neardup serve`` (see ``neardup.cli``) or ``uvicorn --factory neardup.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -59,6 +58,8 @@ class DefaultCollection:
 
 #: Seconds between two sweeps of dropped generations (Index.sweep_dropped); the first runs at start.
 SWEEP_INTERVAL = 60.0
+#: Longest wait at shutdown for the sweeper to finish after its cancellation.
+SWEEPER_STOP_SECONDS = 2.0
 
 
 async def sweep_dropped_forever(index: Index, interval: float = SWEEP_INTERVAL) -> None:
@@ -121,8 +122,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            # Bounded: a lifespan entered from one event loop and left from another (a test harness can
+            # do that) leaves the task's cancellation pending on a loop that no longer runs.
+            await asyncio.wait({sweeper}, timeout=SWEEPER_STOP_SECONDS)
             await store.close()
             if embedded is not None:
                 embedded.stop()
