@@ -225,10 +225,14 @@ def test_cluster_settings_are_validated() -> None:
     from neardup.settings import Settings
 
     assert Settings(redis_url="redis://a:7000,b:7000", redis_cluster=True).redis_cluster
+    assert Settings(redis_url="redis://a:7000", redis_cluster=True, min_replicas=1).min_replicas == 1
+    assert Settings(redis_url="redis://a:7000", redis_cluster=True).min_replicas == 0
     for bad in (
         {"redis_cluster": True},  # no URL: the embedded server is not a cluster
         {"redis_cluster": True, "redis_url": "unix:///run/redis.sock"},
         {"redis_url": "redis://a:7000,b:7000"},  # a seed list without the cluster switch
+        {"redis_url": "redis://a:7000", "min_replicas": 1},  # replication waits are the cluster store's
+        {"redis_url": "redis://a:7000", "redis_cluster": True, "min_replicas": -1},
     ):
         with pytest.raises(ValidationError):
             Settings(**bad)
