@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from neardup.domain import CollectionParams, Document, DocumentNotFound, Index, StoreUnavailable
-from neardup.storage import ClusterStore
+from neardup.storage import ClusterStore, keys, records
 from neardup.storage.errors import StoreDown
 from neardup.storage.keys import CollectionKeys
 from neardup.testing import LocalCluster
@@ -455,3 +455,91 @@ async def test_the_document_count_matches_a_recount_after_a_stream_of_changes(
             node.close()
     assert recount == len(texts)
     assert (await index.get_collection("count")).documents == recount
+
+
+def stored_contents(urls: list[str], name: str) -> tuple[dict[bytes, int], dict[int, bytes]]:
+    """Straight from every primary among ``urls`` (plain per-node clients, each sees its own keys): the
+    id table (id -> ordinal) and the records (ordinal -> record) of the collection's generation."""
+    ids: dict[bytes, int] = {}
+    found: dict[int, bytes] = {}
+    clients = [redis.Redis.from_url(url) for url in urls]
+    try:
+        primaries = [c for c in clients if c.info("replication")["role"] == "master"]
+        gen = next(
+            c.hget(key, "gen") for c in primaries for key in c.scan_iter(match=keys.state(name))
+        ).decode()
+        k = CollectionKeys(name, gen)
+        for client in primaries:
+            for key in client.scan_iter(match=f"{k.id_prefix}*"):
+                for doc_id, ordinal in client.hgetall(key).items():
+                    assert doc_id not in ids, doc_id  # an id lives in one group only
+                    ids[doc_id] = int(ordinal)
+            for key in client.scan_iter(match=f"{k.doc_prefix}*"):
+                group = int(key.decode().rsplit(":", 1)[1])
+                for slot, record in client.hgetall(key).items():
+                    found[group * keys.DOC_GROUP + int(slot)] = record
+    finally:
+        for client in clients:
+            client.close()
+    return ids, found
+
+
+def assert_every_id_names_its_own_record(ids: dict[bytes, int], found: dict[int, bytes]) -> None:
+    """No ordinal is named by two ids, and the record each id names carries that id."""
+    named = sorted(ids.values())
+    assert len(named) == len(set(named)), [o for o in set(named) if named.count(o) > 1]
+    wrong = {
+        i: records.record_id(found.get(o, b""))
+        for i, o in ids.items()
+        if records.record_id(found.get(o, b"")) != i
+    }
+    assert not wrong, wrong
+
+
+async def test_ordinals_are_never_issued_twice_after_the_state_loses_reservations(
+    cstore: ClusterStore, valkey_cluster: LocalCluster
+) -> None:
+    # A failover of the state's shard to a replica that missed the last reservations and stamps, while
+    # the data shards kept the documents written under them: the state hashes are put back as they
+    # were 30 documents earlier (state, pending and late: what such a replica holds).
+    index = Index(cstore)
+    await index.create_collection(CollectionParams.create("f", threshold=0.7))
+    await index.check("f", [Document(f"d{i}", text(9000 + i), {"n": i}) for i in range(10)])
+    k = (await index._collection("f")).keys
+    holder = None
+    for url in valkey_cluster.urls:
+        candidate = redis.Redis.from_url(url)
+        if list(candidate.scan_iter(match=k.state)):
+            holder = candidate
+        else:
+            candidate.close()
+    assert holder is not None
+    try:
+        before = {key: holder.hgetall(key) for key in (k.state, k.pending, k.late)}
+        for start in range(10, 40, 5):  # 30 more, acknowledged, then "lost" by the state
+            await index.check(
+                "f", [Document(f"d{i}", text(9000 + i), {"n": i}) for i in range(start, start + 5)]
+            )
+        lost_seq = int(holder.hget(k.state, "seq"))
+        for key, fields in before.items():
+            holder.delete(key)
+            if fields:
+                holder.hset(key, mapping=fields)
+        assert int(holder.hget(k.state, "seq")) == lost_seq - 30
+        # New documents, one by one and in batches: their reservations start inside the lost range.
+        await index.check("f", [Document("e0", text(9100), {"n": 100})])
+        for start in range(1, 31, 6):
+            await index.check(
+                "f", [Document(f"e{i}", text(9100 + i), {"n": 100 + i}) for i in range(start, start + 6)]
+            )
+        assert int(holder.hget(k.state, "seq")) > lost_seq  # it jumped past every ordinal in use
+    finally:
+        holder.close()
+    ids, found = stored_contents(valkey_cluster.urls, "f")
+    assert len(ids) == 71
+    assert_every_id_names_its_own_record(ids, found)
+    for doc_id, n in [*((f"d{i}", i) for i in range(40)), *((f"e{i}", 100 + i) for i in range(31))]:
+        stored = await index.get_document("f", doc_id)
+        assert stored.metadata == {"n": n}, doc_id
+        [match, *_] = await index.query("f", text(9000 + n))
+        assert match.id == doc_id
