@@ -457,17 +457,23 @@ async def test_the_document_count_matches_a_recount_after_a_stream_of_changes(
     assert (await index.get_collection("count")).documents == recount
 
 
-def stored_contents(urls: list[str], name: str) -> tuple[dict[bytes, int], dict[int, bytes]]:
+def stored_contents(
+    urls: list[str], name: str, gen: str | None = None
+) -> tuple[dict[bytes, int], dict[int, bytes]]:
     """Straight from every primary among ``urls`` (plain per-node clients, each sees its own keys): the
-    id table (id -> ordinal) and the records (ordinal -> record) of the collection's generation."""
+    id table (id -> ordinal) and the records (ordinal -> record) of the collection's generation
+    (``gen``, else the one its state names)."""
     ids: dict[bytes, int] = {}
     found: dict[int, bytes] = {}
     clients = [redis.Redis.from_url(url) for url in urls]
     try:
         primaries = [c for c in clients if c.info("replication")["role"] == "master"]
-        gen = next(
-            c.hget(key, "gen") for c in primaries for key in c.scan_iter(match=keys.state(name))
-        ).decode()
+        gen = (
+            gen
+            or next(
+                c.hget(key, "gen") for c in primaries for key in c.scan_iter(match=keys.state(name))
+            ).decode()
+        )
         k = CollectionKeys(name, gen)
         for client in primaries:
             for key in client.scan_iter(match=f"{k.id_prefix}*"):
