@@ -176,6 +176,14 @@ class ClusterStore(ClusterRetention):
             sigs = await self._get([g.sig(int(cur)) for _, cur in stale])
             return NeedOldBands({i: (int(cur), sig) for (i, cur), sig in zip(stale, sigs, strict=True)})
         stored = dict(zip(firsts, current, strict=True))
+        # A replaced version whose record names another id is not this id's to remove: the ordinal
+        # went to another document after a failover lost this one's claim (NEARDUP_MIN_REPLICAS=0,
+        # docs/design.md "Fencing"); only the id is moved.
+        replaced = [(i, int(cur)) for i, cur in stored.items() if cur]
+        held = await self._get([g.doc(o) for _, o in replaced])
+        foreign = {
+            o for (i, o), r in zip(replaced, held, strict=True) if r and records.record_id(r) != ids[i]
+        }
 
         # 1. reserve, and claim the new ordinals' signature and record slots on the data shards
         ordinal0, server_ms, packed = await self._reserve(k, g, n, signatures, packed)
@@ -195,7 +203,8 @@ class ClusterStore(ClusterRetention):
             else:
                 cur = stored.get(i, b"")
                 if cur:
-                    removed.append((int(cur), _split(old_bands[i])))
+                    if int(cur) not in foreign:
+                        removed.append((int(cur), _split(old_bands[i])))
                     forget.append(int(cur))
                 else:
                     new_docs += 1

@@ -549,3 +549,51 @@ async def test_ordinals_are_never_issued_twice_after_the_state_loses_reservation
         assert stored.metadata == {"n": n}, doc_id
         [match, *_] = await index.query("f", text(9000 + n))
         assert match.id == doc_id
+
+
+async def test_an_id_whose_ordinal_went_to_another_document_neither_returns_nor_removes_its_data(
+    cstore: ClusterStore, valkey_cluster: LocalCluster
+) -> None:
+    # Without replication waits (NEARDUP_MIN_REPLICAS=0) two failovers can lose, for document x, its
+    # reservation (state shard) and its claimed signature and record (data shards) while its id swap
+    # survives (another shard): x's ordinal is then free to claim, and y takes it.
+    index = Index(cstore)
+    await index.create_collection(CollectionParams.create("h", threshold=0.7))
+    await index.check("h", [Document("w", text(9300), {"n": 0})])
+    k = (await index._collection("h")).keys
+    clients = [redis.Redis.from_url(url) for url in valkey_cluster.urls]
+    try:
+        [holder] = [c for c in clients if list(c.scan_iter(match=k.state))]
+        before = {key: holder.hgetall(key) for key in (k.state, k.pending, k.late)}
+        await index.check("h", [Document("x", text(9301), {"n": 1})])
+        ids, _ = stored_contents(valkey_cluster.urls, "h")
+        x = ids[b"x"]
+        for key in (k.state, k.pending, k.late):
+            holder.delete(key)
+            if before[key]:
+                holder.hset(key, mapping=before[key])
+        for prefix, group in ((k.sig_prefix, keys.SIG_GROUP), (k.doc_prefix, keys.DOC_GROUP)):
+            lost = 0
+            for c in clients:
+                lost += (
+                    c.hdel(f"{prefix}{x // group}", str(x % group))
+                    if list(c.scan_iter(match=f"{prefix}{x // group}"))
+                    else 0
+                )
+            assert lost == 1
+    finally:
+        for c in clients:
+            c.close()
+    await index.check("h", [Document("y", text(9302), {"n": 2})])
+    ids, found = stored_contents(valkey_cluster.urls, "h")
+    assert ids[b"y"] == x == ids[b"x"]  # the fault: two ids name one ordinal, y's record is there
+    with pytest.raises(DocumentNotFound):
+        await index.get_document("h", "x")  # not y's record
+    [again] = await index.check("h", [Document("x", text(9301), {"n": 1})])  # x written again ...
+    assert again.inserted and not again.duplicate
+    await index.delete_document("h", "x")  # ... and deleted: neither touches y
+    ids, found = stored_contents(valkey_cluster.urls, "h")
+    assert b"x" not in ids
+    assert_every_id_names_its_own_record(ids, found)
+    assert (await index.get_document("h", "y")).metadata == {"n": 2}
+    assert [m.id for m in await index.query("h", text(9302))] == ["y"]
