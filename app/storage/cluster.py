@@ -7,9 +7,11 @@ stamp, read, verify" and "Why first seen wins") in round trips, each pipelined o
 node:
 
 0. look up the ids (a replaced version's band keys must come from the caller, as on one server);
-1. reserve ordinals (state slot; they are *pending*);
-2. write: append the ordinals to their band buckets, store signatures and records, remove replaced
-   versions, swap the id table to the new ordinals (compare-and-set), one script call per node;
+1. reserve ordinals (state slot; they are *pending*), then claim their signature and record slots,
+   one script call per node (a slot held by another value: the ordinal was handed out before a
+   failover, so reserve again past it; docs/design.md, "Fencing");
+2. write: append the ordinals to their band buckets, remove replaced versions, swap the id table to
+   the new ordinals (compare-and-set), one script call per node;
 3. stamp (state slot): stamps only grow, and a pending ordinal is later than any stamp issued;
 4. read the buckets; 5. the candidates' stamps (state slot) and signatures/records; 6. verify each
    candidate against the id table (its id must still name it), dropping dead entries lazily.
@@ -20,6 +22,9 @@ with a larger stamp, and ignores it. A check that dies half-way leaves an ordina
 (ignored by everyone) until the stamp script stamps it as abandoned; it is then live only if its id
 still names it and its record is there, exactly as if the check had finished, and a retry of the
 same id replaces it (the id swap makes the old ordinal dead; its entries are removed).
+
+With ``min_replicas`` (NEARDUP_MIN_REPLICAS) every write round waits for that many replicas
+(ClusterRouting._synced); see docs/design.md, "Replication".
 """
 
 from __future__ import annotations
