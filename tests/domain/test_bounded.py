@@ -105,14 +105,16 @@ async def test_reclaiming_steps_over_any_run_of_holes(store: Store) -> None:
     window (4 x limit ordinals on a cluster) used to stop reclaiming for good there: expired documents
     after it were hidden but kept in memory forever."""
     index = Index(store)
-    await index.create_collection(CollectionParams.create("holes", ttl_seconds=4))
+    # 550 deletions must finish before the documents expire: on a cluster, on 2 loaded cores, that
+    # took more than 4 s.
+    await index.create_collection(CollectionParams.create("holes", ttl_seconds=10))
     inserted = time.monotonic()
     for start in range(0, 600, 100):
         await index.check("holes", [Document(f"d{i}", text(300 + i, 40)) for i in range(start, start + 100)])
     for i in range(550):
         await index.delete_document("holes", f"d{i}")
     assert (await index.get_collection("holes")).documents == 50
-    await asyncio.sleep(inserted + 4.5 - time.monotonic())  # now d550..d599 have expired
+    await asyncio.sleep(inserted + 10.5 - time.monotonic())  # now d550..d599 have expired
     for n in range(12):  # writes of one document: each reclaims a bounded amount
         await index.check("holes", [Document(f"new{n}", text(2000 + n, 40))])
     kept = (await index.get_collection("holes")).documents
