@@ -6,6 +6,7 @@ into StoreUnavailable promptly and the service recovers when it comes back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -597,3 +598,45 @@ async def test_an_id_whose_ordinal_went_to_another_document_neither_returns_nor_
     assert_every_id_names_its_own_record(ids, found)
     assert (await index.get_document("h", "y")).metadata == {"n": 2}
     assert [m.id for m in await index.query("h", text(9302))] == ["y"]
+
+
+@pytest.mark.slow
+async def test_a_write_fewer_replicas_confirm_is_a_503_and_its_retry_converges(tmp_path: Any) -> None:
+    import os
+    import signal
+
+    cluster = LocalCluster(tmp_path / "replicated", nodes=3, replicas=1)
+    cluster.start()
+    store = ClusterStore.from_url(cluster.url, timeout=1.0, min_replicas=1)
+    greedy = ClusterStore.from_url(cluster.url, timeout=1.0, min_replicas=2)  # more than any shard has
+    replicas = [node.pid for node in cluster.nodes[3:] if node.pid is not None]
+    try:
+        index = Index(store)
+        await index.create_collection(CollectionParams.create("r", threshold=0.7))
+        await index.check("r", [Document("a", text(9400))])
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="acknowledged by 1 of the 2 replicas"):
+            await Index(greedy).check("r", [Document("g", text(9401))])
+        assert time.monotonic() - started < 4
+        for pid in replicas:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(StoreUnavailable, match="acknowledged by 0 of the 1 replicas"):
+                await index.check("r", [Document("b", text(9402))])
+        finally:
+            for pid in replicas:
+                os.kill(pid, signal.SIGCONT)
+        await asyncio.to_thread(cluster.wait_ok, 30)
+        [b] = await index.check("r", [Document("b", text(9402))])  # the retry
+        assert b.inserted and not b.duplicate
+        assert [m.id for m in await index.query("r", text(9402))] == ["b"]
+        [c] = await index.check("r", [Document("c", variant(text(9402), 1))])
+        assert c.duplicate_of == "b"
+        assert (await index.get_collection("r")).documents == 3
+    finally:
+        for pid in replicas:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        await store.close()
+        await greedy.close()
+        cluster.stop()
