@@ -173,7 +173,9 @@ class ClusterRouting:
         pipeline = [*commands, ("SET", scratch, "1"), ("DEL", scratch), ("WAIT", self._min_replicas, wait_ms)]
         connection = node.acquire_connection()
         try:
-            await node.disconnect_if_needed(connection)
+            reconnect = getattr(node, "disconnect_if_needed", None)  # redis-py >= 6
+            if reconnect is not None:
+                await reconnect(connection)
             await connection.send_packed_command(connection.pack_commands(pipeline))
             replies: list[Any] = []
             for command in pipeline:
@@ -185,7 +187,11 @@ class ClusterRouting:
             await connection.disconnect()  # replies may be left unread on it
             raise
         finally:
-            node.release(connection)
+            release = getattr(node, "release", None)
+            if release is not None:
+                release(connection)
+            else:  # older redis-py: the free list itself
+                node._free.append(connection)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
