@@ -1,7 +1,8 @@
 """A failover that loses writes, on a real cluster of 3 primaries and 3 replicas (append-only files,
 ``appendfsync always``) on loopback, a real ``neardup serve`` with ``NEARDUP_MIN_REPLICAS=1`` and 8
 clients sending batches all along: the replica of the shard that holds the collection's state is frozen
-(SIGSTOP) while its primary goes on writing, until the primary cuts it off (256 kB behind); the
+(SIGSTOP) while its primary goes on writing, until the primary cuts it off (a 256 kB replica buffer
+limit; as loopback socket buffers hold a few MB first, after 5 s a CLIENT KILL does the same); the
 primary is SIGKILLed, the replica resumes and takes over (CLUSTER FAILOVER TAKEOVER), missing the
 reservations of the last seconds while the other shards hold documents written under them; the old
 primary comes back as a replica. While the replica is frozen every batch is a 503 (nothing written
