@@ -102,7 +102,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.info("embedded valkey on %s, data in %s", url, settings.data_dir)
         store: Store
         if settings.redis_cluster:
-            store = ClusterStore.from_url(url, timeout=settings.store_timeout)
+            store = ClusterStore.from_url(
+                url, timeout=settings.store_timeout, min_replicas=settings.min_replicas
+            )
         else:
             store = RedisStore.from_url(url, timeout=settings.store_timeout)
         index = Index(store, observer=metrics)
