@@ -61,10 +61,12 @@ class DefaultCollection:
 SWEEP_INTERVAL = 60.0
 
 
-async def sweep_dropped_forever(index: Index, interval: float = SWEEP_INTERVAL) -> None:
-    """Finish drops that died half way, now and then every ``interval`` seconds, until cancelled. A
-    store that is down is tried again next time."""
-    while True:
+async def sweep_dropped_forever(index: Index, stop: asyncio.Event, interval: float = SWEEP_INTERVAL) -> None:
+    """Finish drops that died half way, now and then every ``interval`` seconds, until ``stop`` is set.
+    A store that is down is tried again next time. Stopped by the event, not cancelled: a store call
+    cancelled half way can swallow the cancellation (the redis client's own timeouts), and the task
+    would then sleep on."""
+    while not stop.is_set():
         try:
             finished = await index.sweep_dropped()
         except StoreUnavailable as exc:
@@ -72,7 +74,8 @@ async def sweep_dropped_forever(index: Index, interval: float = SWEEP_INTERVAL) 
         else:
             if finished:
                 log.info("finished %d dropped collection generation(s) left half-deleted", finished)
-        await asyncio.sleep(interval)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
 
 
 def default_params(settings: Settings) -> CollectionParams:
@@ -118,13 +121,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # service).
         gc.collect()
         gc.freeze()
-        sweeper = asyncio.create_task(sweep_dropped_forever(index))
+        stop_sweeping = asyncio.Event()
+        sweeper = asyncio.create_task(sweep_dropped_forever(index, stop_sweeping))
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            # A sweep under way ends within its store deadline; one that does not is left behind.
+            stop_sweeping.set()
+            await asyncio.wait({sweeper}, timeout=settings.store_timeout * 10)
             await store.close()
             if embedded is not None:
                 embedded.stop()
