@@ -131,9 +131,32 @@ void text_signature(const TextView& text, const TextOptions& options, const Hash
                     uint32_t* signature);
 
 // One 64-bit key per band from `rows` slots; never 0 for a real signature, 0 for an empty one.
+// `salt` is the format's: 0 for format 1, so each format's keys differ for the same slots.
 void band_keys(const uint32_t* signatures, size_t n, size_t num_perm, size_t bands, size_t rows,
-               uint64_t* out);
+               uint64_t* out, uint64_t salt = 0);
 
 const char* unicode_version();
+
+// ---- sketch format 2 (sketch_v2.cpp) --------------------------------------------------------------
+
+// One-permutation hashing into `bins` bins (a multiple of 64) of which `bits` low bits are kept.
+struct OphFamily {
+  size_t bins = 1024;
+  int bits = 2;
+  uint64_t salt = 0, probe_salt = 0;
+};
+OphFamily make_oph_family(size_t bins, int bits, uint64_t seed);
+inline size_t oph_bytes(const OphFamily& f) { return f.bins * static_cast<size_t>(f.bits) / 8; }
+// The densified b-bit bins of the shingle hashes x[0..n) (repeats allowed) as `bits` bit planes of
+// bins/64 little-endian words each, into out (oph_bytes, 8-byte aligned); all zero when n == 0.
+void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, std::vector<uint32_t>& value,
+              std::vector<uint8_t>& filled, uint8_t* out);
+// Estimated Jaccard of query with candidates[row_j] (each bits*bins/8 bytes): the b-bit estimator.
+void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
+                     const int64_t* rows, size_t n, float* out);
+// Sort and deduplicate in place; returns the size.
+size_t sorted_set(std::vector<uint32_t>& hashes);
+// Size of the intersection of two sorted sets when it is >= need; otherwise some value < need.
+size_t intersect_serial(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need);
 
 }  // namespace neardup

@@ -45,6 +45,8 @@ async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
         ttl_seconds=body.ttl_seconds,
         max_documents=body.max_documents,
         expected_documents=body.expected_documents,
+        sketch_format=2 if body.sketch_format is None else body.sketch_format,
+        verify=body.verify or "estimate",
     )
     stored, created = await ctx.service.create_collection(params)
     if created:

@@ -146,14 +146,13 @@ class ClusterStore(ClusterRetention):
     async def _check(
         self, k: keys.CollectionKeys, mode: Mode, batch: CheckBatch, max_candidates: int
     ) -> CheckReply | NeedOldBands:
-        bands, band_keys, signatures, empties = batch.bands, batch.band_keys, batch.signatures, batch.empties
+        bands, band_keys, empties = batch.bands, batch.band_keys, batch.empties
         ids, packed, expected, old_bands = batch.ids, batch.records, batch.expected, batch.old_bands
         n = len(ids)
         if n == 0:
             return CheckReply([], [], {})
         layout = await self._layout(k)
         g = _Groups(k, layout)
-        sig_size = len(signatures) // n
         fields = [
             [] if empties[i : i + 1] == b"1" else _split(band_keys[i * bands * 8 : (i + 1) * bands * 8])
             for i in range(n)
@@ -210,9 +209,7 @@ class ClusterStore(ClusterRetention):
                 for f in fields[i]:
                     g.add_band(ops_for, f, o4)
                 sig_key, sig_slot = g.sig(ordinals[i])
-                ops_for(sig_key).sets.extend(
-                    (sig_key, sig_slot, signatures[i * sig_size : (i + 1) * sig_size])
-                )
+                ops_for(sig_key).sets.extend((sig_key, sig_slot, batch.signature(i)))
                 doc_key, doc_slot = g.doc(ordinals[i])
                 ops_for(doc_key).sets.extend((doc_key, doc_slot, packed[i]))
             for old, old_fields in removed:

@@ -1,0 +1,138 @@
+// Sketch format 2: what a document keeps for verification.
+//
+// - Estimate mode: one-permutation hashing (Li, Owen and Zhang 2012) into `bins` bins from one 64-bit
+//   hash per shingle, empty bins filled by optimal densification (Shrivastava 2017: bin i takes the
+//   value of the first non-empty bin on its own pseudo-random probe sequence, the same sequence in
+//   every document), and only the low `bits` bits of each bin kept (b-bit minwise hashing, Li and
+//   Koenig 2010), stored as bit planes so that comparing two sketches is XOR, OR and popcount.
+//   Two documents' bins agree with probability J + (1 - J) 2^-bits, so J = (m/bins - 2^-bits) /
+//   (1 - 2^-bits) from the fraction m/bins of equal bins.
+// - Exact mode: the sorted set of distinct 32-bit shingle hashes, compared by a merge that stops as
+//   soon as the floor can no longer be reached.
+//
+// Everything here is integer work done the same way on every CPU: the bytes do not depend on the ISA.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "neardup.hpp"
+
+namespace neardup {
+namespace {
+
+constexpr uint64_t kOphSalt = 0x6f70682d76322d31ull;    // "oph-v2-1": the bins' hash, from the seed
+constexpr uint64_t kProbeSalt = 0x64656e73652d7632ull;  // "dense-v2": the densification probes
+constexpr int kMaxProbes = 64;  // then a circular scan: tiny documents do not pay bins * bins / n
+
+uint64_t splitmix_first(uint64_t seed) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+inline size_t bin_of(uint64_t v, size_t bins) {
+  return static_cast<size_t>(((v >> 32) * static_cast<uint64_t>(bins)) >> 32);
+}
+
+}  // namespace
+
+OphFamily make_oph_family(size_t bins, int bits, uint64_t seed) {
+  OphFamily f;
+  f.bins = bins;
+  f.bits = bits;
+  f.salt = splitmix_first(seed ^ kOphSalt);
+  f.probe_salt = splitmix_first(seed ^ kProbeSalt);
+  return f;
+}
+
+void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, std::vector<uint32_t>& value,
+              std::vector<uint8_t>& filled, uint8_t* out) {
+  const size_t k = f.bins;
+  const size_t bytes = oph_bytes(f);
+  std::memset(out, 0, bytes);
+  if (n == 0) return;
+  value.assign(k, 0xFFFFFFFFu);
+  filled.assign(k, 0);
+  for (size_t j = 0; j < n; ++j) {
+    const uint64_t v = fmix64(static_cast<uint64_t>(x[j]) ^ f.salt);
+    const size_t b = bin_of(v, k);
+    const uint32_t low = static_cast<uint32_t>(v);
+    filled[b] = 1;
+    if (low < value[b]) value[b] = low;
+  }
+  // Densification reads the original bins only: a filled bin's value does not depend on the order
+  // in which empty ones are filled.
+  const size_t words = k / 64;
+  uint64_t* planes = reinterpret_cast<uint64_t*>(out);  // out is 8-byte aligned by the callers
+  for (size_t i = 0; i < k; ++i) {
+    uint32_t v = value[i];
+    if (!filled[i]) {
+      size_t donor = k;
+      for (int a = 0; a < kMaxProbes; ++a) {
+        const size_t j = bin_of(fmix64(f.probe_salt + ((static_cast<uint64_t>(i) << 32) | static_cast<uint32_t>(a))), k);
+        if (filled[j]) {
+          donor = j;
+          break;
+        }
+      }
+      if (donor == k)
+        for (size_t step = 1; step < k; ++step)
+          if (filled[(i + step) % k]) {
+            donor = (i + step) % k;
+            break;
+          }
+      v = value[donor];
+    }
+    for (int p = 0; p < f.bits; ++p)
+      planes[static_cast<size_t>(p) * words + i / 64] |= static_cast<uint64_t>((v >> p) & 1u) << (i % 64);
+  }
+}
+
+void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
+                     const int64_t* rows, size_t n, float* out) {
+  const size_t words = bins / 64;
+  const size_t stride = static_cast<size_t>(bits) * bins / 8;
+  const double chance = std::ldexp(1.0, -bits);
+  uint64_t q[64 * 8];  // up to 8 planes of 4096 bins
+  std::memcpy(q, query, stride);
+  for (size_t j = 0; j < n; ++j) {
+    const uint8_t* c8 = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * stride;
+    uint64_t equal = 0;
+    for (size_t w = 0; w < words; ++w) {
+      uint64_t diff = 0;
+      for (int p = 0; p < bits; ++p) {
+        uint64_t cw;
+        std::memcpy(&cw, c8 + (static_cast<size_t>(p) * words + w) * 8, 8);
+        diff |= q[static_cast<size_t>(p) * words + w] ^ cw;
+      }
+      equal += static_cast<uint64_t>(__builtin_popcountll(~diff));
+    }
+    const double fraction = static_cast<double>(equal) / static_cast<double>(bins);
+    const double j_hat = (fraction - chance) / (1.0 - chance);
+    out[j] = static_cast<float>(j_hat < 0.0 ? 0.0 : j_hat);
+  }
+}
+
+size_t sorted_set(std::vector<uint32_t>& hashes) {
+  std::sort(hashes.begin(), hashes.end());
+  hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
+  return hashes.size();
+}
+
+// |A n B| if it can reach `need`, else any value below `need` (the merge stops early).
+size_t intersect_serial(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need) {
+  size_t i = 0, j = 0, found = 0;
+  // Stop once even every remaining element of the shorter side matching would not reach `need`.
+  while (i < na && j < nb) {
+    if (found + std::min(na - i, nb - j) < need) return found;
+    // Branch-free step: mispredicted branches are most of a plain merge's time.
+    const uint32_t x = a[i], y = b[j];
+    found += x == y;
+    i += x <= y;
+    j += y <= x;
+  }
+  return found;
+}
+
+}  // namespace neardup
