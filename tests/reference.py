@@ -202,3 +202,66 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[int]:
         h = fmix64(h)
         out.append(h or 1)
     return out
+
+
+# ---- sketch format 2 ---------------------------------------------------------------------------------
+
+OPH_SALT, PROBE_SALT, MAX_PROBES = 0x6F70682D76322D31, 0x64656E73652D7632, 64
+BAND_SALT_V2 = 0x6E6431642D763200
+
+
+def shingle_keys(text: str, *, size: int = 5, shingle: str = "word", **options: bool) -> list[int]:
+    """The sorted distinct 32-bit shingle hashes: what exact mode stores."""
+    return sorted({shingle_key(s) for s in shingles(text, size=size, shingle=shingle, **options)})
+
+
+def oph_bins(
+    text: str, *, bins: int = 1024, bits: int = 2, seed: int = 1, size: int = 5, shingle: str = "word"
+) -> bytes:
+    """One-permutation hashing with optimal densification, the low ``bits`` of each bin as bit planes."""
+    keys = shingle_keys(text, size=size, shingle=shingle)
+    out = bytearray(bins * bits // 8)
+    if not keys:
+        return bytes(out)
+    salt = splitmix64(seed ^ OPH_SALT, 1)[0]
+    probe = splitmix64(seed ^ PROBE_SALT, 1)[0]
+    value: list[int | None] = [None] * bins
+    for x in keys:
+        v = fmix64(x ^ salt)
+        b = ((v >> 32) * bins) >> 32
+        low = v & 0xFFFFFFFF
+        if value[b] is None or low < value[b]:  # type: ignore[operator]
+            value[b] = low
+    words = bins // 64
+    for i in range(bins):
+        v = value[i]
+        if v is None:
+            donor = None
+            for a in range(MAX_PROBES):
+                j = ((fmix64((probe + ((i << 32) | a)) & MASK64) >> 32) * bins) >> 32
+                if value[j] is not None:
+                    donor = j
+                    break
+            if donor is None:
+                donor = next((i + s) % bins for s in range(1, bins) if value[(i + s) % bins] is not None)
+            v = value[donor]
+        assert v is not None
+        for p in range(bits):
+            if (v >> p) & 1:
+                bit = p * words * 64 + i  # plane p, word i // 64, bit i % 64, little-endian words
+                out[bit // 8] |= 1 << (bit % 8)
+    return bytes(out)
+
+
+def band_keys_v2(sig: np.ndarray, bands: int, rows: int) -> list[int]:
+    if int(sig[0]) == EMPTY_SLOT:
+        return [0] * bands
+    out = []
+    for j in range(bands):
+        h = (((j + 1) * 0x9E3779B97F4A7C15) & MASK64) ^ BAND_SALT_V2
+        for t in range(rows):
+            h = ((h ^ int(sig[j * rows + t])) * 0xBF58476D1CE4E5B9) & MASK64
+            h ^= h >> 31
+        h = fmix64(h)
+        out.append(h or 1)
+    return out
