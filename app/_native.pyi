@@ -70,5 +70,6 @@ def exact_similarity(
     rows: npt.NDArray[np.int64],
     use_rows: bool,
     floor: float,
+    isa: str,
 ) -> npt.NDArray[np.float32]: ...
 def normalized_text(text: str, char_mode: bool, normalize: bool, lowercase: bool, collapse: bool) -> str: ...

@@ -211,14 +211,18 @@ def exact_similarity(
     rows: npt.ArrayLike | None = None,
     *,
     floor: float = 0.0,
+    isa: Isa | None = None,
 ) -> F32Array:
     """Exact Jaccard of the sorted set ``query`` with each set of ``flat``/``offsets`` (or the ``rows``
-    of them) where it is at least ``floor``; 0.0 where it is below (the merge stops early there)."""
+    of them) where it is at least ``floor``; 0.0 where it is below (the merge stops early there).
+    ``query`` and every set must be sorted and without repeats (as ``exact_sketches`` makes them)."""
+    if not isinstance(floor, (int, float)) or not 0.0 <= float(floor) <= 1.0:
+        raise ValueError(f"floor must be a number from 0 to 1, got {floor!r}")
     off = np.ascontiguousarray(np.asarray(offsets), dtype=np.int64)
     q = np.ascontiguousarray(query, dtype=np.uint32)
     f = np.ascontiguousarray(flat, dtype=np.uint32)
     index, use_rows = _row_index(rows, max(len(off) - 1, 0))
-    out: F32Array = _native.exact_similarity(q, f, off, index, use_rows, float(floor))
+    out: F32Array = _native.exact_similarity(q, f, off, index, use_rows, float(floor), _check_isa(isa))
     return out
 
 

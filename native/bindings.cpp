@@ -258,7 +258,7 @@ py::array_t<float> exact_similarity(const py::array_t<uint32_t, py::array::c_sty
                                     const py::array_t<uint32_t, py::array::c_style>& flat,
                                     const py::array_t<int64_t, py::array::c_style>& offsets,
                                     const py::array_t<int64_t, py::array::c_style>& rows, bool use_rows,
-                                    double floor) {
+                                    double floor, const std::string& isa) {
   if (query.ndim() != 1 || flat.ndim() != 1 || offsets.ndim() != 1 || offsets.shape(0) < 1)
     throw py::value_error("query, flat and offsets must be 1-D (offsets: n + 1 entries)");
   if (!(floor >= 0.0 && floor <= 1.0)) throw py::value_error("floor must be from 0 to 1");
@@ -274,6 +274,7 @@ py::array_t<float> exact_similarity(const py::array_t<uint32_t, py::array::c_sty
   const uint32_t* q = query.data();
   const size_t nq = static_cast<size_t>(query.shape(0));
   const uint32_t* f = flat.data();
+  const neardup::IntersectKernel intersect = kernels_for(isa).intersect;
   {
     py::gil_scoped_release release;
     for (size_t j = 0; j < n; ++j) {
@@ -287,7 +288,7 @@ py::array_t<float> exact_similarity(const py::array_t<uint32_t, py::array::c_sty
       // J >= floor  <=>  |A n B| >= floor (|A| + |B|) / (1 + floor)
       const double bound = floor * static_cast<double>(nq + nc) / (1.0 + floor);
       const size_t need = static_cast<size_t>(std::ceil(bound - 1e-9));
-      const size_t inter = neardup::intersect_serial(q, nq, c, nc, need);
+      const size_t inter = intersect(q, nq, c, nc, need);
       dst[j] = inter < need ? 0.0f
                             : static_cast<float>(static_cast<double>(inter) / static_cast<double>(nq + nc - inter));
     }
@@ -380,7 +381,7 @@ PYBIND11_MODULE(_native, m) {
   m.def("bbit_similarity", &bbit_similarity, py::arg("query"), py::arg("candidates"), py::arg("rows"),
         py::arg("use_rows"), py::arg("bins"), py::arg("bits"));
   m.def("exact_similarity", &exact_similarity, py::arg("query"), py::arg("flat"), py::arg("offsets"),
-        py::arg("rows"), py::arg("use_rows"), py::arg("floor"));
+        py::arg("rows"), py::arg("use_rows"), py::arg("floor"), py::arg("isa"));
   m.def("normalized_text", &normalized_text, py::arg("text"), py::arg("char_mode"), py::arg("normalize"),
         py::arg("lowercase"), py::arg("collapse"));
 }

@@ -110,11 +110,21 @@ uint64_t ascii_word_mask_avx2(const uint8_t* p, uint64_t* high);
 uint64_t ascii_word_mask_avx512(const uint8_t* p, uint64_t* high);
 #endif
 
+// Size of the intersection of two sorted sets of distinct values when it is >= need; otherwise some
+// value below need (the merge stops early). Every path returns the same number whenever it is >= need.
+size_t intersect_serial(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need);
+using IntersectKernel = size_t (*)(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need);
+#ifdef NEARDUP_X86
+size_t intersect_avx2(const uint32_t*, size_t, const uint32_t*, size_t, size_t);
+size_t intersect_avx512(const uint32_t*, size_t, const uint32_t*, size_t, size_t);
+#endif
+
 struct Kernels {
   const char* name;
   MinhashKernel minhash;
   SimilarityKernel similarity;
   AsciiWordMaskKernel ascii_word_mask;
+  IntersectKernel intersect;
 };
 // Chosen once at load: the best the CPU supports, or NEARDUP_FORCE_ISA=serial|avx2|avx512.
 const Kernels& active_kernels();
