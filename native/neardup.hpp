@@ -153,15 +153,17 @@ const char* unicode_version();
 struct OphFamily {
   size_t bins = 1024;
   int bits = 2;
-  uint64_t salt = 0, probe_salt = 0;
+  uint64_t salt = 0;
 };
 OphFamily make_oph_family(size_t bins, int bits, uint64_t seed);
 inline size_t oph_bytes(const OphFamily& f) { return f.bins * static_cast<size_t>(f.bits) / 8; }
-// The densified b-bit bins of the shingle hashes x[0..n) (repeats allowed) as `bits` bit planes of
-// bins/64 little-endian words each, into out (oph_bytes, 8-byte aligned); all zero when n == 0.
+// The b-bit codes of the one-permutation bins of the shingle hashes x[0..n) (repeats allowed): 0 for
+// an empty bin, else 1 + its minimum mod (2^bits - 1); as `bits` bit planes of bins/64 little-endian
+// words each, into out (oph_bytes, 8-byte aligned); all zero when n == 0.
 void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, std::vector<uint32_t>& value,
               std::vector<uint8_t>& filled, uint8_t* out);
-// Estimated Jaccard of query with candidates[row_j] (each bits*bins/8 bytes): the b-bit estimator.
+// Estimated Jaccard of query with candidates[row_j] (each bits*bins/8 bytes): agreeing bins, corrected
+// for chance agreement of the codes, over the bins filled on either side.
 void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
                      const int64_t* rows, size_t n, float* out);
 // Sort and deduplicate in place; returns the size.

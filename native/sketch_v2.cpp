@@ -1,12 +1,13 @@
 // Sketch format 2: what a document keeps for verification.
 //
 // - Estimate mode: one-permutation hashing (Li, Owen and Zhang 2012) into `bins` bins from one 64-bit
-//   hash per shingle, empty bins filled by optimal densification (Shrivastava 2017: bin i takes the
-//   value of the first non-empty bin on its own pseudo-random probe sequence, the same sequence in
-//   every document), and only the low `bits` bits of each bin kept (b-bit minwise hashing, Li and
-//   Koenig 2010), stored as bit planes so that comparing two sketches is XOR, OR and popcount.
-//   Two documents' bins agree with probability J + (1 - J) 2^-bits, so J = (m/bins - 2^-bits) /
-//   (1 - 2^-bits) from the fraction m/bins of equal bins.
+//   hash per shingle, each bin kept as a `bits`-bit code (b-bit minwise hashing, Li and Koenig 2010):
+//   0 for an empty bin, else 1 + its minimum mod (2^bits - 1). Stored as bit planes, so comparing
+//   two sketches is XOR, OR and popcount. Empty bins are not densified: most near-duplicate pairs
+//   at a threshold are short documents (half of them with fewer than ~360 shingles in their union on
+//   the benchmark corpus), whose bins are mostly empty; densification copies a few minima into many
+//   bins and doubled the error there, while the bins filled on one side only are exact
+//   disagreements (bench/bench_estimators.py).
 // - Exact mode: the sorted set of distinct 32-bit shingle hashes, compared by a merge that stops as
 //   soon as the floor can no longer be reached.
 //
@@ -21,8 +22,6 @@ namespace neardup {
 namespace {
 
 constexpr uint64_t kOphSalt = 0x6f70682d76322d31ull;    // "oph-v2-1": the bins' hash, from the seed
-constexpr uint64_t kProbeSalt = 0x64656e73652d7632ull;  // "dense-v2": the densification probes
-constexpr int kMaxProbes = 64;  // then a circular scan: tiny documents do not pay bins * bins / n
 
 uint64_t splitmix_first(uint64_t seed) {
   uint64_t z = seed + 0x9e3779b97f4a7c15ull;
@@ -42,7 +41,6 @@ OphFamily make_oph_family(size_t bins, int bits, uint64_t seed) {
   f.bins = bins;
   f.bits = bits;
   f.salt = splitmix_first(seed ^ kOphSalt);
-  f.probe_salt = splitmix_first(seed ^ kProbeSalt);
   return f;
 }
 
@@ -61,56 +59,54 @@ void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, std::vector<uint3
     filled[b] = 1;
     if (low < value[b]) value[b] = low;
   }
-  // Densification reads the original bins only: a filled bin's value does not depend on the order
-  // in which empty ones are filled.
+  // Code 0 marks an empty bin; a filled one keeps its minimum's value mod (2^bits - 1), plus 1.
   const size_t words = k / 64;
+  const uint32_t codes = (1u << f.bits) - 1u;
   uint64_t* planes = reinterpret_cast<uint64_t*>(out);  // out is 8-byte aligned by the callers
   for (size_t i = 0; i < k; ++i) {
-    uint32_t v = value[i];
-    if (!filled[i]) {
-      size_t donor = k;
-      for (int a = 0; a < kMaxProbes; ++a) {
-        const size_t j = bin_of(fmix64(f.probe_salt + ((static_cast<uint64_t>(i) << 32) | static_cast<uint32_t>(a))), k);
-        if (filled[j]) {
-          donor = j;
-          break;
-        }
-      }
-      if (donor == k)
-        for (size_t step = 1; step < k; ++step)
-          if (filled[(i + step) % k]) {
-            donor = (i + step) % k;
-            break;
-          }
-      v = value[donor];
-    }
+    if (!filled[i]) continue;
+    const uint32_t code = value[i] % codes + 1u;
     for (int p = 0; p < f.bits; ++p)
-      planes[static_cast<size_t>(p) * words + i / 64] |= static_cast<uint64_t>((v >> p) & 1u) << (i % 64);
+      planes[static_cast<size_t>(p) * words + i / 64] |= static_cast<uint64_t>((code >> p) & 1u) << (i % 64);
   }
 }
 
 void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
                      const int64_t* rows, size_t n, float* out) {
+  // One-permutation hashing without densification (Li, Owen and Zhang 2012): over the bins where
+  // either document has a shingle, the fraction whose minima agree is an unbiased estimate of J
+  // (a bin filled on one side only is a disagreement). Where both are filled, two different minima
+  // still show the same code with probability 1 / (2^bits - 1): matches there are corrected for it.
   const size_t words = bins / 64;
   const size_t stride = static_cast<size_t>(bits) * bins / 8;
-  const double chance = std::ldexp(1.0, -bits);
+  const double chance = 1.0 / static_cast<double>((1u << bits) - 1u);
   uint64_t q[64 * 8];  // up to 8 planes of 4096 bins
   std::memcpy(q, query, stride);
   for (size_t j = 0; j < n; ++j) {
     const uint8_t* c8 = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * stride;
-    uint64_t equal = 0;
+    uint64_t equal = 0, both = 0, either = 0;
     for (size_t w = 0; w < words; ++w) {
-      uint64_t diff = 0;
+      uint64_t diff = 0, qf = 0, cf = 0;
       for (int p = 0; p < bits; ++p) {
         uint64_t cw;
         std::memcpy(&cw, c8 + (static_cast<size_t>(p) * words + w) * 8, 8);
-        diff |= q[static_cast<size_t>(p) * words + w] ^ cw;
+        const uint64_t qw = q[static_cast<size_t>(p) * words + w];
+        diff |= qw ^ cw;
+        qf |= qw;
+        cf |= cw;
       }
-      equal += static_cast<uint64_t>(__builtin_popcountll(~diff));
+      const uint64_t filled_both = qf & cf;
+      equal += static_cast<uint64_t>(__builtin_popcountll(~diff & filled_both));
+      both += static_cast<uint64_t>(__builtin_popcountll(filled_both));
+      either += static_cast<uint64_t>(__builtin_popcountll(qf | cf));
     }
-    const double fraction = static_cast<double>(equal) / static_cast<double>(bins);
-    const double j_hat = (fraction - chance) / (1.0 - chance);
-    out[j] = static_cast<float>(j_hat < 0.0 ? 0.0 : j_hat);
+    if (either == 0) {
+      out[j] = 0.0f;
+      continue;
+    }
+    const double agree = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance);
+    const double j_hat = agree / static_cast<double>(either);
+    out[j] = static_cast<float>(j_hat < 0.0 ? 0.0 : (j_hat > 1.0 ? 1.0 : j_hat));
   }
 }
 

@@ -20,7 +20,7 @@ def test_golden_file_covers_every_case() -> None:
     assert len(GOLDEN) >= 40
     assert {entry["shingle"] for entry in GOLDEN} == {"word", "char"}
     assert {entry["bits"] for entry in GOLDEN} == {2, 3}
-    assert any(set(bytes.fromhex(e["bins_hex"])) == {0} for e in GOLDEN)  # the featureless texts
+    assert any(set(bytes.fromhex(e["bins_hex"])) == {0} for e in GOLDEN)  # featureless texts: all empty
     assert all(any(bytes.fromhex(e["bins_hex"])) for e in GOLDEN if e["exact"])
 
 
@@ -75,3 +75,16 @@ def test_batches_and_threads_give_the_same_bytes() -> None:
     _, flat1, offsets1 = sketch.exact_sketches(texts)
     assert np.array_equal(flat, np.concatenate([flat1] * 3))
     assert offsets[-1] == 3 * offsets1[-1]
+
+
+def test_estimate_matches_the_reference_estimator() -> None:
+    from tests import reference as ref
+
+    entries = [e for e in GOLDEN if e["num_perm"] == 128 and e["exact"]]
+    for a in entries:
+        for b in entries:
+            qa, qb = bytes.fromhex(a["bins_hex"]), bytes.fromhex(b["bins_hex"])
+            got = sketch.bbit_similarity(
+                np.frombuffer(qa, np.uint8), np.frombuffer(qb, np.uint8).reshape(1, -1), bins=1024, bits=2
+            )[0]
+            assert float(got) == pytest.approx(ref.oph_similarity(qa, qb, 1024, 2), abs=1e-6)
