@@ -44,10 +44,17 @@ DEFAULT_SKETCH_FORMAT = 2
 RECALL_AT_THRESHOLD = 0.995
 
 
+#: Bytes of format 1's 4 * num_perm that a format-2 sketch leaves unused, for the bucket entries of
+#: its extra bands: at num_perm 128 (18 bands, 1,344 bins, 481 bytes) a document takes ~990 bytes of
+#: Redis memory, within the 1,000-byte budget (tests/storage/test_memory.py); 1,408 bins took 1,007.
+MEMORY_RESERVE = 16
+
+
 def default_bins(num_perm: int, bands: int) -> int:
     """Bins of a format-2 estimate sketch: as many 2-bit bins (a multiple of 64, at most 4096) as fit,
-    beside the format byte and the band keys, in the 4 * num_perm bytes format 1 stores."""
-    room = 4 * num_perm - 1 - 8 * bands
+    beside the format byte and the band keys, in the 4 * num_perm bytes format 1 stores (less
+    ``MEMORY_RESERVE``)."""
+    room = 4 * num_perm - MEMORY_RESERVE - 1 - 8 * bands
     return max(64, min(4096, room * 8 // sketch.BITS_PER_BIN // 64 * 64))
 
 
