@@ -52,8 +52,8 @@ from machine import cpu_model, git_commit  # noqa: E402
 
 K = 128
 SHINGLE_SIZE = 5
-#: Format 2 bins at the defaults (threshold 0.8, num_perm 128: 18 bands)
-V2_BINS = 1344
+#: Format 2 bins at the defaults (threshold 0.8, num_perm 128: 16 bands)
+V2_BINS = 1408
 SEED = 1
 U32 = npt.NDArray[np.uint32]
 

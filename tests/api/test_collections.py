@@ -120,8 +120,8 @@ async def test_sketch_formats_and_exact_mode(client: AsyncClient) -> None:
     # New collections are format 2; a format-1 one (made before format 2) is still what a request
     # without a format names: 200 with its own parameters, not a 409.
     new = (await client.post("/v1/collections", json={"name": "new"})).json()
-    assert (new["sketch_format"], new["verify"], new["bins"]) == (2, "estimate", 1344)
-    assert (new["bands"], new["rows"]) == (18, 6)
+    assert (new["sketch_format"], new["verify"], new["bins"]) == (2, "estimate", 1408)
+    assert (new["bands"], new["rows"]) == (16, 6)
     old = await client.post("/v1/collections", json={"name": "old", "threshold": 0.7, "sketch_format": 1})
     assert old.status_code == 201 and old.json()["sketch_format"] == 1 and old.json()["bins"] == 0
     again = await client.post("/v1/collections", json={"name": "old", "threshold": 0.7})

@@ -28,8 +28,8 @@ def test_params_text(capsys: pytest.CaptureFixture[str]) -> None:
     # Format 2 (the default): bands chosen for recall at the threshold, the collection a service creates.
     assert main(["params", "--threshold", "0.8", "--num-perm", "128"]) == 0
     out = capsys.readouterr().out
-    assert "18 bands x 6 rows" in out and "0.80    0.9958  <- threshold" in out
-    assert "1344 one-permutation bins of 2 bits (481 bytes per document" in out
+    assert "16 bands x 6 rows" in out and "0.80    0.9923  <- threshold" in out
+    assert "1408 one-permutation bins of 2 bits (481 bytes per document" in out
     # Format 1: the service's weights (misses weigh 0.85).
     assert main(["params", "--threshold", "0.8", "--num-perm", "128", "--sketch-format", "1"]) == 0
     out = capsys.readouterr().out

@@ -1,7 +1,7 @@
 """Redis memory per document, measured: INFO used_memory before and after inserting 20,000 documents
 (36-character ids, records as the domain packs them) with each sketch format's defaults at num_perm
-128: format 1, random 128-slot signatures and 16 bands; format 2, its stored sketch (format byte, 18
-band keys, 1,344 two-bit bins: 481 bytes) and 18 bands."""
+128: format 1, random 128-slot signatures and 16 bands; format 2, its stored sketch (format byte, 16
+band keys, 1,408 two-bit bins: 481 bytes) and 16 bands."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ async def test_bytes_per_document_within_budget(
     standalone_store: RedisStore, sync_redis: redis.Redis, fmt: str
 ) -> None:
     BANDS, SKETCH = FORMATS[fmt]
-    assert fmt == "v1" or (V2.sketch_format, BANDS, SKETCH) == (2, 18, 481)
+    assert fmt == "v1" or (V2.sketch_format, BANDS, SKETCH) == (2, 16, 481)
     store = standalone_store
     rng = np.random.default_rng(1)
     assert await store.create_collection("mem", b"{}", "g") is None
