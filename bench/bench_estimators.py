@@ -41,7 +41,7 @@ from neardup.domain.models import CollectionParams  # noqa: E402
 
 BUCKETS = np.round(np.arange(0.5, 1.0001, 0.05), 2)
 #: (label, bins, bits) of the format-2 candidates tried; bytes per document = bins * bits / 8 + band keys.
-OPH = [(1024, 2), (1408, 2), (960, 3), (704, 4), (1024, 4), (2048, 1)]
+OPH = [(1024, 2), (1408, 2), (1536, 2), (960, 3), (704, 4), (1024, 4)]
 
 
 def even_spread(jac: npt.NDArray[np.float64], per_bucket: int, seed: int = 0) -> npt.NDArray[np.int64]:
