@@ -53,7 +53,7 @@ from machine import cpu_model, git_commit  # noqa: E402
 K = 128
 SHINGLE_SIZE = 5
 #: Format 2 bins at the defaults (threshold 0.8, num_perm 128: 16 bands)
-V2_BINS = 1408
+V2_BINS, V2_SLOTS = 1408, 96
 SEED = 1
 U32 = npt.NDArray[np.uint32]
 

@@ -66,8 +66,11 @@ class Sketches:
 
 
 def sketch_texts(params: CollectionParams, texts: Sequence[str], threads: int = 1) -> Sketches:
+    # Format 2 stores no slots: only the bands * rows that make its band keys are computed (the first
+    # slots of the same hash family, so the keys are those of the full signature).
+    slots = params.num_perm if params.sketch_format == 1 else max(16, -(-params.bands * params.rows // 8) * 8)
     options = {
-        "num_perm": params.num_perm,
+        "num_perm": min(params.num_perm, slots),
         "shingle": params.shingle,
         "size": params.size,
         "seed": params.seed,

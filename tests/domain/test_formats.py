@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from neardup import sketch
 from neardup.domain import CollectionParams, Document, Index
 from neardup.domain.banding import sketch_texts, stored_band_keys
 from neardup.domain.index import _decode_params, _encode_params
@@ -81,6 +82,9 @@ def test_stored_sketch_gives_back_its_band_keys(fmt: str) -> None:
     assert stored_band_keys(params, b"garbage") == b""
     if fmt == "v2":
         assert len(batch.stored(0)) == params.stored_bytes <= 4 * params.num_perm
+    if fmt != "v1":  # only the bands * rows slots are computed: the keys of the whole signature
+        full = sketch.signatures([text(1), "", text(2, 30)], num_perm=params.num_perm)
+        assert (sketch.band_keys(full, params.bands, params.rows, sketch_format=2) == batch.band_keys).all()
 
 
 def test_registry_entries_before_format_2_are_format_1() -> None:
