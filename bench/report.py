@@ -901,12 +901,20 @@ def sketch_formats_section(results: Path) -> str:
                 f"{r['natural']['precision']:.4f} / {r['natural']['recall']:.4f} |"
             )
         q = load("quality.json")
-        if q and "libraries" in q:
+        curves = tool_curves(q) if q else {}
+        tools = [name for name in curves if "service" not in name]
+        if tools:
             lines += [
                 "",
-                "datasketch and rensa on the natural corpus (quality.json, its own run, same corpus and "
-                "truth): see *Precision and recall per threshold* above.",
+                "Beside them, datasketch and rensa on the natural corpus (`quality.json`: their own run, "
+                "the same corpus and truth; P / R per threshold):",
+                "",
+                "| tool | " + " | ".join(f"t = {t}" for t in sorted(curves[tools[0]])) + " |",
+                "| --- " * (1 + len(curves[tools[0]])) + "|",
             ]
+            for name in tools:
+                cells = [f"{v['precision']:.4f} / {v['recall']:.4f}" for _, v in sorted(curves[name].items())]
+                lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
     rows = []
     for corpus in ("even", "natural"):
