@@ -170,7 +170,7 @@ py::tuple sketch_estimate(const py::list& texts, int num_perm, bool char_mode, i
     const neardup::HashFamily family = neardup::make_hash_family(num_perm, seed);
     for_each_document(n, threads, [&](size_t i, neardup::TextScratch& scratch, std::vector<uint32_t>& hashes) {
       thread_local std::vector<uint32_t> value;
-      thread_local std::vector<uint8_t> filled;
+      thread_local std::vector<uint64_t> filled;
       thread_local std::vector<uint64_t> aligned;
       neardup::text_signature(views[i], options, family, kernels, scratch, hashes, sig_dst + i * k);
       aligned.resize(stride / 8 + 1);

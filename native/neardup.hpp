@@ -160,8 +160,9 @@ inline size_t oph_bytes(const OphFamily& f) { return f.bins * static_cast<size_t
 // The b-bit codes of the one-permutation bins of the shingle hashes x[0..n) (repeats allowed): 0 for
 // an empty bin, else 1 + its minimum mod (2^bits - 1); as `bits` bit planes of bins/64 little-endian
 // words each, into out (oph_bytes, 8-byte aligned); all zero when n == 0.
+// `value` and `filled` are scratch kept by the caller between calls (value stays all 0xFFFFFFFF).
 void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, std::vector<uint32_t>& value,
-              std::vector<uint8_t>& filled, uint8_t* out);
+              std::vector<uint64_t>& filled, uint8_t* out);
 // Estimated Jaccard of query with candidates[row_j] (each bits*bins/8 bytes): agreeing bins, corrected
 // for chance agreement of the codes, over the bins filled on either side.
 void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,

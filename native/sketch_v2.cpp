@@ -45,44 +45,33 @@ OphFamily make_oph_family(size_t bins, int bits, uint64_t seed) {
 }
 
 void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, std::vector<uint32_t>& value,
-              std::vector<uint8_t>& filled, uint8_t* out) {
+              std::vector<uint64_t>& filled, uint8_t* out) {
   const size_t k = f.bins;
-  const size_t bytes = oph_bytes(f);
-  std::memset(out, 0, bytes);
+  const size_t words = k / 64;
+  std::memset(out, 0, oph_bytes(f));
   if (n == 0) return;
-  value.assign(k, 0xFFFFFFFFu);
-  filled.assign(k, 0);
+  // `value` is kept all 0xFFFFFFFF between calls (only the bins touched here are reset below), so a
+  // short document costs in proportion to its shingles, not to the bins.
+  if (value.size() != k) value.assign(k, 0xFFFFFFFFu);
+  filled.assign(words, 0);
   for (size_t j = 0; j < n; ++j) {
     const uint64_t v = fmix64(static_cast<uint64_t>(x[j]) ^ f.salt);
     const size_t b = bin_of(v, k);
     const uint32_t low = static_cast<uint32_t>(v);
-    filled[b] = 1;
+    filled[b / 64] |= uint64_t{1} << (b % 64);
     value[b] = low < value[b] ? low : value[b];
   }
   // Code 0 marks an empty bin; a filled one keeps its minimum's value mod (2^bits - 1), plus 1.
-  // Branch-free, one 64-bin word at a time (about half the bins of a short document are empty).
-  const size_t words = k / 64;
   const uint32_t codes = (1u << f.bits) - 1u;
   uint64_t* planes = reinterpret_cast<uint64_t*>(out);  // out is 8-byte aligned by the callers
-  if (f.bits == 2) {  // the format's setting: a constant divisor is a multiply, not a division
-    for (size_t w = 0; w < words; ++w) {
-      uint64_t lo = 0, hi = 0;
-      for (size_t t = 0; t < 64; ++t) {
-        const size_t i = w * 64 + t;
-        const uint32_t code = filled[i] ? value[i] % 3u + 1u : 0u;
-        lo |= static_cast<uint64_t>(code & 1u) << t;
-        hi |= static_cast<uint64_t>(code >> 1) << t;
-      }
-      planes[w] = lo;
-      planes[words + w] = hi;
-    }
-    return;
-  }
   for (size_t w = 0; w < words; ++w) {
     uint64_t plane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t t = 0; t < 64; ++t) {
-      const size_t i = w * 64 + t;
-      const uint32_t code = filled[i] ? value[i] % codes + 1u : 0u;
+    for (uint64_t m = filled[w]; m; m &= m - 1) {
+      const unsigned t = static_cast<unsigned>(__builtin_ctzll(m));
+      uint32_t& slot = value[w * 64 + t];
+      // the format's 2 bits: a constant divisor is a multiply, not a division
+      const uint32_t code = (f.bits == 2 ? slot % 3u : slot % codes) + 1u;
+      slot = 0xFFFFFFFFu;
       for (int p = 0; p < f.bits; ++p) plane[p] |= static_cast<uint64_t>((code >> p) & 1u) << t;
     }
     for (int p = 0; p < f.bits; ++p) planes[static_cast<size_t>(p) * words + w] = plane[p];
