@@ -6,6 +6,11 @@ node, how evenly keys spread, bytes per document, and the projection to 100M and
 
     /work/venv/bin/python bench/bench_cluster.py [--docs 20000] [--batch 200] [--clients 4]
 
+``--replicas`` measures something else: the cost of NEARDUP_MIN_REPLICAS. The same workload on a cluster
+of 3 primaries and 3 replicas (append-only files, ``appendfsync always`` on every node), with
+min_replicas 0 and 1 in alternation (``--rounds`` of each, a fresh cluster for every run), and prints
+the check throughput of each run and their medians.
+
 On a 2-core machine three nodes share the same two cores as the client, so the point of the 3-node
 figure is that it works and spreads evenly, not that it is faster.
 """
@@ -128,6 +133,33 @@ async def measure(kind: str, urls: list[str], seed_url: str, args: argparse.Name
     }
 
 
+async def replica_cost(args: argparse.Namespace) -> dict[str, Any]:
+    """Check throughput on 3 primaries + 3 replicas with min_replicas 0 and 1, alternating."""
+    runs: dict[str, list[dict[str, Any]]] = {"min_replicas_0": [], "min_replicas_1": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(args.rounds):
+            for n in (0, 1):
+                with LocalCluster(Path(tmp) / f"r{round_}-{n}", nodes=3, replicas=1) as cluster:
+                    store = ClusterStore.from_url(cluster.url, timeout=10, min_replicas=n)
+                    try:
+                        docs = make_docs(args.docs, args.seed)
+                        figures = await run(store, docs, args.batch, args.clients, args.docs)
+                    finally:
+                        await store.close()
+                runs[f"min_replicas_{n}"].append(figures)
+    medians = {name: statistics.median(r["docs_per_s"] for r in rs) for name, rs in runs.items()}
+    return {
+        "machine_cores": __import__("os").cpu_count(),
+        "docs": args.docs,
+        "batch": args.batch,
+        "clients": args.clients,
+        "cluster": "3 primaries + 3 replicas on 127.0.0.1, appendonly yes, appendfsync always",
+        "runs": runs,
+        "median_docs_per_s": medians,
+        "min_replicas_1_over_0": round(medians["min_replicas_1"] / medians["min_replicas_0"], 3),
+    }
+
+
 def projection(bytes_per_doc: float, bands: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "bytes_per_doc": round(bytes_per_doc),
@@ -156,7 +188,12 @@ async def main() -> None:
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--replicas", action="store_true", help="the cost of min_replicas 1 vs 0 (see above)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each setting with --replicas")
     args = parser.parse_args()
+    if args.replicas:
+        print(json.dumps(await replica_cost(args), indent=2))
+        return
     results: dict[str, Any] = {
         "machine_cores": __import__("os").cpu_count(),
         "docs": args.docs,

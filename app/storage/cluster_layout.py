@@ -44,12 +44,17 @@ class _Ops:
     swaps: list[bytes | str] = field(default_factory=list)
     swap_index: list[int] = field(default_factory=list)
     unlinks: list[bytes | str] = field(default_factory=list)
+    claims: list[bytes | str] = field(default_factory=list)
+    claim_index: list[int] = field(default_factory=list)
+    #: a key of this node's (the first one grouped here): the slot its replication wait is sent for
+    touch: str = ""
 
     def args(self) -> list[bytes | str | int]:
         out: list[bytes | str | int] = [
             self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP, self.width
         ]  # fmt: skip
-        for values, width in ((self.sets, 3), (self.deletes, 2), (self.swaps, 4), (self.unlinks, 1)):
+        sections = ((self.sets, 3), (self.deletes, 2), (self.swaps, 4), (self.unlinks, 1), (self.claims, 3))
+        for values, width in sections:
             out.append(len(values) // width)
             out += values
         return out

@@ -7,6 +7,7 @@ Every redis failure leaves this module as :class:`StoreDown`.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -73,6 +74,15 @@ class CheckBatch:
     old_bands: list[bytes] = field(default_factory=list)
     #: Per document its site's name as UTF-8 (b"": none), for collections with a ``site_field``.
     sites: list[bytes] = field(default_factory=list)
+    #: n + 1 offsets into ``signatures`` when the sketches differ in size (exact mode), else None
+    signature_offsets: list[int] | None = None
+
+    def signature(self, i: int) -> bytes:
+        """The raw sketch of document i."""
+        if self.signature_offsets is not None:
+            return self.signatures[self.signature_offsets[i] : self.signature_offsets[i + 1]]
+        size = len(self.signatures) // max(len(self.ids), 1)
+        return self.signatures[i * size : (i + 1) * size]
 
     def __post_init__(self) -> None:
         n = len(self.ids)
@@ -370,6 +380,8 @@ class RedisStore:
         ]  # fmt: skip
         for i in range(len(b)):
             args += (b.ids[i], b.records[i], b.expected[i], b.old_bands[i], b.sites[i])
+        if b.signature_offsets is not None:  # sketches of different sizes: where each one starts
+            args.append(struct.pack(f"<{len(b.signature_offsets)}I", *b.signature_offsets))
         reply = await self._call("check", [k.state], args)
         self._status(reply)
         if reply[0] == b"replace":

@@ -11,6 +11,7 @@
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
 --   ARGV[18 + 5*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys,
 --     its site ('' = none; only collections with a site_field send any: see _common.lua's sites)
+--   ARGV[18 + 5*n] (optional) n + 1 uint32 LE offsets of the signatures in ARGV[15], when they differ in size
 -- Returns one of
 --   {'ok', {ordinal per doc (0 in read mode)}, {{candidate ordinals} per doc},
 --    {ordinal, signature, record, ...} for candidates that are not documents of this batch,
@@ -28,6 +29,15 @@ local n, bands, max_candidates = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumbe
 local band_blob, sig_blob, empties = ARGV[14], ARGV[15], ARGV[16]
 local bucket_cap = tonumber(ARGV[17])
 local sig_bytes = #sig_blob / math.max(n, 1)
+local sig_offsets = ARGV[18 + 5 * n]
+local function sig_of(i)
+  if sig_offsets then
+    local from = struct.unpack('<I4', sig_offsets, 4 * (i - 1) + 1)
+    local to = struct.unpack('<I4', sig_offsets, 4 * i + 1)
+    return string.sub(sig_blob, from + 1, to)
+  end
+  return string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes)
+end
 local writes = mode ~= 'read'
 
 local function arg(i, k) return ARGV[18 + 5 * (i - 1) + k] end
@@ -85,7 +95,7 @@ for i = 1, n do
     end
     redis.call('HSET', id_key, id, string.format('%d', ord))
     redis.call('HSET', sig_key(ord), slot(ord, SIG_GROUP),
-      string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes))
+      sig_of(i))
     redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
     local site = arg(i, 4)
     if site ~= '' then add_site_page(ord, site) end

@@ -18,9 +18,13 @@
 --            ('' = absent), set it to `new` ('' = delete) and answer 1; if it names `new` already (a
 --            retry), answer 2; else answer the current value ('' = absent)
 --   unlinks  (key):                  UNLINK (a dropped collection's keys)
+--   claims   (key, field, value):    the signature and record slots of a new ordinal: HSET if the
+--            slot is empty (answer 1) or holds this very value (a retry: written again, answer 2);
+--            another value means the ordinal is in use already (a failover lost its reservation,
+--            docs/design.md "Fencing"): left as it is, answer 0
 -- The band records are applied by apply_buckets: in Lua (_cluster_buckets_lua.lua), or by the module's
 -- ND.BUCKETS where the node has neardup's module (_cluster_buckets_module.lua); the same bytes.
--- Returns {new band fields created, {swap answers}}
+-- Returns {new band fields created, {swap answers}, {claim answers}}
 
 local BAND = ARGV[1]
 local W = tonumber(ARGV[5])
@@ -56,4 +60,15 @@ for i = first, first + 4 * (count - 1), 4 do
 end
 first, count = section(1)
 for i = first, first + count - 1 do redis.call('UNLINK', ARGV[i]) end
-return {created, answers}
+local claims = {}
+first, count = section(3)
+for i = first, first + 3 * (count - 1), 3 do
+  local cur = redis.call('HGET', ARGV[i], ARGV[i + 1])
+  if not cur or cur == ARGV[i + 2] then
+    redis.call('HSET', ARGV[i], ARGV[i + 1], ARGV[i + 2])
+    claims[#claims + 1] = cur and 2 or 1
+  else
+    claims[#claims + 1] = 0
+  end
+end
+return {created, answers, claims}

@@ -17,13 +17,16 @@
 -- ARGV[5] abandon after (ms)
 -- ARGV[6] new documents (ids that did not exist)   ARGV[7] SCALE   ARGV[8..] ordinals whose late
 --   stamp can be forgotten (versions this batch replaced)
--- Returns {'ok', {stamp per document}, seq, max documents} or {'nocollection'} / {'stale'}
+-- Returns {'ok', {stamp per document}, seq, max documents} or {'nocollection'} / {'stale'}, or {'lost'}
+-- when the batch's ordinals are above the sequence: this state lost their reservation (a failover to
+-- a replica that missed it), so nothing is stamped; the data shards still fence those ordinals.
 
 local v = redis.call('HMGET', KEYS[1], 'gen', 'top', 'swept', 'seq', 'maxd')
 if not v[1] then return {'nocollection'} end
 if v[1] ~= ARGV[1] then return {'stale'} end
 local top, swept = tonumber(v[2]), tonumber(v[3])
 local first, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+if first + n - 1 > tonumber(v[4]) then return {'lost'} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local abandon, scale = tonumber(ARGV[5]), tonumber(ARGV[7])
