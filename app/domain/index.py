@@ -288,9 +288,13 @@ class Index:
 
     async def sweep_dropped(self) -> int:
         """Finish the drops that died half way (their data keys left behind): see Store.sweep_dropped.
-        The service runs it in the background; returns how many dropped generations it finished."""
-        async with self._storage():
+        The service runs it in the background; returns how many dropped generations it finished. Its
+        store calls are not the requests' (they are not counted in the store metrics); a store that is
+        down is StoreUnavailable."""
+        try:
             return await self._store.sweep_dropped()
+        except StoreDown as error:
+            raise StoreUnavailable(f"the store is unavailable ({error}); retry shortly") from error
 
     # --- documents ------------------------------------------------------------------------------------
 
