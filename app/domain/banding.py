@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup import sketch
+from neardup.domain import fingerprints
 from neardup.domain.models import CollectionParams
 
 
@@ -18,6 +19,8 @@ class Sketches:
     signatures: sketch.U32Array  # (n, num_perm)
     band_keys: sketch.U64Array  # (n, bands)
     empty: npt.NDArray[np.bool_]  # (n,)
+    #: Passage blobs (neardup.domain.fingerprints), one per document; () where passages are off.
+    passages: tuple[bytes, ...] = ()
 
     @property
     def signature_bytes(self) -> bytes:
@@ -42,7 +45,8 @@ def sketch_texts(params: CollectionParams, texts: Sequence[str], threads: int = 
         threads=threads,
     )
     empty = sketch.is_empty(signatures)
-    return Sketches(signatures, sketch.band_keys(signatures, params.bands, params.rows), empty)
+    passages = tuple(fingerprints.pack(fingerprints.features(t)) for t in texts) if params.passages else ()
+    return Sketches(signatures, sketch.band_keys(signatures, params.bands, params.rows), empty, passages)
 
 
 def stored_band_keys(params: CollectionParams, signature: bytes) -> bytes:

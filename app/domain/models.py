@@ -56,6 +56,8 @@ class CollectionParams:
       and its entries are reclaimed by later writes.
     - ``max_documents``: optional bound; only the most recent ``max_documents`` insertions match (a
       replaced or deleted document still used its place in that window), older ones are reclaimed.
+    - ``passages``: also index every stored document for passage search (which stored texts contain
+      passages of a text, where; docs/design.md, "Passages"). Costs memory per stored document.
     - ``expected_documents``: optional capacity hint; the store sizes its band table for that many
       documents at creation, so it need not grow by splitting while the collection stays below it
       (about a third less server work per insertion; a collection far smaller than its hint uses
@@ -73,6 +75,7 @@ class CollectionParams:
     ttl_seconds: int | None = None
     max_documents: int | None = None
     expected_documents: int | None = None
+    passages: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -91,6 +94,7 @@ class CollectionParams:
         ttl_seconds: int | None = None,
         max_documents: int | None = None,
         expected_documents: int | None = None,
+        passages: bool = False,
     ) -> CollectionParams:
         """Validate and fill bands/rows (``sketch.optimal_bands``) when not given; raises
         :class:`InvalidParameters` with a message saying what to change."""
@@ -120,6 +124,7 @@ class CollectionParams:
             ttl_seconds,
             max_documents,
             expected_documents,
+            passages,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -256,6 +261,8 @@ def _validate(p: CollectionParams) -> None:
         _check_positive("max_documents", p.max_documents)
         if p.max_documents > MAX_DOCUMENTS:
             raise InvalidParameters(f"max_documents must be at most {MAX_DOCUMENTS}, got {p.max_documents}")
+    if not isinstance(p.passages, bool):
+        raise InvalidParameters(f"passages must be true or false, got {p.passages!r}")
     if p.expected_documents is not None:
         _check_positive("expected_documents", p.expected_documents)
         if p.expected_documents > MAX_EXPECTED_DOCUMENTS:

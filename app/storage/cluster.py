@@ -35,7 +35,15 @@ from neardup.storage import keys, records
 from neardup.storage.cluster_layout import _bytes, _Groups, _o4, _split
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
-from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, StoredVersion, each
+from neardup.storage.store import (
+    CheckBatch,
+    CheckReply,
+    Mode,
+    NeedOldBands,
+    PassageReply,
+    StoredVersion,
+    each,
+)
 
 #: Keys per per-node unlink call when a collection is dropped.
 _UNLINK_CHUNK = 5000
@@ -45,6 +53,9 @@ class ClusterStore(ClusterRetention):
     """The store on a Redis Cluster: collections and the check protocol here, retention in
     ``ClusterRetention``, routing and failure handling in ``ClusterRouting``. Build with
     :meth:`from_url`."""
+
+    #: Passages are not supported on a cluster yet: the domain refuses such collections (a 4xx).
+    supports_passages = False
 
     # --- collections ----------------------------------------------------------------------------------
 
@@ -58,6 +69,7 @@ class ClusterStore(ClusterRetention):
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
+        passages: bool = False,
     ) -> bytes | None:
         """The state first, atomically on the collection's slot (cluster_init.lua: created, or what
         exists), then the registry entry, written again by any later creation that finds it missing
@@ -405,3 +417,7 @@ class ClusterStore(ClusterRetention):
             reply = await self._state_call("cluster_advance", k, [k.gen, 0, 1, ordinal])
             self._status([reply])
         return True
+
+    async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply:
+        """Never called: collections with passages are refused on a cluster (``supports_passages``)."""
+        raise NotImplementedError("passages are not supported on a Redis Cluster")

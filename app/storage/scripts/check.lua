@@ -10,6 +10,7 @@
 --   ARGV[16] n characters, '1' where the document is empty (no band entries, never matches)
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
 --   ARGV[18 + 4*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys
+--   ARGV[17 + 4*n + i] (optional) document i's passage blob, indexed where the collection has passages on
 -- Returns one of
 --   {'ok', {ordinal per doc (0 in read mode)}, {{candidate ordinals} per doc},
 --    {ordinal, signature, record, ...} for candidates that are not documents of this batch,
@@ -84,6 +85,7 @@ for i = 1, n do
     redis.call('HSET', sig_key(ord), slot(ord, SIG_GROUP),
       string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes))
     redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
+    add_passages(st, ord, ARGV[17 + 4 * n + i])
     st.docs = st.docs + 1
     batch_index[ord] = i
   end

@@ -1,0 +1,116 @@
+"""Passage fingerprints of a text and the stored passage blob (docs/design.md, "Passages").
+
+A text's words (with their code point offsets), the 64-bit hash of every word ``K``-gram and the
+k-grams winnowing selects with a window of ``W`` k-grams come from the native core
+(``native/passages.cpp``). Guarantee (winnowing): two texts that share a run of at least
+``GUARANTEE_WORDS`` = W + K - 1 words (after lower-casing; punctuation and white space are not words)
+share at least one selected fingerprint, so a verbatim passage that long is always a candidate.
+
+Passage blob, format version 1 (little-endian), what the store keeps per document::
+
+    u8 version (1) | u32 words | u32 m | m x 6-byte key | m x u8 word step | m x u32 start | m x u16 length
+
+``key``: the low 48 bits of a selected k-gram's hash (the scripts only read these); ``word step``: its
+first word minus the previous selected one's (the first: its first word; winnowing keeps steps <= W);
+``start``/``length``: code points of the k-gram in the text as stored (length capped at 65,535).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup import _native
+
+#: Words per k-gram, and k-grams per winnowing window.
+K = 5
+W = 21
+#: A shared run of this many words always shares a selected fingerprint.
+GUARANTEE_WORDS = W + K - 1
+BLOB_VERSION = 1
+KEY_BYTES = 6
+KEY_MASK = (1 << 8 * KEY_BYTES) - 1
+_HEADER = struct.Struct("<BII")
+
+U32 = npt.NDArray[np.uint32]
+U64 = npt.NDArray[np.uint64]
+
+
+@dataclass(frozen=True)
+class Features:
+    """``starts``/``ends``: code points of each word; ``grams``: hash of the k-gram starting at each word
+    (``len(starts) - K + 1`` of them, none below K words); ``selected``: winnowed k-gram indices."""
+
+    starts: U32
+    ends: U32
+    grams: U64
+    selected: U32
+
+    @property
+    def keys(self) -> U64:
+        """The 48-bit key of every k-gram."""
+        return self.grams & np.uint64(KEY_MASK)
+
+
+def features(text: str) -> Features:
+    starts, ends, grams, selected = _native.passage_features(text, K, W)
+    return Features(starts, ends, grams, selected)
+
+
+def key_bytes(keys: U64) -> bytes:
+    """Keys as the store holds them: 6 raw little-endian bytes each."""
+    return keys.astype("<u8").view(np.uint8).reshape(-1, 8)[:, :KEY_BYTES].tobytes()
+
+
+def pack(f: Features) -> bytes:
+    """The passage blob of a document (b"": fewer than K words, nothing to index)."""
+    sel = f.selected
+    if len(sel) == 0:
+        return b""
+    steps = np.diff(sel, prepend=np.uint32(0)).astype(np.uint8)
+    starts = f.starts[sel].astype("<u4")
+    lengths = np.minimum(f.ends[sel + (K - 1)] - f.starts[sel], 65535).astype("<u2")
+    return b"".join(
+        (
+            _HEADER.pack(BLOB_VERSION, len(f.starts), len(sel)),
+            key_bytes(f.keys[sel]),
+            steps.tobytes(),
+            starts.tobytes(),
+            lengths.tobytes(),
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Source:
+    """A stored document's passage blob, decoded: its word count and, per selected k-gram, its key,
+    first word, and code point start and end in the stored text."""
+
+    words: int
+    keys: U64
+    word: npt.NDArray[np.int64]
+    start: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+
+
+def unpack(blob: bytes) -> Source:
+    version, words, m = _HEADER.unpack_from(blob)
+    if version != BLOB_VERSION:
+        raise ValueError(f"unknown passage blob format {version}")
+    at = _HEADER.size
+    raw = np.frombuffer(blob, np.uint8, m * KEY_BYTES, at).reshape(m, KEY_BYTES)
+    padded = np.zeros((m, 8), np.uint8)
+    padded[:, :KEY_BYTES] = raw
+    at += m * KEY_BYTES
+    steps = np.frombuffer(blob, np.uint8, m, at)
+    at += m
+    start = np.frombuffer(blob, "<u4", m, at).astype(np.int64)
+    at += 4 * m
+    length = np.frombuffer(blob, "<u2", m, at).astype(np.int64)
+    return Source(
+        words, padded.view("<u8").reshape(m).astype(np.uint64), np.cumsum(steps, dtype=np.int64), start,
+        start + length,
+    )  # fmt: skip
