@@ -31,5 +31,9 @@ def normalized_text(text: str, char_mode: bool, normalize: bool, lowercase: bool
 def passage_features(
     text: str, k: int, w: int
 ) -> tuple[
-    npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.uint64], npt.NDArray[np.uint32]
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint8],
 ]: ...

@@ -8,6 +8,7 @@
 //   token    T(w) = fmix64 of a fold of w's code points, each lower-cased by the one-to-one part of
 //            str.lower() (the lower_delta of the Unicode tables)
 //   k-gram   K_j = fmix64(sum_i T(w_{j+i}) * P^(k-1-i) mod 2^64), words j .. j+k-1
+//   nibble   the top 4 bits of each word's T
 //   winnow   in every window of w consecutive k-grams the smallest K (the rightmost on ties) is
 //            selected; each selected k-gram once (robust winnowing, Schleimer et al. 2003)
 #include <pybind11/numpy.h>
@@ -73,7 +74,7 @@ void words_of(const CU* s, size_t n, Words& out) {
   if (in_word) finish(n);
 }
 
-// (word starts, word ends, k-gram hashes, selected k-gram indices) of a str.
+// (word starts, word ends, k-gram hashes, selected k-gram indices, word nibbles) of a str.
 py::tuple passage_features(const py::str& text, int k, int w) {
   if (k < 1 || k > 64 || w < 1 || w > 255) throw py::value_error("need 1 <= k <= 64 and 1 <= w <= 255");
   PyObject* o = text.ptr();
@@ -120,12 +121,15 @@ py::tuple passage_features(const py::str& text, int k, int w) {
   }
   py::array_t<uint32_t> sel(selected.size());
   std::copy(selected.begin(), selected.end(), sel.mutable_data());
-  return py::make_tuple(starts, ends, grams, sel);
+  py::array_t<uint8_t> nibbles(nw);  // the top 4 bits of each word's T: edges are found word by word
+  uint8_t* nb = nibbles.mutable_data();
+  for (size_t i = 0; i < nw; ++i) nb[i] = static_cast<uint8_t>(words.hashes[i] >> 60);
+  return py::make_tuple(starts, ends, grams, sel, nibbles);
 }
 
 }  // namespace
 
 void register_passages(py::module_& m) {
   m.def("passage_features", &passage_features, py::arg("text"), py::arg("k"), py::arg("w"),
-        "(word starts, word ends, k-gram hashes, winnowed k-gram indices) of a str; offsets in code points");
+        "(word starts, word ends, k-gram hashes, winnowed k-gram indices, word nibbles) of a str; offsets in code points");
 }

@@ -45,6 +45,7 @@ async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
         ttl_seconds=body.ttl_seconds,
         max_documents=body.max_documents,
         expected_documents=body.expected_documents,
+        passages=bool(body.passages),
     )
     stored, created = await ctx.service.create_collection(params)
     if created:

@@ -8,11 +8,14 @@ move the diagonal a little (a word inserted or dropped) and remove some hits (a 
 breaks the K k-grams that hold it), so consecutive hits of one passage are chained when both texts
 move forward by at most GAP words and the diagonal by at most DRIFT.
 
-Edges: the source's selected k-grams are at most W words apart, so the first hit of a span is up to W
-words after the passage's true start. The selected k-gram before it did not hit, so the passage starts
-after that one's first word: the span is extended back to the middle of that interval (the estimate
-with the least expected error when the start is equally likely anywhere in it), and forward the same
-way. Source offsets of the extension take the text's own code points for those words.
+Edges: the source's selected k-grams are up to W words apart, so the first and last hits of a span
+can be W words inside the passage. The passage blob keeps 4 bits of every word's hash, so a span is
+extended word by word from its first hit backwards and from its last hit forwards while the words of
+both texts agree, through an isolated differing word (a substitution), until two differ in a row: a
+word of unrelated text agrees by chance one time in 16, so an edge overshoots by about 0.14 words on
+average. Source offsets of the extension take the text's own code points for those words (exact for
+a verbatim copy). A span is reported when it covers at least ``min_words`` words of the text: a
+chance match of one k-gram (a common phrase) extends by no more than chance and stays below.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from neardup.domain.fingerprints import Features, K, Source, W
 
@@ -30,8 +34,8 @@ DRIFT = 8
 #: Occurrences of one key in the text that are paired with a source k-gram (a phrase repeated more
 #: often than this only pairs its first occurrences).
 MAX_REPEATS = 8
-#: Share of the interval before the first hit (after the last) that a span is extended over.
-EXTEND = 0.5
+#: Differing words in a row that end the word-by-word extension of an edge.
+STOP_AFTER = 2
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class QueryIndex:
 
     def __init__(self, f: Features) -> None:
         self.features = f
+        #: letters[i]: code points in the words before word i (word lengths, separators left out)
+        self.letters = np.concatenate(([0], np.cumsum(f.ends.astype(np.int64) - f.starts)))
         self.positions: dict[int, list[int]] = {}
         for q, key in enumerate(f.keys.tolist()):
             found = self.positions.setdefault(key, [])
@@ -108,19 +114,40 @@ def _chains(index: QueryIndex, src: Source) -> list[Chain]:
     return chains
 
 
-def _extend(c: Chain, f: Features, src: Source) -> Aligned:
-    words = len(f.starts)
-    lo = int(src.word[c.e0 - 1]) + 1 if c.e0 > 0 else 0
-    back = int((c.s0 - lo) * EXTEND + 0.5)
-    last = c.s1 + K - 1
-    hi = int(src.word[c.e1 + 1]) + K - 2 if c.e1 + 1 < len(src.word) else src.words - 1
-    ahead = int(max(0, hi - last) * EXTEND + 0.5)
-    qa = max(0, c.q0 - back)
-    qz = min(words - 1, c.q1 + K - 1 + ahead)
+def _agreeing(qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], q: int, s: int, step: int) -> int:
+    """How many words past q (text) and s (source), in direction ``step``, the span extends over: up to
+    the last word that agrees before STOP_AFTER differing ones in a row."""
+    best = misses = i = 0
+    while misses < STOP_AFTER:
+        i += 1
+        qi, si = q + step * i, s + step * i
+        if not (0 <= qi < len(qn) and 0 <= si < len(sn)):
+            break
+        if qn[qi] == sn[si]:
+            best, misses = i, 0
+        else:
+            misses += 1
+    return best
+
+
+def _extend(c: Chain, index: QueryIndex, src: Source) -> Aligned:
+    f = index.features
+    back = _agreeing(f.nibbles, src.nibbles, c.q0, c.s0, -1)
     q_last = c.q1 + K - 1
+    ahead = _agreeing(f.nibbles, src.nibbles, q_last, c.s1 + K - 1, 1)
+    qa, qz = c.q0 - back, q_last + ahead
     start, end = int(f.starts[qa]), int(f.ends[qz])
-    source_start = max(0, int(src.start[c.e0]) - (int(f.starts[c.q0]) - start))
-    source_end = int(src.end[c.e1]) + (end - int(f.ends[q_last]))
+    # In the source the extension's words are the text's; between words, the source's own mean gap
+    # (white space the text may have changed), measured over the span's hits.
+    letters = index.letters
+    gap = 1.0
+    if c.s1 > c.s0:
+        inside = int(src.start[c.e1]) - int(src.start[c.e0]) - int(letters[c.q1] - letters[c.q0])
+        gap = max(0.0, inside / (c.s1 - c.s0))
+    before = int(letters[c.q0] - letters[qa]) + round(back * gap)
+    after = int(letters[qz + 1] - letters[q_last + 1]) + round(ahead * gap)
+    source_start = max(0, int(src.start[c.e0]) - before)
+    source_end = int(src.end[c.e1]) + after
     return Aligned(Span(start, end, source_start, source_end), qa, qz, len(c.entries), c.e1 - c.e0 + 1)
 
 
@@ -128,7 +155,7 @@ def align(index: QueryIndex, src: Source, min_words: int) -> list[Aligned]:
     """The passages the text shares with one stored document, in text order, at least ``min_words``
     words each; where two overlap in the text, the one with more hits."""
     found = sorted(
-        (_extend(c, index.features, src) for c in _chains(index, src)),
+        (_extend(c, index, src) for c in _chains(index, src)),
         key=lambda a: (-a.hits, a.first_word),
     )
     kept: list[Aligned] = []

@@ -9,10 +9,13 @@ share at least one selected fingerprint, so a verbatim passage that long is alwa
 Passage blob, format version 1 (little-endian), what the store keeps per document::
 
     u8 version (1) | u32 words | u32 m | m x 6-byte key | m x u8 word step | m x u32 start | m x u16 length
+    | ceil(words / 2) x u8 word nibbles (word 2i in the low 4 bits of byte i, word 2i+1 in the high)
 
 ``key``: the low 48 bits of a selected k-gram's hash (the scripts only read these); ``word step``: its
 first word minus the previous selected one's (the first: its first word; winnowing keeps steps <= W);
-``start``/``length``: code points of the k-gram in the text as stored (length capped at 65,535).
+``start``/``length``: code points of the k-gram in the text as stored (length capped at 65,535);
+``nibble``: the top 4 bits of each word's hash, so a passage's edges are found word by word (a word of
+another text agrees by chance one time in 16).
 """
 
 from __future__ import annotations
@@ -42,12 +45,14 @@ U64 = npt.NDArray[np.uint64]
 @dataclass(frozen=True)
 class Features:
     """``starts``/``ends``: code points of each word; ``grams``: hash of the k-gram starting at each word
-    (``len(starts) - K + 1`` of them, none below K words); ``selected``: winnowed k-gram indices."""
+    (``len(starts) - K + 1`` of them, none below K words); ``selected``: winnowed k-gram indices;
+    ``nibbles``: the top 4 bits of each word's hash."""
 
     starts: U32
     ends: U32
     grams: U64
     selected: U32
+    nibbles: npt.NDArray[np.uint8]
 
     @property
     def keys(self) -> U64:
@@ -56,8 +61,8 @@ class Features:
 
 
 def features(text: str) -> Features:
-    starts, ends, grams, selected = _native.passage_features(text, K, W)
-    return Features(starts, ends, grams, selected)
+    starts, ends, grams, selected, nibbles = _native.passage_features(text, K, W)
+    return Features(starts, ends, grams, selected, nibbles)
 
 
 def key_bytes(keys: U64) -> bytes:
@@ -80,8 +85,15 @@ def pack(f: Features) -> bytes:
             steps.tobytes(),
             starts.tobytes(),
             lengths.tobytes(),
+            _pack_nibbles(f.nibbles),
         )
     )
+
+
+def _pack_nibbles(nibbles: npt.NDArray[np.uint8]) -> bytes:
+    padded = np.zeros(len(nibbles) + len(nibbles) % 2, np.uint8)
+    padded[: len(nibbles)] = nibbles
+    return (padded[0::2] | (padded[1::2] << 4)).astype(np.uint8).tobytes()
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,7 @@ class Source:
     word: npt.NDArray[np.int64]
     start: npt.NDArray[np.int64]
     end: npt.NDArray[np.int64]
+    nibbles: npt.NDArray[np.uint8]
 
 
 def unpack(blob: bytes) -> Source:
@@ -110,7 +123,11 @@ def unpack(blob: bytes) -> Source:
     start = np.frombuffer(blob, "<u4", m, at).astype(np.int64)
     at += 4 * m
     length = np.frombuffer(blob, "<u2", m, at).astype(np.int64)
+    at += 2 * m
+    packed = np.frombuffer(blob, np.uint8, (words + 1) // 2, at)
+    nibbles = np.empty(2 * len(packed), np.uint8)
+    nibbles[0::2], nibbles[1::2] = packed & 15, packed >> 4
     return Source(
         words, padded.view("<u8").reshape(m).astype(np.uint64), np.cumsum(steps, dtype=np.int64), start,
-        start + length,
+        start + length, nibbles[:words],
     )  # fmt: skip
