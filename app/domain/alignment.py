@@ -137,15 +137,21 @@ def _extend(c: Chain, index: QueryIndex, src: Source) -> Aligned:
     ahead = _agreeing(f.nibbles, src.nibbles, q_last, c.s1 + K - 1, 1)
     qa, qz = c.q0 - back, q_last + ahead
     start, end = int(f.starts[qa]), int(f.ends[qz])
-    # In the source the extension's words are the text's; between words, the source's own mean gap
-    # (white space the text may have changed), measured over the span's hits.
+    # In the source the extension's words are the text's. Between words: the text's own characters
+    # where its gaps are the source's inside the span (a plain copy), else the source's mean gap (white
+    # space the text changed).
     letters = index.letters
-    gap = 1.0
+    before = int(f.starts[c.q0]) - start
+    after = end - int(f.ends[q_last])
     if c.s1 > c.s0:
-        inside = int(src.start[c.e1]) - int(src.start[c.e0]) - int(letters[c.q1] - letters[c.q0])
-        gap = max(0.0, inside / (c.s1 - c.s0))
-    before = int(letters[c.q0] - letters[qa]) + round(back * gap)
-    after = int(letters[qz + 1] - letters[q_last + 1]) + round(ahead * gap)
+        words = c.s1 - c.s0
+        text_gap = (int(f.starts[c.q1]) - int(f.starts[c.q0]) - int(letters[c.q1] - letters[c.q0])) / max(
+            c.q1 - c.q0, 1
+        )
+        gap = (int(src.start[c.e1]) - int(src.start[c.e0]) - int(letters[c.q1] - letters[c.q0])) / words
+        if abs(text_gap - gap) > 0.25:
+            before = int(letters[c.q0] - letters[qa]) + round(back * max(gap, 0.0))
+            after = int(letters[qz + 1] - letters[q_last + 1]) + round(ahead * max(gap, 0.0))
     source_start = max(0, int(src.start[c.e0]) - before)
     source_end = int(src.end[c.e1]) + after
     return Aligned(Span(start, end, source_start, source_end), qa, qz, len(c.entries), c.e1 - c.e0 + 1)
