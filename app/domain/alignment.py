@@ -11,9 +11,9 @@ move forward by at most GAP words and the diagonal by at most DRIFT.
 Edges: the source's selected k-grams are up to W words apart, so the first and last hits of a span
 can be W words inside the passage. The passage blob keeps 4 bits of every word's hash, so a span is
 extended word by word from its first hit backwards and from its last hit forwards while the words of
-both texts agree, through an isolated differing word (a substitution), until two differ in a row: a
-word of unrelated text agrees by chance one time in 16, so an edge overshoots by about 0.14 words on
-average. Source offsets of the extension take the text's own code points for those words (exact for
+both texts agree, past an isolated differing word (a substitution) where two agree in a row after it,
+until two differ in a row: a word of unrelated text agrees by chance one time in 16, so an edge
+overshoots by about 0.07 words on average. Source offsets of the extension take the text's own code points for those words (exact for
 a verbatim copy). A span is reported when it covers at least ``min_words`` words of the text: a
 chance match of one k-gram (a common phrase) extends by no more than chance and stays below.
 """
@@ -115,18 +115,22 @@ def _chains(index: QueryIndex, src: Source) -> list[Chain]:
 
 
 def _agreeing(qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], q: int, s: int, step: int) -> int:
-    """How many words past q (text) and s (source), in direction ``step``, the span extends over: up to
-    the last word that agrees before STOP_AFTER differing ones in a row."""
-    best = misses = i = 0
+    """How many words past q (text) and s (source), in direction ``step``, the span extends over: while
+    the words agree, and past a differing word (a substitution) only where two agree in a row after
+    it; STOP_AFTER differing words in a row end the walk."""
+    best = misses = run = i = 0
+    contiguous = True
     while misses < STOP_AFTER:
         i += 1
         qi, si = q + step * i, s + step * i
         if not (0 <= qi < len(qn) and 0 <= si < len(sn)):
             break
         if qn[qi] == sn[si]:
-            best, misses = i, 0
+            misses, run = 0, run + 1
+            if contiguous or run >= 2:
+                best = i
         else:
-            misses += 1
+            misses, run, contiguous = misses + 1, 0, False
     return best
 
 
