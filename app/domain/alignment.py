@@ -13,9 +13,10 @@ can be W words inside the passage. The passage blob keeps 4 bits of every word's
 extended word by word from its first hit backwards and from its last hit forwards while the words of
 both texts agree, past an isolated differing word (a substitution) where two agree in a row after it,
 until two differ in a row: a word of unrelated text agrees by chance one time in 16, so an edge
-overshoots by about 0.07 words on average. Source offsets of the extension take the text's own code points for those words (exact for
-a verbatim copy). A span is reported when it covers at least ``min_words`` words of the text: a
-chance match of one k-gram (a common phrase) extends by no more than chance and stays below.
+overshoots by about 0.07 words on average. In the source, the extension's words are the text's, and
+between them the text's own gaps where they are the source's inside the span (a plain copy), else the
+source's mean gap. A span is reported when it covers at least ``min_words`` words of the text: a chance
+match of one k-gram (a common phrase) extends by no more than chance and stays below.
 """
 
 from __future__ import annotations
