@@ -153,12 +153,14 @@ def main() -> None:
     parser.add_argument("--memory-documents", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--output", type=Path, default=HERE / "results" / "passages.json")
+    parser.add_argument("--corpus", type=Path, default=bs.HERE / "data" / "corpus.jsonl")
+    parser.add_argument("--held-out", type=int, default=4_000, help="chunks kept out for submitted texts")
     args = parser.parse_args()
     if args.quick:
         args.documents, args.texts, args.memory_documents, args.repeats = 10_000, 150, 3_000, 1
-    held_out = 4_000
+    held_out = args.held_out
     settings = bs.Settings(args.documents + held_out, args.chunk_bytes, 250, 4, 1, 1, 1.0, 1.0, 1, 1)
-    corpus, corpus_info = bs.build_documents(bs.HERE / "data" / "corpus.jsonl", settings)
+    corpus, corpus_info = bs.build_documents(args.corpus, settings)
     stored = bs.Corpus(
         corpus.ids[: args.documents], corpus.texts[: args.documents], corpus.utf8_bytes[: args.documents]
     )

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from datasketch import LSHEnsemble, MinHash  # type: ignore[import-untyped]
+from datasketch import MinHash, MinHashLSHEnsemble  # type: ignore[import-untyped]
 
 from neardup.domain import fingerprints
 
@@ -63,7 +63,7 @@ def _minhash(text: str) -> tuple[MinHash, int]:
 def lsh_ensemble(stored: Sequence[str], texts: Sequence[str]) -> tuple[list[set[int]], dict[str, Any]]:
     started = time.perf_counter()
     entries = [(i, *_minhash(t)) for i, t in enumerate(stored)]
-    index = LSHEnsemble(threshold=LSH_THRESHOLD, num_perm=LSH_PERM, num_part=16)
+    index = MinHashLSHEnsemble(threshold=LSH_THRESHOLD, num_perm=LSH_PERM, num_part=16)
     index.index(entries)
     build = time.perf_counter() - started
     found, times = [], []

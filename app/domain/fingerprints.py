@@ -8,10 +8,10 @@ share at least one selected fingerprint, so a verbatim passage that long is alwa
 
 Passage blob, format version 1 (little-endian), what the store keeps per document::
 
-    u8 version (1) | u32 words | u32 m | m x 6-byte key | m x u8 word step | m x u32 start | m x u16 length
+    u8 version (1) | u32 words | u32 m | m x 8-byte key | m x u8 word step | m x u32 start | m x u16 length
     | ceil(words / 2) x u8 word nibbles (word 2i in the low 4 bits of byte i, word 2i+1 in the high)
 
-``key``: the low 48 bits of a selected k-gram's hash (the scripts only read these); ``word step``: its
+``key``: a selected k-gram's hash (the scripts only read these); ``word step``: its
 first word minus the previous selected one's (the first: its first word; winnowing keeps steps <= W);
 ``start``/``length``: code points of the k-gram in the text as stored (length capped at 65,535);
 ``nibble``: the top 4 bits of each word's hash, so a passage's edges are found word by word (a word of
@@ -34,8 +34,7 @@ W = 21
 #: A shared run of this many words always shares a selected fingerprint.
 GUARANTEE_WORDS = W + K - 1
 BLOB_VERSION = 1
-KEY_BYTES = 6
-KEY_MASK = (1 << 8 * KEY_BYTES) - 1
+KEY_BYTES = 8
 _HEADER = struct.Struct("<BII")
 
 U32 = npt.NDArray[np.uint32]
@@ -56,8 +55,8 @@ class Features:
 
     @property
     def keys(self) -> U64:
-        """The 48-bit key of every k-gram."""
-        return self.grams & np.uint64(KEY_MASK)
+        """The key of every k-gram: its hash."""
+        return self.grams
 
 
 def features(text: str) -> Features:
@@ -66,8 +65,8 @@ def features(text: str) -> Features:
 
 
 def key_bytes(keys: U64) -> bytes:
-    """Keys as the store holds them: 6 raw little-endian bytes each."""
-    return keys.astype("<u8").view(np.uint8).reshape(-1, 8)[:, :KEY_BYTES].tobytes()
+    """Keys as the store holds them: 8 raw little-endian bytes each (the low 32 bits pick a group)."""
+    return keys.astype("<u8").tobytes()
 
 
 def pack(f: Features) -> bytes:
@@ -114,9 +113,7 @@ def unpack(blob: bytes) -> Source:
     if version != BLOB_VERSION:
         raise ValueError(f"unknown passage blob format {version}")
     at = _HEADER.size
-    raw = np.frombuffer(blob, np.uint8, m * KEY_BYTES, at).reshape(m, KEY_BYTES)
-    padded = np.zeros((m, 8), np.uint8)
-    padded[:, :KEY_BYTES] = raw
+    keys = np.frombuffer(blob, "<u8", m, at).astype(np.uint64)
     at += m * KEY_BYTES
     steps = np.frombuffer(blob, np.uint8, m, at)
     at += m
@@ -128,6 +125,6 @@ def unpack(blob: bytes) -> Source:
     nibbles = np.empty(2 * len(packed), np.uint8)
     nibbles[0::2], nibbles[1::2] = packed & 15, packed >> 4
     return Source(
-        words, padded.view("<u8").reshape(m).astype(np.uint64), np.cumsum(steps, dtype=np.int64), start,
+        words, keys, np.cumsum(steps, dtype=np.int64), start,
         start + length, nibbles[:words],
     )  # fmt: skip

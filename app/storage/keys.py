@@ -14,7 +14,7 @@ created again never meets the old one's keys while they are being unlinked)::
 With passages on (a collection created with ``passages: true``; docs/design.md, "Passages")::
 
     nd:{c}:state            hash  ... pL pS pN                                  passage index shape
-    nd:c:g:f:<n>            hash  fingerprint key (6 raw bytes) -> ordinals (4 bytes each, big-endian),
+    nd:c:g:f:<n>            hash  fingerprint key (8 raw bytes) -> ordinals (4 bytes each, big-endian),
                                   at most POSTING_CAP; grouped by linear hashing like the band table
     nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (format version 1, neardup.domain.fingerprints)
 

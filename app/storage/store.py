@@ -391,7 +391,7 @@ class RedisStore:
 
     async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply:
         """The ``limit`` stored documents sharing the most (rarity-weighted) of these fingerprint keys
-        (6 raw bytes each), with their passage blobs and records: one read-only script call."""
+        (8 raw bytes each), with their passage blobs and records: one read-only script call."""
         reply = await self._call("passages", [k.state], [*self._head(k), fingerprint_keys, limit])
         self._status(reply)
         flat = reply[1]

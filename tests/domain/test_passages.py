@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 
 import pytest
 import redis
 
 from neardup.domain import CollectionParams, Document, Index, InvalidInput, InvalidParameters
 from neardup.domain.fingerprints import GUARANTEE_WORDS
-from neardup.storage import RedisStore, Store
+from neardup.storage import EmbeddedValkey, RedisStore, Store
 from tests.conftest import StoreTarget
 
 pytestmark = pytest.mark.anyio
@@ -217,3 +218,37 @@ async def test_a_cluster_refuses_passages_with_a_clear_error(store_target: Store
             await index.create_collection(CollectionParams.create("q", passages=True))
     finally:
         await store.close()
+
+
+async def test_module_and_lua_paths_write_the_same_passage_index(tmp_path: Path) -> None:
+    """The passage index goes through the band step: ND.BANDS on the embedded server, Lua elsewhere."""
+    servers = [EmbeddedValkey(tmp_path / "module"), EmbeddedValkey(tmp_path / "lua", module=False)]
+    answers, dumps = [], []
+    for server in servers:
+        server.start()
+        store = RedisStore.from_url(server.url)
+        try:
+            index = Index(store)
+            await index.create_collection(CollectionParams.create("p", passages=True))
+            docs = [Document(f"d{i % 80}", " ".join(words(i, 300))) for i in range(120)]  # 40 replaced
+            for start in range(0, len(docs), 25):
+                await index.check("p", docs[start : start + 25])
+            await index.delete_document("p", "d7")
+            found = await index.passages("p", docs[3].text + " " + docs[83].text + " " + docs[89].text)
+            answers.append([(s.id, s.containment, s.spans) for s in found.sources])
+            client = redis.Redis.from_url(server.url)
+            try:
+                dumps.append(  # key names without the collection's random generation
+                    {
+                        tuple(k.split(b":")[3:]): client.hgetall(k)
+                        for k in client.keys("nd:p:*")
+                        if k.split(b":")[3] in (b"f", b"p")
+                    }
+                )
+            finally:
+                client.close()
+        finally:
+            await store.close()
+            server.stop()
+    assert answers[0] == answers[1] and sorted(a[0] for a in answers[0]) == ["d3", "d9"]
+    assert dumps[0] == dumps[1] and dumps[0]

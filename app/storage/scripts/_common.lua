@@ -137,43 +137,27 @@ local function ordinal_bytes(ord) return struct.pack('>I4', ord) end
 
 -- Passages (docs/design.md, "Passages"; keys.py): a collection created with passages on keeps each
 -- document's passage blob (format version 1: byte 1 = version, bytes 2..5 word count, 6..9 entry count
--- m, then m fingerprint keys of 6 raw bytes, then positions the scripts never read) in p:<ord // 120>,
+-- m, then m fingerprint keys of 8 raw bytes, then positions the scripts never read) in p:<ord // 120>,
 -- and an inverted index f:<group>: fingerprint key -> ordinals (4 bytes each, big-endian), at most
--- POSTING_CAP of them (a full posting takes no more: see the design document for what is lost).
+-- POSTING_CAP of them (a full posting takes no more: see the design document for what is lost). The
+-- index has the band table's layout, so check.lua's band step (ND.BANDS where the server has
+-- neardup's module, else Lua) appends to it and passages.lua reads it.
 local function passage_blob_key(ord) return PASSAGE_BLOBS .. string.format('%d', math.floor(ord / PASSAGE_GROUP)) end
 
--- The distinct fingerprint keys of a passage blob, in order.
+-- The distinct fingerprint keys of a passage blob, in order, as a list.
 local function passage_keys(blob)
   if not blob or #blob < 9 then return {} end
   if string.byte(blob, 1) ~= 1 then error('unknown passage blob format ' .. string.byte(blob, 1)) end
   local m = struct.unpack('<I4', blob, 6)
   local seen, out = {}, {}
-  for q = 10, 9 + 6 * m, 6 do
-    local key = string.sub(blob, q, q + 5)
+  for q = 10, 9 + 8 * m, 8 do
+    local key = string.sub(blob, q, q + 7)
     if not seen[key] then
       seen[key] = true
       out[#out + 1] = key
     end
   end
   return out
-end
-
--- Index a new document's passages (its blob '' or absent: nothing to index).
-local function add_passages(st, ord, blob)
-  if not st.pas.on or not blob or #blob < 9 then return end
-  redis.call('HSET', passage_blob_key(ord), slot(ord, PASSAGE_GROUP), blob)
-  local o4 = ordinal_bytes(ord)
-  for _, key in ipairs(passage_keys(blob)) do
-    local group = group_of(st.pas, band_hash(key))
-    local value = redis.call('HGET', group, key)
-    if not value then
-      redis.call('HSET', group, key, o4)
-      st.pas.N = st.pas.N + 1
-    elseif #value < 4 * POSTING_CAP then
-      redis.call('HSET', group, key, value .. o4)
-    end
-  end
-  grow(st.pas)
 end
 
 -- Remove a document's postings and its passage blob (none stored: nothing to do).

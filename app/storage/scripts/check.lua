@@ -85,7 +85,11 @@ for i = 1, n do
     redis.call('HSET', sig_key(ord), slot(ord, SIG_GROUP),
       string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes))
     redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
-    add_passages(st, ord, ARGV[17 + 4 * n + i])
+    local blob = ARGV[17 + 4 * n + i]
+    if st.pas.on and blob and #blob >= 9 then
+      redis.call('HSET', passage_blob_key(ord), slot(ord, PASSAGE_GROUP), blob)
+      band_step({band = st.pas}, table.concat(passage_keys(blob)), o4, 'put', POSTING_CAP, 0, 1)
+    end
     st.docs = st.docs + 1
     batch_index[ord] = i
   end
