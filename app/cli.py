@@ -326,7 +326,7 @@ def add_passages(commands: Any) -> None:
         "--min-words",
         type=int,
         default=None,
-        help="shortest passage reported, in words (default: the service's, 15)",
+        help="shortest passage reported, in words (default: the service's, 20)",
     )
     passages.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the answer")
     passages.add_argument("--json", action="store_true", help="print the API's JSON instead of the report")

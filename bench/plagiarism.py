@@ -31,7 +31,7 @@ from neardup.domain import fingerprints
 LEVELS = ("none", "light", "medium")
 MIN_WORDS, MAX_WORDS = 25, 500
 #: Held-out text sharing a run of this many words with a stored document is not used.
-CLEAN_RUN = 12
+CLEAN_RUN = 10
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ class StoredKeys:
         keys = fingerprints.features(text).keys
         if not len(keys):
             return True
-        present = np.isin(keys, self.keys)
+        at = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
+        present = self.keys[at] == keys if len(self.keys) else np.zeros(len(keys), bool)
         run = CLEAN_RUN - fingerprints.K + 1  # consecutive 5-grams making a run of CLEAN_RUN words
         window = np.convolve(present.astype(np.int32), np.ones(run, np.int32), "valid")
         return not bool((window >= run).any())

@@ -169,7 +169,7 @@ class PassagesRequest(RequestBody):
         default=10, description="most sources to return (capped by NEARDUP_MAX_QUERY_LIMIT)"
     )
     min_words: Annotated[int, Field(ge=1, le=100_000), _INTEGER] | None = Field(
-        default=None, description="shortest span reported, in words of the text (default: 15)"
+        default=None, description="shortest span reported, in words of the text (default: 20)"
     )
 
 

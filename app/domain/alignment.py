@@ -35,6 +35,8 @@ DRIFT = 8
 #: Occurrences of one key in the text that are paired with a source k-gram (a phrase repeated more
 #: often than this only pairs its first occurrences).
 MAX_REPEATS = 8
+#: Share of the words between two hits that must agree (4-bit word hashes) to chain them.
+GAP_AGREEMENT = 0.5
 #: Differing words in a row that end the word-by-word extension of an edge.
 STOP_AFTER = 2
 
@@ -89,30 +91,51 @@ class QueryIndex:
         return len(self.features.grams)
 
 
+def _gap_agrees(qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], c: Chain, q: int, s: int) -> bool:
+    """Whether the words between the chain's last hit and the hit (q, s), in neither k-gram, agree
+    enough for both hits to be one passage: at least GAP_AGREEMENT of them on the diagonal of one hit
+    or the other (one word inserted or dropped in the gap moves it). Two hits of a template repeated in
+    both texts (a changelog's "https github com ... pull") have unrelated words between them."""
+    first, last = c.q1 + K, q - 1
+    if last < first:
+        return True
+    words = np.arange(first, last + 1)
+    agree = np.zeros(len(words), bool)
+    for dq, ds in ((c.q1, c.s1), (q, s)):
+        at = words - dq + ds
+        ok = (at >= 0) & (at < len(sn))
+        agree[ok] |= qn[words[ok]] == sn[at[ok]]
+    return bool(agree.mean() >= GAP_AGREEMENT)
+
+
 def _chains(index: QueryIndex, src: Source) -> list[Chain]:
     hits: list[tuple[int, int, int]] = []
     for e, key in enumerate(src.keys.tolist()):
         for q in index.positions.get(key, ()):
             hits.append((q, int(src.word[e]), e))
     hits.sort()
-    chains: list[Chain] = []
+    qn, sn = index.features.nibbles, src.nibbles
+    done: list[Chain] = []
+    active: list[Chain] = []  # chains whose last hit is within GAP words of the current one
     for q, s, e in hits:
+        if active and q - active[0].q1 > GAP:
+            done += [c for c in active if q - c.q1 > GAP]
+            active = [c for c in active if q - c.q1 <= GAP]
         best: Chain | None = None
         best_cost = 0
-        for c in reversed(chains):
+        for c in active:
             dq, ds = q - c.q1, s - c.s1
-            if dq > GAP:
-                continue
             if dq > 0 and 0 < ds <= GAP and abs(dq - ds) <= DRIFT:
                 cost = dq + abs(dq - ds)
-                if best is None or cost < best_cost:
+                if (best is None or cost < best_cost) and _gap_agrees(qn, sn, c, q, s):
                     best, best_cost = c, cost
         if best is None:
-            chains.append(Chain(q, s, e, q, s, e, {e}))
+            active.append(Chain(q, s, e, q, s, e, {e}))
         else:
             best.q1, best.s1, best.e1 = q, s, e
             best.entries.add(e)
-    return chains
+        active.sort(key=lambda c: c.q1)
+    return done + active
 
 
 def _agreeing(qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], q: int, s: int, step: int) -> int:
@@ -162,13 +185,13 @@ def _extend(c: Chain, index: QueryIndex, src: Source) -> Aligned:
     return Aligned(Span(start, end, source_start, source_end), qa, qz, len(c.entries), c.e1 - c.e0 + 1)
 
 
-def align(index: QueryIndex, src: Source, min_words: int) -> list[Aligned]:
+def align(index: QueryIndex, src: Source, min_words: int, common: set[int] | None = None) -> list[Aligned]:
     """The passages the text shares with one stored document, in text order, at least ``min_words``
-    words each; where two overlap in the text, the one with more hits."""
-    found = sorted(
-        (_extend(c, index, src) for c in _chains(index, src)),
-        key=lambda a: (-a.hits, a.first_word),
-    )
+    words each and each with a hit on a key not in ``common`` (keys that many stored documents hold:
+    boilerplate); where two overlap in the text, the one with more hits."""
+    keys = src.keys.tolist()
+    chains = [c for c in _chains(index, src) if not common or any(keys[e] not in common for e in c.entries)]
+    found = sorted((_extend(c, index, src) for c in chains), key=lambda a: (-a.hits, a.first_word))
     kept: list[Aligned] = []
     for a in found:
         if a.last_word - a.first_word + 1 < min_words:

@@ -20,11 +20,14 @@ if TYPE_CHECKING:
     from neardup.domain.index import Index
 
 #: Spans shorter than this many words of the text are not reported unless the caller asks.
-DEFAULT_MIN_WORDS = 15
+DEFAULT_MIN_WORDS = 20
 #: Stored documents fetched and aligned per search: those sharing the most rarity-weighted fingerprints.
 MAX_SOURCES = 64
 #: Texts with more code points than this are fingerprinted in a thread (the loop keeps serving).
 INLINE_CHARS = 32_768
+#: A fingerprint in this many stored documents or more is "common" (boilerplate: a template line, a
+#: licence): a span needs at least one hit on a key that is not (see alignment.align).
+COMMON_AT = 32
 _ATTEMPTS = 8
 
 
@@ -68,7 +71,7 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
             raise InvalidInput(f"collection {name!r} was created without passages")
         try:
             async with index._storage(name):
-                reply = await index._store.passages(collection.keys, wanted, MAX_SOURCES)
+                reply = await index._store.passages(collection.keys, wanted, MAX_SOURCES, COMMON_AT)
             break
         except GenerationChanged:
             continue
@@ -77,12 +80,13 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
     ttl = collection.params.ttl_seconds
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
     query = alignment.QueryIndex(f)
+    common = set(np.frombuffer(reply.common, "<u8").tolist())
     found: list[PassageSource] = []
     spans: list[alignment.Span] = []
     for _, blob, record in reply.sources:
         if not blob or not record or records.inserted_ms(record) < oldest:
             continue
-        aligned = alignment.align(query, fingerprints.unpack(blob), min_words)
+        aligned = alignment.align(query, fingerprints.unpack(blob), min_words, common)
         if not aligned:
             continue
         stored_id, _, metadata = records.unpack(record)

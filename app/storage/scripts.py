@@ -33,7 +33,7 @@ async def has_module(client: aioredis.Redis) -> bool:
 def _source(name: str, bands: str) -> str:
     folder = resources.files("neardup.storage").joinpath("scripts")
     parts = [folder.joinpath(f"{name}.lua").read_text("utf-8")]
-    if name in ("check", "passages"):  # the passage index has the band table's layout
+    if name == "check":
         parts.insert(0, folder.joinpath(f"_bands_{bands}.lua").read_text("utf-8"))
     if name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
@@ -82,7 +82,6 @@ class Scripts:
         if not self._loaded:
             self.uses_module = await has_module(client)
             self.check = Script("check", "module" if self.uses_module else "lua")
-            self.passages = Script("passages", "module" if self.uses_module else "lua")
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
                 self.due, self.reclaim, self.passages,

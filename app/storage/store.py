@@ -107,6 +107,8 @@ class PassageReply:
 
     sources: list[tuple[int, bytes, bytes]]
     now_ms: int
+    #: keys of the text whose postings hold at least ``common_at`` documents (8 raw bytes each)
+    common: bytes = b""
 
 
 class Store(Protocol):
@@ -147,7 +149,9 @@ class Store(Protocol):
     ) -> bool | StoredVersion: ...
     async def due(self, k: keys.CollectionKeys, *, now_ms: int, limit: int) -> list[tuple[int, bytes]]: ...
     async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int: ...
-    async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply: ...
+    async def passages(
+        self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int, common_at: int
+    ) -> PassageReply: ...
 
 
 async def each(items: AsyncIterator[Any] | Iterator[Any]) -> AsyncIterator[Any]:
@@ -389,11 +393,14 @@ class RedisStore:
 
     # --- passages -------------------------------------------------------------------------------------
 
-    async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply:
+    async def passages(
+        self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int, common_at: int
+    ) -> PassageReply:
         """The ``limit`` stored documents sharing the most (rarity-weighted) of these fingerprint keys
-        (8 raw bytes each), with their passage blobs and records: one read-only script call."""
-        reply = await self._call("passages", [k.state], [*self._head(k), fingerprint_keys, limit])
+        (8 raw bytes each), with their passage blobs and records, and which of the keys are in
+        ``common_at`` documents or more: one read-only script call."""
+        reply = await self._call("passages", [k.state], [*self._head(k), fingerprint_keys, limit, common_at])
         self._status(reply)
         flat = reply[1]
         sources = [(int(flat[j]), bytes(flat[j + 1]), bytes(flat[j + 2])) for j in range(0, len(flat), 3)]
-        return PassageReply(sources, int(reply[2]))
+        return PassageReply(sources, int(reply[2]), bytes(reply[3]))
