@@ -221,7 +221,7 @@ def compare(
     words = StoredWords(stored)
 
     def acceptable(case: pl.Case, source: int) -> bool:
-        return pl.acceptable(case, source, words)
+        return pl.acceptable(case, source, words, (case.start, case.end))
 
     truth = [t.cases for t in texts]
     ours = [{index_of[s["id"]] for s in r["sources"]} for r in replies]
@@ -256,7 +256,10 @@ def score_all(
     clean = [i for i, t in enumerate(texts) if not t.cases]
     short = [(c, found[i]) for i, t in enumerate(texts) if t.level == "none" for c in t.cases]
     detected = sum(
-        any(d.start < c.end and c.start < d.end and pl.acceptable(c, d.source, words) for d in ds)
+        any(
+            d.start < c.end and c.start < d.end and pl.acceptable(c, d.source, words, (d.start, d.end))
+            for d in ds
+        )
         for c, ds in short
     )
     errors = []

@@ -32,6 +32,8 @@ LEVELS = ("none", "light", "medium")
 MIN_WORDS, MAX_WORDS = 25, 500
 #: Held-out text sharing a run of this many words with a stored document is not used.
 CLEAN_RUN = 10
+#: ... nor more than this share of its word 5-grams (template text).
+TEMPLATE_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,8 @@ class StoredKeys:
         present = self.keys[at] == keys if len(self.keys) else np.zeros(len(keys), bool)
         run = CLEAN_RUN - fingerprints.K + 1  # consecutive 5-grams making a run of CLEAN_RUN words
         window = np.convolve(present.astype(np.int32), np.ones(run, np.int32), "valid")
-        return not bool((window >= run).any())
+        # and no template text: a changelog's lines share most of their 5-grams with stored changelogs
+        return not bool((window >= run).any()) and float(present.mean()) <= TEMPLATE_SHARE
 
 
 def _obfuscate(words: list[str], level: str, vocabulary: list[str], rng: random.Random) -> list[str]:
@@ -184,11 +187,24 @@ class Words(Protocol):
     def get(self, i: int, default: str = "") -> str: ...
 
 
-def acceptable(case: Case, source: int, stored_words: Words) -> bool:
-    """The copied document, or a stored one containing the passage word for word."""
+def acceptable(case: Case, source: int, stored_words: Words, part: tuple[int, int] | None = None) -> bool:
+    """The copied document, or a stored one containing the passage: the passage word for word, or at
+    least half of the word 5-grams of ``part`` of it (code points of the submitted text: the part a
+    detection covers; the same passage is often in several stored documents, a licence footer, the
+    same file in several releases, with small differences)."""
     if source == case.source:
         return True
-    return " ".join(case.words) in stored_words.get(source, "")
+    theirs = f" {stored_words.get(source, '')} "
+    if f" {' '.join(case.words)} " in theirs:
+        return True
+    if part is None:
+        return False
+    n = len(case.words)
+    length = max(case.end - case.start, 1)
+    first = max(0, (max(part[0], case.start) - case.start) * n // length)
+    last = min(n, -(-(min(part[1], case.end) - case.start) * n // length))
+    grams = {" ".join(case.words[i : i + 5]) for i in range(first, max(first + 1, last - 4))}
+    return sum(f" {g} " in theirs for g in grams) >= 0.5 * len(grams)
 
 
 def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
@@ -214,7 +230,7 @@ def score(
             for k, d in enumerate(detections):
                 if not _overlap(case.start, case.end, d.start, d.end):
                     continue
-                if not acceptable(case, d.source, stored_words):
+                if not acceptable(case, d.source, stored_words, (d.start, d.end)):
                     continue
                 a, b = max(case.start, d.start), min(case.end, d.end)
                 chars[a - case.start : b - case.start] = True
@@ -228,7 +244,7 @@ def score(
             if hits:
                 source_cases += 1
                 top = max(hits, key=lambda d: _overlap(case.start, case.end, d.start, d.end))
-                source_right += acceptable(case, top.source, stored_words)
+                source_right += acceptable(case, top.source, stored_words, (top.start, top.end))
                 for d in hits:
                     if d.source == case.source:
                         both = _overlap(case.source_start, case.source_end, d.source_start, d.source_end)

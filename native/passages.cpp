@@ -14,7 +14,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <deque>
 #include <vector>
 
@@ -74,13 +76,18 @@ void words_of(const CU* s, size_t n, Words& out) {
   if (in_word) finish(n);
 }
 
-// (word starts, word ends, k-gram hashes, selected k-gram indices, word nibbles) of a str.
-py::tuple passage_features(const py::str& text, int k, int w) {
+struct Fingerprints {
+  Words words;
+  std::vector<uint64_t> grams;
+  std::vector<uint32_t> selected;
+};
+
+void fingerprint(const py::str& text, int k, int w, Fingerprints& out) {
   if (k < 1 || k > 64 || w < 1 || w > 255) throw py::value_error("need 1 <= k <= 64 and 1 <= w <= 255");
   PyObject* o = text.ptr();
   const Py_ssize_t n = PyUnicode_GET_LENGTH(o);
   if (n >= (Py_ssize_t{1} << 32) - 1) throw py::value_error("text too long for 32-bit offsets");
-  Words words;
+  Words& words = out.words;
   const void* data = PyUnicode_DATA(o);
   switch (PyUnicode_KIND(o)) {
     case PyUnicode_1BYTE_KIND: words_of(static_cast<const uint8_t*>(data), n, words); break;
@@ -89,11 +96,8 @@ py::tuple passage_features(const py::str& text, int k, int w) {
   }
   const size_t nw = words.starts.size();
   const size_t m = nw >= static_cast<size_t>(k) ? nw - k + 1 : 0;
-  py::array_t<uint32_t> starts(nw), ends(nw);
-  py::array_t<uint64_t> grams(m);
-  std::copy(words.starts.begin(), words.starts.end(), starts.mutable_data());
-  std::copy(words.ends.begin(), words.ends.end(), ends.mutable_data());
-  uint64_t* g = grams.mutable_data();
+  out.grams.resize(m);
+  uint64_t* g = out.grams.data();
   uint64_t top = 1;  // P^(k-1)
   for (int i = 1; i < k; ++i) top *= kGramMul;
   uint64_t roll = 0;
@@ -104,7 +108,6 @@ py::tuple passage_features(const py::str& text, int k, int w) {
   }
   // Winnowing with a monotone deque: indices of increasing hashes; the front is the window's
   // rightmost minimum (a later equal hash pushes out earlier ones).
-  std::vector<uint32_t> selected;
   std::deque<size_t> dq;
   const size_t win = static_cast<size_t>(w);
   size_t last = static_cast<size_t>(-1);
@@ -112,24 +115,75 @@ py::tuple passage_features(const py::str& text, int k, int w) {
     while (!dq.empty() && g[dq.back()] >= g[j]) dq.pop_back();
     dq.push_back(j);
     if (dq.front() + win <= j) dq.pop_front();
-    if (j + 1 >= win || j + 1 == m) {
-      if (dq.front() != last) {
-        last = dq.front();
-        selected.push_back(static_cast<uint32_t>(last));
-      }
+    if ((j + 1 >= win || j + 1 == m) && dq.front() != last) {
+      last = dq.front();
+      out.selected.push_back(static_cast<uint32_t>(last));
     }
   }
-  py::array_t<uint32_t> sel(selected.size());
-  std::copy(selected.begin(), selected.end(), sel.mutable_data());
+}
+
+template <typename T>
+py::array_t<T> array_of(const std::vector<T>& v) {
+  py::array_t<T> a(v.size());
+  std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+
+// (word starts, word ends, k-gram hashes, selected k-gram indices, word nibbles) of a str.
+py::tuple passage_features(const py::str& text, int k, int w) {
+  Fingerprints f;
+  fingerprint(text, k, w, f);
+  const size_t nw = f.words.starts.size();
   py::array_t<uint8_t> nibbles(nw);  // the top 4 bits of each word's T: edges are found word by word
   uint8_t* nb = nibbles.mutable_data();
-  for (size_t i = 0; i < nw; ++i) nb[i] = static_cast<uint8_t>(words.hashes[i] >> 60);
-  return py::make_tuple(starts, ends, grams, sel, nibbles);
+  for (size_t i = 0; i < nw; ++i) nb[i] = static_cast<uint8_t>(f.words.hashes[i] >> 60);
+  return py::make_tuple(array_of(f.words.starts), array_of(f.words.ends), array_of(f.grams), array_of(f.selected),
+                        nibbles);
+}
+
+template <typename T>
+void put_le(std::string& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xFF));
+}
+
+// The passage blob, format version 1 (neardup.domain.fingerprints documents it); b"" below k words.
+py::bytes passage_blob(const py::str& text, int k, int w) {
+  Fingerprints f;
+  {
+    fingerprint(text, k, w, f);
+  }
+  const auto& sel = f.selected;
+  if (sel.empty()) return py::bytes();
+  const size_t m = sel.size(), nw = f.words.starts.size();
+  std::string out;
+  out.reserve(9 + 15 * m + (nw + 1) / 2);
+  out.push_back(1);
+  put_le<uint32_t>(out, static_cast<uint32_t>(nw));
+  put_le<uint32_t>(out, static_cast<uint32_t>(m));
+  for (uint32_t j : sel) put_le<uint64_t>(out, f.grams[j]);
+  uint32_t previous = 0;
+  for (uint32_t j : sel) {
+    out.push_back(static_cast<char>(j - previous));  // winnowing keeps steps <= w <= 255
+    previous = j;
+  }
+  for (uint32_t j : sel) put_le<uint32_t>(out, f.words.starts[j]);
+  for (uint32_t j : sel) {
+    const uint32_t length = f.words.ends[j + k - 1] - f.words.starts[j];
+    put_le<uint16_t>(out, static_cast<uint16_t>(std::min<uint32_t>(length, 65535)));
+  }
+  for (size_t i = 0; i < nw; i += 2) {
+    const uint8_t lo = static_cast<uint8_t>(f.words.hashes[i] >> 60);
+    const uint8_t hi = i + 1 < nw ? static_cast<uint8_t>(f.words.hashes[i + 1] >> 60) : 0;
+    out.push_back(static_cast<char>(lo | (hi << 4)));
+  }
+  return py::bytes(out);
 }
 
 }  // namespace
 
 void register_passages(py::module_& m) {
+  m.def("passage_blob", &passage_blob, py::arg("text"), py::arg("k"), py::arg("w"),
+        "the passage blob (format version 1) of a str; b'' below k words");
   m.def("passage_features", &passage_features, py::arg("text"), py::arg("k"), py::arg("w"),
         "(word starts, word ends, k-gram hashes, winnowed k-gram indices, word nibbles) of a str; offsets in code points");
 }

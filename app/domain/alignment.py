@@ -93,19 +93,14 @@ class QueryIndex:
 
 def _gap_agrees(qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], c: Chain, q: int, s: int) -> bool:
     """Whether the words between the chain's last hit and the hit (q, s), in neither k-gram, agree
-    enough for both hits to be one passage: at least GAP_AGREEMENT of them on the diagonal of one hit
-    or the other (one word inserted or dropped in the gap moves it). Two hits of a template repeated in
-    both texts (a changelog's "https github com ... pull") have unrelated words between them."""
-    first, last = c.q1 + K, q - 1
-    if last < first:
+    enough for both hits to be one passage: at least GAP_AGREEMENT of them, walked from the last hit
+    (following words inserted or dropped). Two hits of a template repeated in both texts (a changelog's
+    "https github com ... pull") have unrelated words between them."""
+    words = q - (c.q1 + K)
+    if words <= 0:
         return True
-    words = np.arange(first, last + 1)
-    agree = np.zeros(len(words), bool)
-    for dq, ds in ((c.q1, c.s1), (q, s)):
-        at = words - dq + ds
-        ok = (at >= 0) & (at < len(sn))
-        agree[ok] |= qn[words[ok]] == sn[at[ok]]
-    return bool(agree.mean() >= GAP_AGREEMENT)
+    agree, _ = _walk(qn, sn, c.q1 + K - 1, c.s1 + K - 1, 1, words, 0)
+    return agree >= GAP_AGREEMENT * words
 
 
 def _chains(index: QueryIndex, src: Source) -> list[Chain]:
@@ -138,31 +133,49 @@ def _chains(index: QueryIndex, src: Source) -> list[Chain]:
     return done + active
 
 
-def _agreeing(qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], q: int, s: int, step: int) -> int:
-    """How many words past q (text) and s (source), in direction ``step``, the span extends over: while
-    the words agree, and past a differing word (a substitution) only where two agree in a row after
-    it; STOP_AFTER differing words in a row end the walk."""
-    best = misses = run = i = 0
+def _walk(
+    qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], q: int, s: int, step: int, limit: int, stop: int
+) -> tuple[int, int]:
+    """Walk the words past q (text) and s (source) in direction ``step``, at most ``limit`` of them
+    (0: no limit), following a word inserted or dropped (this word and the next agree one word off);
+    stop after ``stop`` differing words in a row (0: never). Returns (words that agree, how far the
+    span extends: up to the last word that agrees, past a differing word only where two agree in a
+    row after it)."""
+    agree = best = misses = run = i = shift = 0
     contiguous = True
-    while misses < STOP_AFTER:
+    nq, ns = len(qn), len(sn)
+    while not limit or i < limit:
         i += 1
-        qi, si = q + step * i, s + step * i
-        if not (0 <= qi < len(qn) and 0 <= si < len(sn)):
+        qi, si = q + step * i, s + step * (i + shift)
+        if not (0 <= qi < nq and 0 <= si < ns):
             break
+        if qn[qi] != sn[si] and 0 <= qi + step < nq:
+            for d in (1, -1):
+                sj = si + step * d
+                if (
+                    0 <= sj < ns
+                    and 0 <= sj + step < ns
+                    and qn[qi] == sn[sj]
+                    and qn[qi + step] == sn[sj + step]
+                ):
+                    shift, si = shift + d, sj
+                    break
         if qn[qi] == sn[si]:
-            misses, run = 0, run + 1
+            agree, misses, run = agree + 1, 0, run + 1
             if contiguous or run >= 2:
                 best = i
         else:
             misses, run, contiguous = misses + 1, 0, False
-    return best
+            if stop and misses >= stop:
+                break
+    return agree, best
 
 
 def _extend(c: Chain, index: QueryIndex, src: Source) -> Aligned:
     f = index.features
-    back = _agreeing(f.nibbles, src.nibbles, c.q0, c.s0, -1)
+    _, back = _walk(f.nibbles, src.nibbles, c.q0, c.s0, -1, 0, STOP_AFTER)
     q_last = c.q1 + K - 1
-    ahead = _agreeing(f.nibbles, src.nibbles, q_last, c.s1 + K - 1, 1)
+    _, ahead = _walk(f.nibbles, src.nibbles, q_last, c.s1 + K - 1, 1, 0, STOP_AFTER)
     qa, qz = c.q0 - back, q_last + ahead
     start, end = int(f.starts[qa]), int(f.ends[qz])
     # In the source the extension's words are the text's. Between words: the text's own characters

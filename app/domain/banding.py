@@ -45,7 +45,7 @@ def sketch_texts(params: CollectionParams, texts: Sequence[str], threads: int = 
         threads=threads,
     )
     empty = sketch.is_empty(signatures)
-    passages = tuple(fingerprints.pack(fingerprints.features(t)) for t in texts) if params.passages else ()
+    passages = tuple(fingerprints.blob(t) for t in texts) if params.passages else ()
     return Sketches(signatures, sketch.band_keys(signatures, params.bands, params.rows), empty, passages)
 
 

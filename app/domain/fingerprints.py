@@ -69,6 +69,12 @@ def key_bytes(keys: U64) -> bytes:
     return keys.astype("<u8").tobytes()
 
 
+def blob(text: str) -> bytes:
+    """The passage blob of a text, straight from the native core (the same bytes as
+    ``pack(features(text))``; b"": fewer than K words, nothing to index)."""
+    return bytes(_native.passage_blob(text, K, W))
+
+
 def pack(f: Features) -> bytes:
     """The passage blob of a document (b"": fewer than K words, nothing to index)."""
     sel = f.selected
