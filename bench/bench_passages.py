@@ -194,14 +194,16 @@ def main() -> None:
     finally:
         service.close()
     result["comparison"] = compare(compared.texts, compare_texts, compare_replies, index_of, ours_s)
-    latencies.sort()
     words = [len(pl.word_spans(t.text)) for t in texts]
+    slowest = max(range(len(latencies)), key=latencies.__getitem__)
+    latencies.sort()
     result["latency_ms"] = {
         "texts": len(texts),
         "mean_words": round(sum(words) / len(words)),
         "p50": round(bs.percentile(latencies, 50) * 1e3, 2),
         "p99": round(bs.percentile(latencies, 99) * 1e3, 2),
         "max": round(latencies[-1] * 1e3, 2),
+        "slowest_text": {"words": words[slowest], "sources": len(replies[slowest]["sources"])},
     }
     result.update(score_all(texts, replies, stored.texts, index_of))
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -22,11 +22,14 @@ match of one k-gram (a common phrase) extends by no more than chance and stays b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from neardup.domain.fingerprints import Features, K, Source, W
+
+T = TypeVar("T")
 
 #: Most words between consecutive hits of one passage, in either text.
 GAP = 3 * W
@@ -37,6 +40,9 @@ DRIFT = 8
 MAX_REPEATS = 8
 #: Share of the words between two hits that must agree (4-bit word hashes) to chain them.
 GAP_AGREEMENT = 0.5
+#: Chains a hit may join, tried nearest first; chains kept open at once (the oldest close first).
+TRIES = 3
+MAX_ACTIVE = 64
 #: Differing words in a row that end the word-by-word extension of an edge.
 STOP_AFTER = 2
 
@@ -116,16 +122,17 @@ def _chains(index: QueryIndex, src: Source) -> list[Chain]:
         if active and q - active[0].q1 > GAP:
             done += [c for c in active if q - c.q1 > GAP]
             active = [c for c in active if q - c.q1 <= GAP]
-        best: Chain | None = None
-        best_cost = 0
-        for c in active:
-            dq, ds = q - c.q1, s - c.s1
-            if dq > 0 and 0 < ds <= GAP and abs(dq - ds) <= DRIFT:
-                cost = dq + abs(dq - ds)
-                if (best is None or cost < best_cost) and _gap_agrees(qn, sn, c, q, s):
-                    best, best_cost = c, cost
+        reachable = sorted(
+            (dq + abs(dq - ds), k)
+            for k, c in enumerate(active)
+            if (dq := q - c.q1) > 0 and 0 < (ds := s - c.s1) <= GAP and abs(dq - ds) <= DRIFT
+        )
+        # the nearest chains first, and at most TRIES of them walked (repetitive texts have many)
+        best = next((active[k] for _, k in reachable[:TRIES] if _gap_agrees(qn, sn, active[k], q, s)), None)
         if best is None:
             active.append(Chain(q, s, e, q, s, e, {e}))
+            if len(active) > MAX_ACTIVE:
+                done.append(active.pop(0))
         else:
             best.q1, best.s1, best.e1 = q, s, e
             best.entries.add(e)
@@ -213,6 +220,34 @@ def align(index: QueryIndex, src: Source, min_words: int, common: set[int] | Non
             continue
         kept.append(a)
     return sorted(kept, key=lambda a: a.first_word)
+
+
+#: A span is dropped where a span of another source covers at least half of it with this many times
+#: its hits: a template line or a shared fragment of the passage, beside the document it was copied
+#: from (documents holding the same passage, near-equal evidence, are all kept).
+OVERSHADOW = 2.0
+
+
+def drop_overshadowed(found: list[tuple[T, list[Aligned]]]) -> list[tuple[T, list[Aligned]]]:
+    """Per source (any payload ``T``) its spans, without those another source's spans overshadow;
+    sources left without a span are dropped."""
+    every = [(i, a) for i, (_, spans) in enumerate(found) for a in spans]
+    out: list[tuple[T, list[Aligned]]] = []
+    for i, (payload, spans) in enumerate(found):
+        kept = [
+            a
+            for a in spans
+            if not any(
+                j != i
+                and b.hits >= OVERSHADOW * a.hits
+                and 2 * (min(a.span.end, b.span.end) - max(a.span.start, b.span.start))
+                >= a.span.end - a.span.start
+                for j, b in every
+            )
+        ]
+        if kept:
+            out.append((payload, kept))
+    return out
 
 
 def containment(index: QueryIndex, spans: list[Aligned]) -> float:

@@ -81,14 +81,16 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
     query = alignment.QueryIndex(f)
     common = set(np.frombuffer(reply.common, "<u8").tolist())
-    found: list[PassageSource] = []
-    spans: list[alignment.Span] = []
+    candidates: list[tuple[bytes, list[alignment.Aligned]]] = []
     for _, blob, record in reply.sources:
         if not blob or not record or records.inserted_ms(record) < oldest:
             continue
         aligned = alignment.align(query, fingerprints.unpack(blob), min_words, common)
-        if not aligned:
-            continue
+        if aligned:
+            candidates.append((record, aligned))
+    found: list[PassageSource] = []
+    spans: list[alignment.Span] = []
+    for record, aligned in alignment.drop_overshadowed(candidates):
         stored_id, _, metadata = records.unpack(record)
         found.append(
             PassageSource(
