@@ -107,7 +107,7 @@ async def query(ctx: CollectionCtx, body: QueryRequest) -> Response:
 @router.post(
     "/passages",
     response_model=PassagesResultOut,
-    responses=error_responses(401, 404, 413, 422, 503),
+    responses=error_responses(401, 404, 409, 413, 422, 503),
     openapi_extra=READ,
     summary="Find stored texts that contain passages of a text",
 )
@@ -115,7 +115,8 @@ async def passages(ctx: CollectionCtx, body: PassagesRequest) -> Response:
     """Read-only, in a collection created with `"passages": true`: the stored documents that contain
     passages of `text` (copied, or lightly edited), best first, at most `limit`, each with its
     `containment` and the passages as code point offsets in both texts (`end` exclusive); `coverage` is
-    the share of the text inside any passage. Passages shorter than `min_words` words are left out."""
+    the share of the text inside any passage. Passages shorter than `min_words` words are left out. A
+    collection created without passages answers 409."""
     ctx.limits.check_document(("body",), None, body.text, None)
     ctx.limits.check_query_limit(body.limit)
     result = await ctx.service.passages(ctx.name, body.text, limit=body.limit, min_words=body.min_words)

@@ -366,8 +366,8 @@ class Index:
         self, name: str, text: str, *, limit: int = 10, min_words: int | None = None
     ) -> PassageResult:
         """Read-only: the stored documents that contain passages of ``text``, best first, at most
-        ``limit``, with the spans (``min_words`` words or more) in both texts. Raises InvalidInput
-        (also where the collection was created without passages), CollectionNotFound."""
+        ``limit``, with the spans (``min_words`` words or more) in both texts. Raises InvalidInput,
+        CollectionConflict (the collection was created without passages), CollectionNotFound."""
         if not isinstance(text, str):
             raise InvalidInput("text must be a string")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

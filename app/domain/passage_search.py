@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from neardup.domain import alignment, fingerprints
-from neardup.domain.errors import InvalidInput, StoreUnavailable
+from neardup.domain.errors import CollectionConflict, StoreUnavailable
 from neardup.domain.models import Metadata
 from neardup.storage import records
 from neardup.storage.errors import GenerationChanged
@@ -54,7 +54,7 @@ class PassageResult:
 async def search_passages(index: Index, name: str, text: str, limit: int, min_words: int) -> PassageResult:
     collection = await index._collection(name)
     if not collection.params.passages:
-        raise InvalidInput(
+        raise CollectionConflict(
             f'collection {name!r} was created without passages: create one with "passages": true '
             "and store the documents there"
         )
@@ -68,7 +68,7 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
     for attempt in range(_ATTEMPTS):
         collection = await index._collection(name, refresh=attempt > 0)
         if not collection.params.passages:
-            raise InvalidInput(f"collection {name!r} was created without passages")
+            raise CollectionConflict(f"collection {name!r} was created without passages")
         try:
             async with index._storage(name):
                 reply = await index._store.passages(collection.keys, wanted, MAX_SOURCES, COMMON_AT)

@@ -40,4 +40,4 @@ async def test_passages_are_created_or_refused_with_a_clear_4xx(
 async def test_plain_collections_report_passages_off(client: httpx.AsyncClient) -> None:
     assert (await client.post("/v1/collections", json={"name": "plain"})).json()["passages"] is False
     refused = await client.post("/v1/collections/plain/passages", json={"text": "x"})
-    assert refused.status_code == 422 and "without passages" in refused.json()["message"]
+    assert refused.status_code == 409 and "without passages" in refused.json()["message"]

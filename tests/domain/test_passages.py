@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from neardup.domain import CollectionParams, Document, Index, InvalidInput, InvalidParameters
+from neardup.domain import (
+    CollectionConflict,
+    CollectionParams,
+    Document,
+    Index,
+    InvalidInput,
+    InvalidParameters,
+)
 from neardup.domain.fingerprints import GUARANTEE_WORDS
 from neardup.storage import EmbeddedValkey, RedisStore, Store
 from tests.conftest import StoreTarget
@@ -192,7 +199,7 @@ async def test_expired_documents_lose_their_passages(standalone_store: RedisStor
 async def test_collections_without_passages_refuse_the_search(standalone_store: RedisStore) -> None:
     index = Index(standalone_store)
     await index.create_collection(CollectionParams.create("plain"))
-    with pytest.raises(InvalidInput, match="without passages"):
+    with pytest.raises(CollectionConflict, match="without passages"):
         await index.passages("plain", "some text")
     with pytest.raises(InvalidInput, match="min_words"):
         await index.passages("plain", "x", min_words=0)

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from neardup.client import Client, InvalidRequest
+from neardup.client import Client, Conflict
 from tests.e2e.conftest import Service, neardup_command
 from tests.e2e.test_flows import BREAD, LIGHTHOUSE
 
@@ -68,7 +68,7 @@ def test_bad_requests_are_4xx(service: Service, client: Client) -> None:
     client.create_collection("plain")
     with httpx.Client(base_url=service.url, timeout=10.0) as http:
         reply = http.post("/v1/collections/plain/passages", json={"text": BREAD})
-        assert reply.status_code == 422 and "without passages" in reply.json()["message"]
+        assert reply.status_code == 409 and "without passages" in reply.json()["message"]
         for body in ({"text": BREAD, "min_words": 0}, {"text": 5}, {"text": "x", "limit": 0}, {}):
             assert http.post("/v1/collections/sources/passages", json=body).status_code == 422
         assert http.post("/v1/collections/nope/passages", json={"text": "x"}).status_code == 404
@@ -76,7 +76,7 @@ def test_bad_requests_are_4xx(service: Service, client: Client) -> None:
             "coverage": 0.0,
             "sources": [],
         }
-    with pytest.raises(InvalidRequest, match="without passages"):
+    with pytest.raises(Conflict, match="without passages"):
         client.passages("plain", BREAD)
 
 
