@@ -6,6 +6,8 @@ Run with ``neardup serve`` (see ``neardup.cli``) or ``uvicorn --factory neardup.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -55,6 +57,27 @@ class DefaultCollection:
         self.ready = True
 
 
+#: Seconds between two sweeps of dropped generations (Index.sweep_dropped); the first runs at start.
+SWEEP_INTERVAL = 60.0
+
+
+async def sweep_dropped_forever(index: Index, stop: asyncio.Event, interval: float = SWEEP_INTERVAL) -> None:
+    """Finish drops that died half way, now and then every ``interval`` seconds, until ``stop`` is set.
+    A store that is down is tried again next time. Stopped by the event, not cancelled: a store call
+    cancelled half way can swallow the cancellation (the redis client's own timeouts), and the task
+    would then sleep on."""
+    while not stop.is_set():
+        try:
+            finished = await index.sweep_dropped()
+        except StoreUnavailable as exc:
+            log.warning("could not sweep dropped collections: %s", exc.message)
+        else:
+            if finished:
+                log.info("finished %d dropped collection generation(s) left half-deleted", finished)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+
+
 def default_params(settings: Settings) -> CollectionParams:
     return CollectionParams.create(
         "default",
@@ -82,7 +105,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.info("embedded valkey on %s, data in %s", url, settings.data_dir)
         store: Store
         if settings.redis_cluster:
-            store = ClusterStore.from_url(url, timeout=settings.store_timeout)
+            store = ClusterStore.from_url(
+                url, timeout=settings.store_timeout, min_replicas=settings.min_replicas
+            )
         else:
             store = RedisStore.from_url(url, timeout=settings.store_timeout)
         index = Index(store, observer=metrics)
@@ -96,9 +121,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # service).
         gc.collect()
         gc.freeze()
+        stop_sweeping = asyncio.Event()
+        sweeper = asyncio.create_task(sweep_dropped_forever(index, stop_sweeping))
         try:
             yield
         finally:
+            # A sweep under way ends within its store deadline; one that does not is left behind.
+            stop_sweeping.set()
+            await asyncio.wait({sweeper}, timeout=settings.store_timeout * 10)
             await store.close()
             if embedded is not None:
                 embedded.stop()

@@ -34,6 +34,15 @@ class Settings(BaseSettings):
         description="redis_url names one node of a Redis Cluster: use the cluster client (keys spread "
         "over all shards, see the README)",
     )
+    min_replicas: int = Field(
+        default=0,
+        ge=0,
+        le=16,
+        description="(Redis Cluster) replicas that must have applied every write an answer depends on "
+        "(WAIT after each write, at most half of store_timeout): with N > 0 a write fewer replicas "
+        "confirm is a 503 and counts as not done, so a failover to a confirming replica loses nothing "
+        "acknowledged; 0 replicates asynchronously (see the README for the cost)",
+    )
     data_dir: Path = Field(
         default=Path("neardup-data"),
         description="directory of the embedded Valkey's append-only file (unused with redis_url)",
@@ -129,6 +138,8 @@ class Settings(BaseSettings):
             raise ValueError(
                 "redis_cluster needs redis_url: the redis:// or rediss:// URL of any node of the cluster"
             )
+        if self.min_replicas and not self.redis_cluster:
+            raise ValueError("min_replicas needs redis_cluster=true: it is the cluster store's setting")
         if not self.redis_cluster and self.redis_url is not None and "," in self.redis_url:
             raise ValueError(
                 "a comma-separated list of seed nodes in redis_url needs redis_cluster=true "

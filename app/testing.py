@@ -19,6 +19,10 @@ from neardup.storage.embedded import EmbeddedValkey
 __all__ = ["LocalCluster", "find_cluster_ports"]
 
 
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _port_pair_free(port: int, host: str = "127.0.0.1") -> bool:
     # A cluster node also listens on its bus port, port + 10000: both must be free.
     for candidate in (port, port + 10000):
@@ -43,13 +47,29 @@ def find_cluster_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 
 class LocalCluster:
-    """A Redis Cluster of ``nodes`` valkey-server primaries on 127.0.0.1 (no replicas), formed with
-    CLUSTER ADDSLOTSRANGE and CLUSTER MEET: for tests and benchmarks, never for production data.
-    ``start()`` returns a seed URL; ``urls`` names every node; ``stop()`` stops them all."""
+    """A Redis Cluster of ``nodes`` valkey-server primaries on 127.0.0.1, each with ``replicas``
+    replicas (none by default), formed with CLUSTER ADDSLOTSRANGE, CLUSTER MEET and CLUSTER
+    REPLICATE: for tests and benchmarks, never for production data. Every node has the append-only
+    file with ``appendfsync always``; ``extra_config`` is added to every node's. ``start()`` returns a
+    seed URL; ``nodes`` lists the primaries first, then the replicas (``nodes[size + j]`` replicates
+    ``nodes[j % size]`` when formed; a failover changes roles, not this list); ``urls`` names every
+    node; ``stop()`` stops them all."""
 
-    def __init__(self, data_dir: str | os.PathLike[str], nodes: int = 3) -> None:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        nodes: int = 3,
+        *,
+        replicas: int = 0,
+        extra_config: dict[str, str] | None = None,
+        module: bool = True,
+    ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.size = nodes
+        self.replicas = replicas
+        self.extra_config = dict(extra_config or {})
+        #: whether the nodes load neardup's module (as the embedded server does), or use the Lua loops
+        self.module = module
         self.nodes: list[EmbeddedValkey] = []
 
     @property
@@ -64,17 +84,21 @@ class LocalCluster:
         if self.nodes and all(node.running for node in self.nodes):
             return self.url
         self.stop()
-        ports = find_cluster_ports(self.size)
+        total = self.size * (1 + self.replicas)
+        ports = find_cluster_ports(total)
         try:
             for i, port in enumerate(ports):
                 node = EmbeddedValkey(
                     self.data_dir / f"node{i}",
                     port=port,
+                    module=self.module,
                     extra_config={
                         "cluster-enabled": "yes",
                         "cluster-config-file": "nodes.conf",
                         "cluster-node-timeout": "2000",
                         "cluster-require-full-coverage": "yes",
+                        "repl-diskless-sync-delay": "0",
+                        **self.extra_config,
                     },
                 )
                 self.nodes.append(node)
@@ -89,13 +113,25 @@ class LocalCluster:
         clients = [redis.Redis(host=n.host, port=n.port, socket_timeout=5.0) for n in self.nodes]
         try:
             per = 16384 // self.size
-            for i, client in enumerate(clients):
+            for i, client in enumerate(clients[: self.size]):
                 last = 16383 if i == self.size - 1 else (i + 1) * per - 1
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, last)  # type: ignore[no-untyped-call]
             for client in clients[1:]:
                 client.execute_command(  # type: ignore[no-untyped-call]
                     "CLUSTER", "MEET", self.nodes[0].host, self.nodes[0].port
                 )
+            if self.replicas:
+                ids = [_text(c.execute_command("CLUSTER", "MYID")) for c in clients[: self.size]]  # type: ignore[no-untyped-call]
+                deadline = time.monotonic() + timeout
+                for j, client in enumerate(clients[self.size :]):
+                    while True:  # the replica must have learned of its primary (gossip) first
+                        try:
+                            client.execute_command("CLUSTER", "REPLICATE", ids[j % self.size])  # type: ignore[no-untyped-call]
+                            break
+                        except redis.ResponseError:
+                            if time.monotonic() > deadline:
+                                raise
+                            time.sleep(0.05)
         finally:
             for client in clients:
                 client.close()
@@ -116,8 +152,13 @@ class LocalCluster:
                 except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
                     infos = []
                 texts = [i.decode() if isinstance(i, bytes) else str(i) for i in infos]
-                if texts and all(
-                    "cluster_state:ok" in t and f"cluster_known_nodes:{self.size}" in t for t in texts
+                if (
+                    texts
+                    and all(
+                        "cluster_state:ok" in t and f"cluster_known_nodes:{len(self.nodes)}" in t
+                        for t in texts
+                    )
+                    and self._replicas_linked(clients)
                 ):
                     return
                 time.sleep(0.05)
@@ -125,6 +166,16 @@ class LocalCluster:
         finally:
             for client in clients:
                 client.close()
+
+    def _replicas_linked(self, clients: list[redis.Redis]) -> bool:
+        """Every node that is a replica has its link to its primary up (its first sync done)."""
+        if not self.replicas:
+            return True
+        try:
+            infos = [client.info("replication") for client in clients]
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+            return False
+        return all(i.get("role") != "slave" or i.get("master_link_status") == "up" for i in infos)
 
     def stop(self) -> None:
         for node in self.nodes:

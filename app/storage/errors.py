@@ -9,6 +9,8 @@ StoreError
 
 from __future__ import annotations
 
+import re
+
 
 class StoreError(Exception):
     pass
@@ -28,6 +30,12 @@ class GenerationChanged(StoreError):
 
 class OrdinalsExhausted(StoreError):
     """Permanent: no write to the collection can succeed again (retrying does not help)."""
+
+    @property
+    def last(self) -> int | None:
+        """The collection's last ordinal, as the script named it ("... exhausted (last N)")."""
+        found = re.search(r"\(last (\d+)\)", str(self))
+        return int(found.group(1)) if found else None
 
 
 #: The error the scripts answer when a write would need an ordinal past the last one.

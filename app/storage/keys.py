@@ -5,8 +5,10 @@ Layout of a collection ``c`` created with generation ``g`` (a random token, so a
 created again never meets the old one's keys while they are being unlinked)::
 
     nd:collections          hash  name -> parameters JSON (with "gen")         the registry, tiny
-    nd:{c}:state            hash  gen, seq, docs, bL bS bN, iL iS iN           one slot per collection
-    nd:c:g:b:<n>            hash  band key (8 raw bytes) -> ordinals (4 bytes each, big-endian)
+    nd:dropped              hash  "<name>:<gen>" -> shape and time of a dropped generation not yet
+                                  swept (DROPPED below)
+    nd:{c}:state            hash  gen, seq, docs, ow, bL bS bN, iL iS iN       one slot per collection
+    nd:c:g:b:<n>            hash  band key (8 raw bytes) -> ordinals (ow bytes each, big-endian)
     nd:c:g:i:<n>            hash  document id -> ordinal
     nd:c:g:s:<ord // 120>   hash  ord % 120 -> signature (4 * num_perm raw bytes)
     nd:c:g:d:<ord // 120>   hash  ord % 120 -> record "<inserted_ms>:<id bytes>:<id><metadata JSON>"
@@ -14,7 +16,7 @@ created again never meets the old one's keys while they are being unlinked)::
 With passages on (a collection created with ``passages: true``; docs/design.md, "Passages")::
 
     nd:{c}:state            hash  ... pL pS pN                                  passage index shape
-    nd:c:g:f:<n>            hash  fingerprint key (8 raw bytes) -> ordinals (4 bytes each, big-endian),
+    nd:c:g:f:<n>            hash  fingerprint key (8 raw bytes) -> ordinals (ow bytes each, big-endian),
                                   at most POSTING_CAP; grouped by linear hashing like the band table
     nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (format version 1, neardup.domain.fingerprints)
 
@@ -27,20 +29,23 @@ The band table is written by check.lua's band step: in Lua (``scripts/_bands_lua
 both follow this layout byte for byte.
 
 Ordinals: each insertion takes the next number of ``seq``; it names the document inside the band
-table (4 bytes instead of the id, 16 times per document) and is also its first-seen *stamp* on a
-standalone server, where one script per batch does append + stamp + read atomically.
+table (``ow`` bytes instead of the id, 16 times per document) and is also its first-seen *stamp* on a
+standalone server, where one script per batch does append + stamp + read atomically. ``ow``, the
+ordinal width, is fixed when the collection is created and kept in its state: 5 bytes (2^40 - 1
+insertions: 3.5 years at 10,000 a second) since layout 2; a state without it was written by layout 1,
+whose ordinals are 4 bytes (2^32 - 1 insertions), and such a collection keeps them.
 
 On a Redis Cluster (app/storage/cluster.py) only the per-collection state carries a hash tag, so the
 scripts that take ordinals and stamps see it on one slot; every data key (band, id, signature and
 record groups) has no tag and spreads over all shards::
 
     nd:{c}:state            hash  gen, seq (ordinals reserved), top (last stamp), docs, low, ttl, maxd,
-                                  bG, iG (fixed group counts on a cluster)
+                                  ow, bG, iG (fixed group counts on a cluster)
     nd:{c}:pending          hash  ordinal -> ms it was reserved: appended, not stamped yet (in flight)
     nd:{c}:late             hash  ordinal -> stamp, only for ordinals stamped out of order
 
 A cluster check appends its *ordinal* first, then stamps it. Stamps are issued in increasing order;
-an ordinal stamped after every smaller one gets the implicit stamp ``ordinal * STAMP_SCALE``, any
+an ordinal stamped after every smaller one gets the implicit stamp ``ordinal * stamp_scale(ow)``, any
 other gets ``top + 1`` recorded in ``late``. So ``late`` only holds the few that raced.
 
 Bounded growth: ``low`` is the ordinal below which everything has been reclaimed; expired (``ttl``,
@@ -66,6 +71,20 @@ from collections.abc import Iterator
 
 NAMESPACE = "nd"
 REGISTRY = f"{NAMESPACE}:collections"
+#: Generations dropped and not yet swept: "<name>:<gen>" -> "<seq>:<band groups>:<id groups>:<ms>" (the
+#: shape names its data keys; ms: when it was dropped, the store's clock). Written with the drop, removed
+#: once every data key of the generation is unlinked, so a drop interrupted half way (a killed service,
+#: a store that went away) is finished by the next sweep instead of leaking the rest for ever.
+DROPPED = f"{NAMESPACE}:dropped"
+
+
+def dropped_entry(name: str, gen: str) -> str:
+    return f"{name}:{gen}"  # names and generations hold no ':'
+
+
+def dropped_shape(seq: int, band_groups: int, id_groups: int, ms: int) -> str:
+    return f"{seq}:{band_groups}:{id_groups}:{ms}"
+
 
 #: Most ordinals one band bucket keeps. A bucket that full (a band key that hundreds of documents share:
 #: a site's template, boilerplate, a page copied thousands of times) takes no more appends, so reading
@@ -82,9 +101,22 @@ ID_GROUP_TARGET = 64
 SIG_GROUP = 120
 #: Records per hash (also under the default hash-max-listpack-entries of 128).
 DOC_GROUP = 120
-#: Bytes of one ordinal inside a band value: 2^32 insertions per collection.
-ORDINAL_BYTES = 4
-MAX_ORDINAL = 2**32 - 1
+#: Bytes of one ordinal inside a band value, for collections created now: 2^40 - 1 insertions.
+ORDINAL_WIDTH = 5
+#: The width of a collection whose state has no ``ow`` (created by layout 1).
+LEGACY_ORDINAL_WIDTH = 4
+
+
+def max_ordinal(width: int) -> int:
+    """The last ordinal a collection of this ordinal width hands out."""
+    return int(2 ** (8 * width)) - 1
+
+
+def stamp_scale(width: int) -> int:
+    """Cluster: the implicit stamp of an ordinal stamped in order is ordinal * this. Every stamp must stay
+    exact in a Lua double (below 2^53), and the gap between two ordinals' stamps is room for ordinals
+    stamped late (``top + 1``): 2^20 for 4-byte ordinals, 2^12 for 5-byte ones (2^52 at the last)."""
+    return 2**20 if width == LEGACY_ORDINAL_WIDTH else 2**12
 
 
 #: Passages: target keys per index group, most ordinals one posting keeps, blobs per hash. The Lua
@@ -94,8 +126,6 @@ POSTING_CAP = 64
 PASSAGE_GROUP = 120
 
 
-#: Implicit stamp of an ordinal stamped in order: ordinal * 2^20 (exact in a Lua double below 2^53).
-STAMP_SCALE = 2**20
 #: Fixed group counts of a collection's band and id tables on a cluster when no capacity sizes
 #: them: 2^14 band groups hold ~250,000 documents at 16 bands before groups pass 256 fields.
 CLUSTER_BAND_GROUPS = 2**14

@@ -28,6 +28,9 @@ from neardup.storage.scripts import Scripts
 Mode = Literal["insert", "put", "read", "restore"]
 #: Keys per UNLINK when a dropped collection's data is deleted.
 _UNLINK_CHUNK = 1000
+#: A dropped generation is swept by others only this long after its drop (ms): until then the drop
+#: itself is still unlinking it (on a cluster, checks that were in flight may still write to it).
+DROP_SWEEP_AGE_MS = 120_000
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,7 @@ class Store(Protocol):
     async def get_collection(self, name: str) -> tuple[bytes, int] | None: ...
     async def list_collections(self) -> list[tuple[bytes, int]]: ...
     async def drop_collection(self, name: str) -> bool: ...
+    async def sweep_dropped(self) -> int: ...
     async def check(
         self, k: keys.CollectionKeys, mode: Mode, batch: CheckBatch, *, max_candidates: int
     ) -> CheckReply | NeedOldBands: ...
@@ -251,7 +255,16 @@ class RedisStore:
         reply = await self._call(
             "create_collection",
             [keys.REGISTRY, keys.state(name)],
-            [name, params_json, gen, ttl_ms, max_documents, *shape, "1" if passages else "0"],
+            [
+                name,
+                params_json,
+                gen,
+                ttl_ms,
+                max_documents,
+                *shape,
+                keys.ORDINAL_WIDTH,
+                "1" if passages else "0",
+            ],
         )
         return None if reply[0] == b"created" else bytes(reply[1])
 
@@ -276,7 +289,7 @@ class RedisStore:
 
     async def drop_collection(self, name: str) -> bool:
         """Unregister and delete everything of the collection; False if it did not exist."""
-        reply = await self._call("drop_collection", [keys.REGISTRY, keys.state(name)], [name])
+        reply = await self._call("drop_collection", [keys.REGISTRY, keys.state(name), keys.DROPPED], [name])
         if reply[0] == b"absent":
             return False
         gen, seq, band_groups, id_groups = reply[1].decode(), int(reply[2]), int(reply[3]), int(reply[4])
@@ -286,7 +299,28 @@ class RedisStore:
                 await self._unlink_generation(
                     keys.CollectionKeys(name, gen), seq, band_groups, id_groups, passage_groups
                 )
+                await self._client.hdel(keys.DROPPED, keys.dropped_entry(name, gen))
         return True
+
+    async def sweep_dropped(self, *, min_age_ms: int = DROP_SWEEP_AGE_MS) -> int:
+        """Finish dropped generations whose data keys were not all unlinked (the dropping process died,
+        or the store went away, half way): unlink what is left and forget them. Entries younger than
+        ``min_age_ms`` are left to the drop that is still unlinking them. Returns how many it finished."""
+        async with self._guard():
+            entries: dict[Any, Any] = await self._client.hgetall(keys.DROPPED)
+            seconds, micros = await self._client.time()
+            now = int(seconds) * 1000 + int(micros) // 1000
+            done = 0
+            for entry, shape in entries.items():
+                name, gen = entry.decode().split(":", 1)
+                seq, band_groups, id_groups, ms = map(int, shape.split(b":"))
+                if now - ms < min_age_ms:
+                    continue
+                if await self._client.hget(keys.state(name), "gen") != gen.encode():
+                    await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
+                await self._client.hdel(keys.DROPPED, entry)
+                done += 1
+        return done
 
     async def _unlink_generation(
         self, k: keys.CollectionKeys, seq: int, band_groups: int, id_groups: int, passage_groups: int = 0

@@ -8,22 +8,24 @@
 // layout is exactly the one the Lua path writes (app/storage/keys.py), so a collection written by
 // either path is read by the other and the embedded server and an external one store the same bytes.
 //
-//   ND.BANDS 2 <prefix> <L> <S> <N> <target> <mode> <o4> <fields> <cap> <floor> <limit>
-//     2        protocol version (a later version must keep accepting what an old append-only file holds:
-//              version 1 is version 2 without <cap> <floor> <limit>: buckets without a limit, every
-//              ordinal found reported, replies without counts)
+//   ND.BANDS 3 <prefix> <L> <S> <N> <target> <mode> <ord> <fields> <cap> <floor> <limit> <width>
+//     3        protocol version (a later version must keep accepting what an old append-only file holds:
+//              version 2 is version 3 without <width>, for 4-byte ordinals; version 1 is version 2
+//              without <cap> <floor> <limit>: buckets without a limit, every ordinal found reported,
+//              replies without counts)
 //     prefix   band group key prefix; a group's key is prefix + decimal group number
 //     L S N    the table's level, split pointer and field count (from the collection's state hash)
 //     target   fields per group before a split
 //     mode     insert (append and report), put (append only), read (report only, no writes)
-//     o4       the document's ordinal, 4 bytes big-endian ('' in read mode)
+//     ord      the document's ordinal, <width> bytes big-endian ('' in read mode)
 //     fields   the document's band keys, 8 raw bytes each (little-endian; the low 32 bits pick a group)
 //     cap      most ordinals a bucket keeps: a bucket that holds cap already takes no append
 //     floor    ordinals at or below it are not reported (evicted by max_documents; 0 for none)
 //     limit    most ordinals reported: when more are found, those that the most of the document's
 //              buckets hold, then the smallest
+//     width    bytes of one ordinal in a bucket: 4 or 5, the collection's (its state's `ow`)
 //   -> [L, S, N, found, counts]: the table's new shape, the ordinals already in the document's
-//      buckets above floor (4 bytes each, each once: in the order first met, or ranked as above when
+//      buckets above floor (<width> bytes each, each once: in the order first met, or ranked as above when
 //      cut to limit) and for each of them how many of those buckets hold it (2 bytes each,
 //      big-endian). The same answer as _bands_lua.lua's band_step.
 #include <algorithm>
@@ -34,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "group.hpp"
 #include "module_api.hpp"
 
 namespace neardup::vm {
@@ -56,42 +59,6 @@ struct Table {
     const uint64_t g = h % n();
     return g < static_cast<uint64_t>(split) ? h % (2 * n()) : g;
   }
-};
-
-// One group's hash, opened for the duration of one operation.
-class Group {
- public:
-  Group(VmCtx* ctx, const std::string& prefix, uint64_t number, int mode) : ctx_(ctx) {
-    const std::string name = prefix + std::to_string(number);
-    name_ = api.CreateString(ctx, name.data(), name.size());
-    key_ = api.OpenKey(ctx, name_, mode);
-  }
-  ~Group() {
-    if (key_) api.CloseKey(key_);
-    api.FreeString(ctx_, name_);
-  }
-  Group(const Group&) = delete;
-  Group& operator=(const Group&) = delete;
-
-  bool wrong_type() const {
-    if (!key_) return false;
-    const int type = api.KeyType(key_);
-    return type != kKeyTypeEmpty && type != kKeyTypeHash;
-  }
-  // The field's value (owned by the caller), or nullptr.
-  VmString* get(VmString* field) const {
-    if (!key_ || api.KeyType(key_) != kKeyTypeHash) return nullptr;
-    VmString* value = nullptr;
-    api.HashGet(key_, kHashNone, field, &value, nullptr);
-    return value;
-  }
-  void set(VmString* field, VmString* value) { api.HashSet(key_, kHashNone, field, value, nullptr); }
-  VmKey* key() const { return key_; }
-
- private:
-  VmCtx* ctx_;
-  VmString* name_;
-  VmKey* key_;
 };
 
 struct Moved {
@@ -146,38 +113,41 @@ void grow(VmCtx* ctx, Table& t) {
   }
 }
 
-uint32_t ordinal_at(const char* v) {
+// The big-endian ordinal of `width` bytes at v.
+uint64_t ordinal_at(const char* v, size_t width) {
   const auto* b = reinterpret_cast<const unsigned char*>(v);
-  return static_cast<uint32_t>(b[0]) << 24 | static_cast<uint32_t>(b[1]) << 16 | static_cast<uint32_t>(b[2]) << 8 |
-         static_cast<uint32_t>(b[3]);
+  uint64_t out = 0;
+  for (size_t i = 0; i < width; ++i) out = out << 8 | b[i];
+  return out;
 }
 
 struct Ranked {
-  std::string ordinals;  // 4 bytes each, big-endian
+  std::string ordinals;  // width bytes each, big-endian
   std::string counts;    // 2 bytes each, big-endian
 };
 
 // The ordinals above floor, in the order first met; when more than limit, the limit of them that the
 // most buckets hold, then the smallest (ordinals are unique, so the order is total: the Lua band step
 // sorts the same way and gets the same answer).
-Ranked rank(const std::string& found, const std::vector<uint16_t>& times, uint32_t floor, size_t limit) {
+Ranked rank(const std::string& found, const std::vector<uint16_t>& times, uint64_t floor, size_t limit,
+            size_t width) {
   std::vector<size_t> kept;
   kept.reserve(times.size());
   for (size_t i = 0; i < times.size(); ++i)
-    if (ordinal_at(found.data() + 4 * i) > floor) kept.push_back(i);
+    if (ordinal_at(found.data() + width * i, width) > floor) kept.push_back(i);
   if (kept.size() > limit) {
     auto better = [&](size_t a, size_t b) {
       if (times[a] != times[b]) return times[a] > times[b];
-      return ordinal_at(found.data() + 4 * a) < ordinal_at(found.data() + 4 * b);
+      return ordinal_at(found.data() + width * a, width) < ordinal_at(found.data() + width * b, width);
     };
     std::partial_sort(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(limit), kept.end(), better);
     kept.resize(limit);
   }
   Ranked out;
-  out.ordinals.reserve(4 * kept.size());
+  out.ordinals.reserve(width * kept.size());
   out.counts.reserve(2 * kept.size());
   for (const size_t i : kept) {
-    out.ordinals.append(found, 4 * i, 4);
+    out.ordinals.append(found, width * i, width);
     out.counts.push_back(static_cast<char>(times[i] >> 8));
     out.counts.push_back(static_cast<char>(times[i] & 0xff));
   }
@@ -189,18 +159,21 @@ bool integer(VmString* s, long long lo, long long hi, long long& out) {
 }
 
 int bands_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 10 && argc != 13) return api.WrongArity(ctx);
+  if (argc != 10 && argc != 13 && argc != 14) return api.WrongArity(ctx);
   size_t len = 0;
   const char* version = api.StringPtrLen(argv[1], &len);
-  if (len != 1 || (version[0] != '1' && version[0] != '2'))
+  if (len != 1 || version[0] < '1' || version[0] > '3')
     return api.ReplyWithError(ctx, "ERR ND.BANDS: unknown protocol version");
   const int protocol = version[0] - '0';
-  if (argc != (protocol == 1 ? 10 : 13)) return api.WrongArity(ctx);
-  long long cap = 1LL << 40, floor = 0, limit = 1LL << 40;  // version 1: no bounds
-  if (protocol == 2 && (!integer(argv[10], 1, 1LL << 24, cap) || !integer(argv[11], 0, 1LL << 40, floor) ||
+  if (argc != (protocol == 1 ? 10 : protocol == 2 ? 13 : 14)) return api.WrongArity(ctx);
+  long long cap = 1LL << 40, floor = 0, limit = 1LL << 40, width = 4;  // version 1: no bounds
+  if (protocol >= 2 && (!integer(argv[10], 1, 1LL << 24, cap) || !integer(argv[11], 0, 1LL << 40, floor) ||
                         !integer(argv[12], 1, 1LL << 24, limit)))
     return api.ReplyWithError(ctx, "ERR ND.BANDS: cap, floor or limit out of range");
-  const size_t full = static_cast<size_t>(cap) * 4;
+  if (protocol == 3 && !integer(argv[13], 4, 5, width))
+    return api.ReplyWithError(ctx, "ERR ND.BANDS: width must be 4 or 5");
+  const size_t w = static_cast<size_t>(width);
+  const size_t full = static_cast<size_t>(cap) * w;
   Table t;
   const char* prefix = api.StringPtrLen(argv[2], &len);
   t.prefix.assign(prefix, len);
@@ -215,8 +188,8 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
   size_t o4_len = 0, fields_len = 0;
   const char* o4 = api.StringPtrLen(argv[8], &o4_len);
   const char* fields = api.StringPtrLen(argv[9], &fields_len);
-  if ((write && o4_len != 4) || fields_len % 8 != 0)
-    return api.ReplyWithError(ctx, "ERR ND.BANDS: the ordinal is 4 bytes and band keys 8 bytes each");
+  if ((write && o4_len != w) || fields_len % 8 != 0)
+    return api.ReplyWithError(ctx, "ERR ND.BANDS: the ordinal is <width> bytes and band keys 8 bytes each");
   std::string found;  // the reply: ordinals already in the buckets, each once
   std::vector<uint16_t> times;  // for each of them, in the same order: the buckets that hold it
 
@@ -241,7 +214,7 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
     if (write) api.ReplicateVerbatim(ctx);
 
     std::string appended;
-    std::unordered_map<uint32_t, size_t> seen;  // ordinal -> its place in `times`
+    std::unordered_map<uint64_t, size_t> seen;  // ordinal -> its place in `times`
     for (size_t b = 0; b < of_band.size(); ++b) {
       Group& group = *of_band[b];
       VmString* field = api.CreateString(ctx, fields + 8 * b, 8);
@@ -249,10 +222,10 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
       if (value) {
         const char* v = api.StringPtrLen(value, &len);
         if (report)
-          for (size_t q = 0; q + 4 <= len; q += 4) {
-            const auto [at, added] = seen.try_emplace(ordinal_at(v + q), times.size());
+          for (size_t q = 0; q + w <= len; q += w) {
+            const auto [at, added] = seen.try_emplace(ordinal_at(v + q, w), times.size());
             if (added) {
-              found.append(v + q, 4);
+              found.append(v + q, w);
               times.push_back(1);
             } else if (times[at->second] < UINT16_MAX) {
               times[at->second] += 1;
@@ -260,14 +233,14 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
           }
         if (write && len < full) {
           appended.assign(v, len);
-          appended.append(o4, 4);
+          appended.append(o4, w);
           VmString* longer = api.CreateString(ctx, appended.data(), appended.size());
           group.set(field, longer);
           api.FreeString(ctx, longer);
         }
         api.FreeString(ctx, value);
       } else if (write) {
-        VmString* first = api.CreateString(ctx, o4, 4);
+        VmString* first = api.CreateString(ctx, o4, w);
         group.set(field, first);
         api.FreeString(ctx, first);
         t.fields += 1;
@@ -285,8 +258,7 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
     api.ReplyWithStringBuffer(ctx, found.data(), found.size());
     return kOk;
   }
-  const Ranked ranked = rank(found, times, static_cast<uint32_t>(std::min<long long>(floor, UINT32_MAX)),
-                             static_cast<size_t>(limit));
+  const Ranked ranked = rank(found, times, static_cast<uint64_t>(floor), static_cast<size_t>(limit), w);
   api.ReplyWithStringBuffer(ctx, ranked.ordinals.data(), ranked.ordinals.size());
   api.ReplyWithStringBuffer(ctx, ranked.counts.data(), ranked.counts.size());
   return kOk;
@@ -298,5 +270,6 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
 extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* ctx, VmString**, int) {
   using namespace neardup::vm;
   if (init(ctx, "neardup", 1) != kOk) return kErr;
-  return api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0);
+  if (api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;
+  return register_bucket_commands(ctx);
 }

@@ -109,6 +109,11 @@ def test_compose_file_matches_the_compose_specification() -> None:
     assert not errors, [f"{list(e.path)}: {e.message}" for e in errors]
     valkey = " ".join(compose["services"]["valkey"]["command"])
     assert "--appendonly yes" in valkey and "--appendfsync always" in valkey
+    # The server loads neardup's module from the Dockerfile's valkey stage, where it is copied to.
+    assert compose["services"]["valkey"]["build"]["target"] == "valkey"
+    module = valkey.split("--loadmodule ")[1].split()[0]
+    valkey_stage = (DOCKER / "Dockerfile").read_text().split("AS valkey", 1)[1].split("\nFROM ", 1)[0]
+    assert module in valkey_stage and "neardup/storage/neardup_valkey.so" in valkey_stage
     assert compose["services"]["neardup"]["environment"]["NEARDUP_REDIS_URL"].startswith("redis://valkey:")
     assert compose["services"]["neardup"]["build"]["dockerfile"] == "docker/Dockerfile"
 

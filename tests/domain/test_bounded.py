@@ -110,8 +110,14 @@ async def test_reclaiming_steps_over_any_run_of_holes(store: Store) -> None:
     for start in range(0, 600, 100):
         await index.check("holes", [Document(f"d{i}", text(300 + i, 40)) for i in range(start, start + 100)])
     for i in range(550):
-        await index.delete_document("holes", f"d{i}")
-    assert (await index.get_collection("holes")).documents == 50
+        try:
+            await index.delete_document("holes", f"d{i}")
+        except DocumentNotFound:
+            # On a loaded machine the deletes can outlast the 4 s: an expired document is already
+            # gone for clients (a hole-to-be all the same); before that, absence is a bug.
+            assert time.monotonic() - inserted >= 4
+    if time.monotonic() - inserted < 4:
+        assert (await index.get_collection("holes")).documents == 50
     await asyncio.sleep(inserted + 4.5 - time.monotonic())  # now d550..d599 have expired
     for n in range(12):  # writes of one document: each reclaims a bounded amount
         await index.check("holes", [Document(f"new{n}", text(2000 + n, 40))])

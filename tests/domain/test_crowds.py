@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from neardup.domain import CollectionParams, Document, Index
-from neardup.storage import Store
+from neardup.storage import Store, keys
 from neardup.storage.keys import BUCKET_CAP
 from tests.conftest import StoreTarget
 
@@ -81,7 +81,7 @@ async def test_a_full_bucket_keeps_its_first_ordinals_and_takes_no_more(
     [late] = await index.check("full", [Document("late", text)], insert=False)
     assert late.duplicate_of == "c0"
     sizes = [len(value) for value in bucket_values(store_target, "nd:full:*:b:*")]
-    assert sizes and max(sizes) == 4 * BUCKET_CAP
+    assert sizes and max(sizes) == keys.ORDINAL_WIDTH * BUCKET_CAP
 
 
 def bucket_values(target: StoreTarget, pattern: str) -> list[bytes]:

@@ -6,16 +6,16 @@ into StoreUnavailable promptly and the service recovers when it comes back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pytest
 import redis
 
 from neardup.domain import CollectionParams, Document, DocumentNotFound, Index, StoreUnavailable
-from neardup.storage import ClusterStore
+from neardup.storage import ClusterStore, keys, records
 from neardup.storage.errors import StoreDown
 from neardup.storage.keys import CollectionKeys
 from neardup.testing import LocalCluster
@@ -125,7 +125,8 @@ async def test_a_check_that_dies_between_append_and_stamp_converges_on_retry(
         for node_keys in keys_per_node_from(client, collection.keys):
             for key in node_keys:
                 for value in client.hvals(key):
-                    ordinals.update(np.frombuffer(value, dtype=">u4").tolist())
+                    w = keys.ORDINAL_WIDTH
+                    ordinals.update(int.from_bytes(value[q : q + w], "big") for q in range(0, len(value), w))
         assert ordinals == live
     finally:
         client.close()
@@ -225,10 +226,14 @@ def test_cluster_settings_are_validated() -> None:
     from neardup.settings import Settings
 
     assert Settings(redis_url="redis://a:7000,b:7000", redis_cluster=True).redis_cluster
+    assert Settings(redis_url="redis://a:7000", redis_cluster=True, min_replicas=1).min_replicas == 1
+    assert Settings(redis_url="redis://a:7000", redis_cluster=True).min_replicas == 0
     for bad in (
         {"redis_cluster": True},  # no URL: the embedded server is not a cluster
         {"redis_cluster": True, "redis_url": "unix:///run/redis.sock"},
         {"redis_url": "redis://a:7000,b:7000"},  # a seed list without the cluster switch
+        {"redis_url": "redis://a:7000", "min_replicas": 1},  # replication waits are the cluster store's
+        {"redis_url": "redis://a:7000", "redis_cluster": True, "min_replicas": -1},
     ):
         with pytest.raises(ValidationError):
             Settings(**bad)
@@ -282,7 +287,9 @@ async def test_a_creation_that_died_before_its_registry_entry_is_completed_by_th
     params = CollectionParams.create("half", threshold=0.7)
     entry = _encode_params(params, "g0000000000a")
     assert await cstore.list_collections() == []  # (connects the client)
-    reply = await cstore._state_call("cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry])
+    reply = await cstore._state_call(
+        "cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry, keys.ORDINAL_WIDTH]
+    )
     assert reply == [b"created"]  # ... and the process died here
     index = Index(cstore)
     assert await index.create_collection(params) == (params, False)  # it exists, with these parameters
@@ -374,7 +381,8 @@ async def test_a_retry_that_keeps_a_half_written_copy_completes_its_band_entries
     collection = await index._collection("c")
     [stored] = await cstore.lookup(collection.keys, [b"a"])
     assert stored is not None
-    o4 = stored.ordinal.to_bytes(4, "big")
+    w = keys.ORDINAL_WIDTH
+    o4 = stored.ordinal.to_bytes(w, "big")
     nodes = [redis.Redis.from_url(url) for url in valkey_cluster.urls]  # one plain client per node
 
     def band_groups() -> list[tuple[redis.Redis, bytes]]:
@@ -382,7 +390,7 @@ async def test_a_retry_that_keeps_a_half_written_copy_completes_its_band_entries
 
     def buckets_with_a() -> int:
         return sum(
-            o4 in [value[p : p + 4] for p in range(0, len(value), 4)]
+            o4 in [value[p : p + w] for p in range(0, len(value), w)]
             for c, key in band_groups()
             for value in c.hvals(key)
         )
@@ -451,3 +459,187 @@ async def test_the_document_count_matches_a_recount_after_a_stream_of_changes(
             node.close()
     assert recount == len(texts)
     assert (await index.get_collection("count")).documents == recount
+
+
+def stored_contents(
+    urls: list[str], name: str, gen: str | None = None
+) -> tuple[dict[bytes, int], dict[int, bytes]]:
+    """Straight from every primary among ``urls`` (plain per-node clients, each sees its own keys): the
+    id table (id -> ordinal) and the records (ordinal -> record) of the collection's generation
+    (``gen``, else the one its state names)."""
+    ids: dict[bytes, int] = {}
+    found: dict[int, bytes] = {}
+    clients = [redis.Redis.from_url(url) for url in urls]
+    try:
+        primaries = [c for c in clients if c.info("replication")["role"] == "master"]
+        gen = (
+            gen
+            or next(
+                c.hget(key, "gen") for c in primaries for key in c.scan_iter(match=keys.state(name))
+            ).decode()
+        )
+        k = CollectionKeys(name, gen)
+        for client in primaries:
+            for key in client.scan_iter(match=f"{k.id_prefix}*"):
+                for doc_id, ordinal in client.hgetall(key).items():
+                    assert doc_id not in ids, doc_id  # an id lives in one group only
+                    ids[doc_id] = int(ordinal)
+            for key in client.scan_iter(match=f"{k.doc_prefix}*"):
+                group = int(key.decode().rsplit(":", 1)[1])
+                for slot, record in client.hgetall(key).items():
+                    found[group * keys.DOC_GROUP + int(slot)] = record
+    finally:
+        for client in clients:
+            client.close()
+    return ids, found
+
+
+def assert_every_id_names_its_own_record(ids: dict[bytes, int], found: dict[int, bytes]) -> None:
+    """No ordinal is named by two ids, and the record each id names carries that id."""
+    named = sorted(ids.values())
+    assert len(named) == len(set(named)), [o for o in set(named) if named.count(o) > 1]
+    wrong = {
+        i: records.record_id(found.get(o, b""))
+        for i, o in ids.items()
+        if records.record_id(found.get(o, b"")) != i
+    }
+    assert not wrong, wrong
+
+
+async def test_ordinals_are_never_issued_twice_after_the_state_loses_reservations(
+    cstore: ClusterStore, valkey_cluster: LocalCluster
+) -> None:
+    # A failover of the state's shard to a replica that missed the last reservations and stamps, while
+    # the data shards kept the documents written under them: the state hashes are put back as they
+    # were 30 documents earlier (state, pending and late: what such a replica holds).
+    index = Index(cstore)
+    await index.create_collection(CollectionParams.create("f", threshold=0.7))
+    await index.check("f", [Document(f"d{i}", text(9000 + i), {"n": i}) for i in range(10)])
+    k = (await index._collection("f")).keys
+    holder = None
+    for url in valkey_cluster.urls:
+        candidate = redis.Redis.from_url(url)
+        if list(candidate.scan_iter(match=k.state)):
+            holder = candidate
+        else:
+            candidate.close()
+    assert holder is not None
+    try:
+        before = {key: holder.hgetall(key) for key in (k.state, k.pending, k.late)}
+        for start in range(10, 40, 5):  # 30 more, acknowledged, then "lost" by the state
+            await index.check(
+                "f", [Document(f"d{i}", text(9000 + i), {"n": i}) for i in range(start, start + 5)]
+            )
+        lost_seq = int(holder.hget(k.state, "seq"))
+        for key, fields in before.items():
+            holder.delete(key)
+            if fields:
+                holder.hset(key, mapping=fields)
+        assert int(holder.hget(k.state, "seq")) == lost_seq - 30
+        # New documents, one by one and in batches: their reservations start inside the lost range.
+        await index.check("f", [Document("e0", text(9100), {"n": 100})])
+        for start in range(1, 31, 6):
+            await index.check(
+                "f", [Document(f"e{i}", text(9100 + i), {"n": 100 + i}) for i in range(start, start + 6)]
+            )
+        assert int(holder.hget(k.state, "seq")) > lost_seq  # it jumped past every ordinal in use
+    finally:
+        holder.close()
+    ids, found = stored_contents(valkey_cluster.urls, "f")
+    assert len(ids) == 71
+    assert_every_id_names_its_own_record(ids, found)
+    for doc_id, n in [*((f"d{i}", i) for i in range(40)), *((f"e{i}", 100 + i) for i in range(31))]:
+        stored = await index.get_document("f", doc_id)
+        assert stored.metadata == {"n": n}, doc_id
+        [match, *_] = await index.query("f", text(9000 + n))
+        assert match.id == doc_id
+
+
+async def test_an_id_whose_ordinal_went_to_another_document_neither_returns_nor_removes_its_data(
+    cstore: ClusterStore, valkey_cluster: LocalCluster
+) -> None:
+    # Without replication waits (NEARDUP_MIN_REPLICAS=0) two failovers can lose, for document x, its
+    # reservation (state shard) and its claimed signature and record (data shards) while its id swap
+    # survives (another shard): x's ordinal is then free to claim, and y takes it.
+    index = Index(cstore)
+    await index.create_collection(CollectionParams.create("h", threshold=0.7))
+    await index.check("h", [Document("w", text(9300), {"n": 0})])
+    k = (await index._collection("h")).keys
+    clients = [redis.Redis.from_url(url) for url in valkey_cluster.urls]
+    try:
+        [holder] = [c for c in clients if list(c.scan_iter(match=k.state))]
+        before = {key: holder.hgetall(key) for key in (k.state, k.pending, k.late)}
+        await index.check("h", [Document("x", text(9301), {"n": 1})])
+        ids, _ = stored_contents(valkey_cluster.urls, "h")
+        x = ids[b"x"]
+        for key in (k.state, k.pending, k.late):
+            holder.delete(key)
+            if before[key]:
+                holder.hset(key, mapping=before[key])
+        for prefix, group in ((k.sig_prefix, keys.SIG_GROUP), (k.doc_prefix, keys.DOC_GROUP)):
+            lost = 0
+            for c in clients:
+                lost += (
+                    c.hdel(f"{prefix}{x // group}", str(x % group))
+                    if list(c.scan_iter(match=f"{prefix}{x // group}"))
+                    else 0
+                )
+            assert lost == 1
+    finally:
+        for c in clients:
+            c.close()
+    await index.check("h", [Document("y", text(9302), {"n": 2})])
+    ids, found = stored_contents(valkey_cluster.urls, "h")
+    assert ids[b"y"] == x == ids[b"x"]  # the fault: two ids name one ordinal, y's record is there
+    with pytest.raises(DocumentNotFound):
+        await index.get_document("h", "x")  # not y's record
+    [again] = await index.check("h", [Document("x", text(9301), {"n": 1})])  # x written again ...
+    assert again.inserted and not again.duplicate
+    await index.delete_document("h", "x")  # ... and deleted: neither touches y
+    ids, found = stored_contents(valkey_cluster.urls, "h")
+    assert b"x" not in ids
+    assert_every_id_names_its_own_record(ids, found)
+    assert (await index.get_document("h", "y")).metadata == {"n": 2}
+    assert [m.id for m in await index.query("h", text(9302))] == ["y"]
+
+
+@pytest.mark.slow
+async def test_a_write_fewer_replicas_confirm_is_a_503_and_its_retry_converges(tmp_path: Any) -> None:
+    import os
+    import signal
+
+    cluster = LocalCluster(tmp_path / "replicated", nodes=3, replicas=1)
+    cluster.start()
+    store = ClusterStore.from_url(cluster.url, timeout=1.0, min_replicas=1)
+    greedy = ClusterStore.from_url(cluster.url, timeout=1.0, min_replicas=2)  # more than any shard has
+    replicas = [node.pid for node in cluster.nodes[3:] if node.pid is not None]
+    try:
+        index = Index(store)
+        await index.create_collection(CollectionParams.create("r", threshold=0.7))
+        await index.check("r", [Document("a", text(9400))])
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="acknowledged by 1 of the 2 replicas"):
+            await Index(greedy).check("r", [Document("g", text(9401))])
+        assert time.monotonic() - started < 4
+        for pid in replicas:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(StoreUnavailable, match="acknowledged by 0 of the 1 replicas"):
+                await index.check("r", [Document("b", text(9402))])
+        finally:
+            for pid in replicas:
+                os.kill(pid, signal.SIGCONT)
+        await asyncio.to_thread(cluster.wait_ok, 30)
+        [b] = await index.check("r", [Document("b", text(9402))])  # the retry
+        assert b.inserted and not b.duplicate
+        assert [m.id for m in await index.query("r", text(9402))] == ["b"]
+        [c] = await index.check("r", [Document("c", variant(text(9402), 1))])
+        assert c.duplicate_of == "b"
+        assert (await index.get_collection("r")).documents == 3
+    finally:
+        for pid in replicas:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        await store.close()
+        await greedy.close()
+        cluster.stop()

@@ -207,14 +207,17 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         cases = [
             ("wrong number", ok[:-1]),
             ("wrong number", ["1", *ok[1:]]),  # version 1 has no cap, floor or limit
-            ("protocol version", ["3", *ok[1:]]),
+            ("protocol version", ["4", *ok[1:]]),
+            ("wrong number", ["3", *ok[1:]]),  # version 3 adds the ordinal width
+            ("width must be 4 or 5", ["3", *ok[1:], 6]),
+            ("ordinal is <width> bytes", ["3", *ok[1:], 5]),  # a 4-byte ordinal for width 5
             ("out of range", ["2", "p:", 0, 1, 0, 16, "insert", b"\0\0\0\1", field, *tail]),  # S >= 2^L
             ("out of range", ["2", "p:", 99, 0, 0, 16, "insert", b"\0\0\0\1", field, *tail]),
             ("cap, floor or limit out of range", [*ok[:9], 0, 0, 256]),
             ("cap, floor or limit out of range", [*ok[:9], 2, -1, 256]),
             ("cap, floor or limit out of range", [*ok[:9], 2, 0, 0]),
             ("mode must be", [*ok[:6], "upsert", *ok[7:]]),
-            ("4 bytes", [*ok[:7], b"\0\1", field, *tail]),
+            ("ordinal is <width> bytes", [*ok[:7], b"\0\1", field, *tail]),
             ("8 bytes", [*ok[:8], field[:5], *tail]),
         ]
         for message, args in cases:
@@ -247,6 +250,17 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         v1 = ["1", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\4", field]
         assert client.execute_command("ND.BANDS", *v1) == [0, 0, 1, b"\0\0\0\1\0\0\0\2"]
         assert client.hgetall("p:0") == {field: b"\0\0\0\1\0\0\0\2\0\0\0\4"}
+        # Version 3, width 5 (collections created now): ordinals past 2^32, floors past 2^32 too.
+        big = [(2**32 + i).to_bytes(5, "big") for i in range(3)]
+        wide = ["3", "w:", 0, 0, 0, 16, "insert", big[0], field, *tail, 5]
+        assert client.execute_command("ND.BANDS", *wide) == [0, 0, 1, b"", b""]
+        wide[4], wide[7] = 1, big[1]
+        assert client.execute_command("ND.BANDS", *wide) == [0, 0, 1, big[0], b"\0\1"]
+        wide[7] = big[2]
+        assert client.execute_command("ND.BANDS", *wide) == [0, 0, 1, big[0] + big[1], b"\0\1\0\1"]
+        assert client.hgetall("w:0") == {field: big[0] + big[1]}  # cap 2
+        read5 = ["3", "w:", 0, 0, 1, 16, "read", b"", field, 8, 2**32, 8, 5]  # floor: 2^32 is evicted
+        assert client.execute_command("ND.BANDS", *read5) == [0, 0, 1, big[1], b"\0\1"]
         assert client.ping()
     finally:
         client.close()

@@ -1,7 +1,7 @@
 -- _bands_lua.lua: check.lua's band step in Lua (any Redis or Valkey server). The store prepends it, or
 -- _bands_module.lua where the server has neardup's module loaded; both write the same data.
 --
--- band_step(st, own, o4, mode, cap, floor, limit): append ordinal o4 to the buckets of band keys
+-- band_step(st, own, o4, mode, cap, floor, limit): append ordinal o4 (OW bytes) to the buckets of band keys
 -- `own` (8 raw bytes each) unless mode is 'read' or the bucket holds `cap` ordinals already, split the
 -- band table as needed, and return (unless mode is 'put') the ordinals already in those buckets and
 -- above `floor`, each once: in the order first met, or, when there are more than `limit`, the `limit`
@@ -28,7 +28,7 @@ end
 local function band_step(st, own, o4, mode, cap, floor, limit)
   local writes, report = mode ~= 'read', mode ~= 'put'
   local found, seen = {}, {}
-  local full = 4 * cap
+  local full = OW * cap
   -- HSETNX first: most buckets of a new document are new, and then one command does it all; a shared
   -- bucket then costs three (HSETNX, HGET, HSET). A document that has already hit two shared buckets
   -- is most likely a near-copy whose other buckets are shared too: for those, HGET first (two
@@ -45,8 +45,8 @@ local function band_step(st, own, o4, mode, cap, floor, limit)
       if value then
         hits = hits + 1
         if report then
-          for q = 1, #value, 4 do
-            local c = struct.unpack('>I4', value, q)
+          for q = 1, #value, OW do
+            local c = struct.unpack(OW_FORMAT, value, q)
             local times = seen[c]
             if times then
               seen[c] = times + 1

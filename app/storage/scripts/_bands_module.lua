@@ -4,12 +4,12 @@
 local function band_step(st, own, o4, mode, cap, floor, limit)
   local t = st.band
   if mode == 'read' and #own == 0 then return {} end
-  local r = redis.call('ND.BANDS', '2', t.prefix, t.L, t.S, t.N, t.target, mode, o4 or '', own, cap,
-    math.max(floor, 0), limit)
+  local r = redis.call('ND.BANDS', '3', t.prefix, t.L, t.S, t.N, t.target, mode, o4 or '', own, cap,
+    string.format('%d', math.max(floor, 0)), limit, OW)
   t.L, t.S, t.N = r[1], r[2], r[3]
   t.n = 2 ^ t.L
   local found, blob = {}, r[4]
-  for q = 1, #blob, 4 do found[#found + 1] = struct.unpack('>I4', blob, q) end
+  for q = 1, #blob, OW do found[#found + 1] = struct.unpack(OW_FORMAT, blob, q) end
   return found
 end
 
@@ -17,5 +17,5 @@ end
 -- without it) fails the script here, with nothing written, instead of half way through a batch.
 local function band_step_ready(st)
   local t = st.band
-  redis.call('ND.BANDS', '2', t.prefix, t.L, t.S, t.N, t.target, 'read', '', '', 1, 0, 1)
+  redis.call('ND.BANDS', '3', t.prefix, t.L, t.S, t.N, t.target, 'read', '', '', 1, 0, 1, OW)
 end

@@ -9,7 +9,9 @@
 local GEN, BAND, IDS, SIG, DOC = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local BAND_TARGET, ID_TARGET = tonumber(ARGV[6]), tonumber(ARGV[7])
 local SIG_GROUP, DOC_GROUP = tonumber(ARGV[8]), tonumber(ARGV[9])
-local MAX_ORDINAL = 4294967295
+-- The collection's ordinal width in bytes (the state's `ow`; 4 where a layout-1 state has none), set by
+-- load_state: band values hold ordinals of OW bytes each, big-endian.
+local OW, OW_FORMAT, MAX_ORDINAL = 4, '>I4', 4294967295
 -- Passages (keys.py: PASSAGE_GROUP_TARGET, POSTING_CAP, PASSAGE_GROUP): the index and blob prefixes sit
 -- beside the band prefix ("nd:c:g:b:" -> "nd:c:g:f:", "nd:c:g:p:").
 local PASSAGE_TARGET, POSTING_CAP, PASSAGE_GROUP = 16, 64, 120
@@ -99,9 +101,11 @@ end
 -- Returns the state table, or nil and the status to return ('nocollection' or 'stale').
 local function load_state()
   local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN',
-    'ttl', 'maxd', 'low', 'pL', 'pS', 'pN')
+    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN')
   if not v[1] then return nil, 'nocollection' end
   if v[1] ~= GEN then return nil, 'stale' end
+  OW = tonumber(v[13]) or 4
+  OW_FORMAT, MAX_ORDINAL = '>I' .. OW, 2 ^ (8 * OW) - 1
   return {
     seq = tonumber(v[2]), docs = tonumber(v[3]),
     ttl = tonumber(v[10]) or 0, maxd = tonumber(v[11]) or 0, low = tonumber(v[12]) or 0,
@@ -110,9 +114,9 @@ local function load_state()
     id = {prefix = IDS, L = tonumber(v[7]), n = 2 ^ tonumber(v[7]), S = tonumber(v[8]),
           N = tonumber(v[9]), target = ID_TARGET, hash = id_hash, names = {}},
     -- the passage index (keys.py): only in collections created with passages on (pL set at creation)
-    pas = {prefix = PASSAGE_INDEX, L = tonumber(v[13]) or 0, n = 2 ^ (tonumber(v[13]) or 0),
-           S = tonumber(v[14]) or 0, N = tonumber(v[15]) or 0, target = PASSAGE_TARGET, hash = band_hash,
-           names = {}, on = v[13] ~= false},
+    pas = {prefix = PASSAGE_INDEX, L = tonumber(v[14]) or 0, n = 2 ^ (tonumber(v[14]) or 0),
+           S = tonumber(v[15]) or 0, N = tonumber(v[16]) or 0, target = PASSAGE_TARGET, hash = band_hash,
+           names = {}, on = v[14] ~= false},
   }
 end
 
@@ -124,7 +128,8 @@ local function floor_of(st)
 end
 
 local function save_state(st)
-  redis.call('HSET', KEYS[1], 'seq', st.seq, 'docs', st.docs, 'low', st.low,
+  redis.call('HSET', KEYS[1], 'seq', string.format('%d', st.seq), 'docs', st.docs,
+    'low', string.format('%d', st.low),
     'bL', st.band.L, 'bS', st.band.S, 'bN', st.band.N, 'iL', st.id.L, 'iS', st.id.S, 'iN', st.id.N)
   if st.pas.on then redis.call('HSET', KEYS[1], 'pL', st.pas.L, 'pS', st.pas.S, 'pN', st.pas.N) end
 end
@@ -133,12 +138,12 @@ local function sig_key(ord) return SIG .. string.format('%d', math.floor(ord / S
 local function doc_key(ord) return DOC .. string.format('%d', math.floor(ord / DOC_GROUP)) end
 local function slot(ord, size) return string.format('%d', ord % size) end
 
-local function ordinal_bytes(ord) return struct.pack('>I4', ord) end
+local function ordinal_bytes(ord) return struct.pack(OW_FORMAT, ord) end
 
 -- Passages (docs/design.md, "Passages"; keys.py): a collection created with passages on keeps each
 -- document's passage blob (format version 1: byte 1 = version, bytes 2..5 word count, 6..9 entry count
 -- m, then m fingerprint keys of 8 raw bytes, then positions the scripts never read) in p:<ord // 120>,
--- and an inverted index f:<group>: fingerprint key -> ordinals (4 bytes each, big-endian), at most
+-- and an inverted index f:<group>: fingerprint key -> ordinals (OW bytes each, big-endian), at most
 -- POSTING_CAP of them (a full posting takes no more: see the design document for what is lost). The
 -- index has the band table's layout, so check.lua's band step (ND.BANDS where the server has
 -- neardup's module, else Lua) appends to it and passages.lua reads it.
@@ -171,9 +176,9 @@ local function remove_passages(st, ord)
     local group = group_of(st.pas, band_hash(key))
     local value = redis.call('HGET', group, key)
     if value then
-      for q = 1, #value, 4 do
-        if string.sub(value, q, q + 3) == o4 then
-          value = string.sub(value, 1, q - 1) .. string.sub(value, q + 4)
+      for q = 1, #value, OW do
+        if string.sub(value, q, q + OW - 1) == o4 then
+          value = string.sub(value, 1, q - 1) .. string.sub(value, q + OW)
           if #value == 0 then
             redis.call('HDEL', group, key)
             st.pas.N = st.pas.N - 1
@@ -196,9 +201,9 @@ local function remove_document(st, ord, old_bands)
     local key = group_of(st.band, band_hash(field))
     local value = redis.call('HGET', key, field)
     if value then
-      for q = 1, #value, 4 do
-        if string.sub(value, q, q + 3) == o4 then
-          value = string.sub(value, 1, q - 1) .. string.sub(value, q + 4)
+      for q = 1, #value, OW do
+        if string.sub(value, q, q + OW - 1) == o4 then
+          value = string.sub(value, 1, q - 1) .. string.sub(value, q + OW)
           if #value == 0 then
             redis.call('HDEL', key, field)
             st.band.N = st.band.N - 1

@@ -41,7 +41,9 @@ end
 local hashes, current = {}, {}
 if writes then
   band_step_ready(st)
-  if st.seq + n > MAX_ORDINAL then return redis.error_reply('ordinals of this collection exhausted') end
+  if st.seq + n > MAX_ORDINAL then
+    return redis.error_reply(string.format('ordinals of this collection exhausted (last %d)', MAX_ORDINAL))
+  end
   -- Before any write: every stored version we must remove has to come with its band keys.
   local missing = {}
   for i = 1, n do
@@ -81,7 +83,7 @@ for i = 1, n do
     else
       st.id.N = st.id.N + 1
     end
-    redis.call('HSET', id_key, id, ord)
+    redis.call('HSET', id_key, id, string.format('%d', ord))
     redis.call('HSET', sig_key(ord), slot(ord, SIG_GROUP),
       string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes))
     redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))

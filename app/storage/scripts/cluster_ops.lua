@@ -3,13 +3,14 @@
 -- groups every key of the batch by the node that owns its slot (keys are passed in ARGV, not KEYS:
 -- they span many slots of this node, which allow-cross-slot-keys permits for local keys only).
 --
--- ARGV[1] band group prefix; ARGV[2] appends, ARGV[3] removals: packed 16-byte records
---   (group number, 4 bytes big-endian; band key, 8 bytes; ordinal, 4 bytes), one string each, so a
+-- ARGV[1] band group prefix; ARGV[2] appends, ARGV[3] removals: packed (12 + W)-byte records
+--   (group number, 4 bytes big-endian; band key, 8 bytes; ordinal, W bytes), one string each, so a
 --   batch of thousands of band entries costs the client three arguments, not thousands:
 --   appends:  add the ordinal to the bucket (group, band key), unless already there or the bucket
 --             holds ARGV[4] ordinals already (keys.BUCKET_CAP)
 --   removals: take the ordinal out of the bucket; delete the field when it empties
--- ARGV[4] most ordinals a bucket keeps; then sections from ARGV[5], each a count then its tuples,
+-- ARGV[4] most ordinals a bucket keeps; ARGV[5] W, the collection's ordinal width (its state's `ow`);
+-- then sections from ARGV[6], each a count then its tuples,
 -- applied in this order after the band records:
 --   sets     (key, field, value):    HSET (signatures, records)
 --   deletes  (key, field):           HDEL
@@ -17,11 +18,17 @@
 --            ('' = absent), set it to `new` ('' = delete) and answer 1; if it names `new` already (a
 --            retry), answer 2; else answer the current value ('' = absent)
 --   unlinks  (key):                  UNLINK (a dropped collection's keys)
--- Returns {new band fields created, {swap answers}}
+--   claims   (key, field, value):    the signature and record slots of a new ordinal: HSET if the
+--            slot is empty (answer 1) or holds this very value (a retry: written again, answer 2);
+--            another value means the ordinal is in use already (a failover lost its reservation,
+--            docs/design.md "Fencing"): left as it is, answer 0
+-- The band records are applied by apply_buckets: in Lua (_cluster_buckets_lua.lua), or by the module's
+-- ND.BUCKETS where the node has neardup's module (_cluster_buckets_module.lua); the same bytes.
+-- Returns {new band fields created, {swap answers}, {claim answers}}
 
 local BAND = ARGV[1]
-local FULL = 4 * tonumber(ARGV[4])
-local pos = 5
+local W = tonumber(ARGV[5])
+local pos = 6
 local function section(width)
   local count = tonumber(ARGV[pos])
   local first = pos + 1
@@ -29,43 +36,7 @@ local function section(width)
   return first, count
 end
 
-local function has(value, o4)
-  for q = 1, #value, 4 do
-    if string.sub(value, q, q + 3) == o4 then return q end
-  end
-  return nil
-end
-
-local function records(blob)
-  local p = -15
-  return function()
-    p = p + 16
-    if p > #blob then return nil end
-    return BAND .. string.format('%d', struct.unpack('>I4', blob, p)),
-      string.sub(blob, p + 4, p + 11), string.sub(blob, p + 12, p + 15)
-  end
-end
-
-local created = 0
-for key, field, o4 in records(ARGV[2]) do
-  if redis.call('HSETNX', key, field, o4) == 1 then
-    created = created + 1
-  else
-    local value = redis.call('HGET', key, field)
-    if #value < FULL and not has(value, o4) then redis.call('HSET', key, field, value .. o4) end
-  end
-end
-
-for key, field, o4 in records(ARGV[3]) do
-  local value = redis.call('HGET', key, field)
-  if value then
-    local q = has(value, o4)
-    if q then
-      value = string.sub(value, 1, q - 1) .. string.sub(value, q + 4)
-      if #value == 0 then redis.call('HDEL', key, field) else redis.call('HSET', key, field, value) end
-    end
-  end
-end
+local created = apply_buckets(BAND, W, tonumber(ARGV[4]), ARGV[2], ARGV[3])
 
 local first, count = section(3)
 for i = first, first + 3 * (count - 1), 3 do redis.call('HSET', ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
@@ -89,4 +60,15 @@ for i = first, first + 4 * (count - 1), 4 do
 end
 first, count = section(1)
 for i = first, first + count - 1 do redis.call('UNLINK', ARGV[i]) end
-return {created, answers}
+local claims = {}
+first, count = section(3)
+for i = first, first + 3 * (count - 1), 3 do
+  local cur = redis.call('HGET', ARGV[i], ARGV[i + 1])
+  if not cur or cur == ARGV[i + 2] then
+    redis.call('HSET', ARGV[i], ARGV[i + 1], ARGV[i + 2])
+    claims[#claims + 1] = cur and 2 or 1
+  else
+    claims[#claims + 1] = 0
+  end
+end
+return {created, answers, claims}

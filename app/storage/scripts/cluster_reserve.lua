@@ -3,18 +3,26 @@
 --
 -- KEYS[1] state hash   KEYS[2] pending hash
 -- ARGV[1] gen the client computed for   ARGV[2] n
+-- ARGV[3] (optional) reserve past this ordinal: the sequence jumps to it if it is behind (fencing: the
+--   data shards showed it in use, see docs/design.md "Fencing")   ARGV[4..] this caller's earlier
+--   reservation, given up: no longer pending
 -- The pending mark is this server's time (TIME), never a service process's: the sweep in
 -- cluster_stamp.lua compares it with the same server's clock, so a skewed or stepped client clock
 -- cannot make a live check look abandoned.
 -- Returns {'ok', first ordinal, band groups, id groups, this server's time in ms (the batch's records
 -- carry it as their insertion time)} or {'nocollection'} / {'stale'}
 
-local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'bG', 'iG')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'bG', 'iG', 'ow')
 if not v[1] then return {'nocollection'} end
 if v[1] ~= ARGV[1] then return {'stale'} end
 local n, seq = tonumber(ARGV[2]), tonumber(v[2])
-if seq + n > 4294967295 then return redis.error_reply('ordinals of this collection exhausted') end
-redis.call('HSET', KEYS[1], 'seq', seq + n)
+if ARGV[3] and tonumber(ARGV[3]) > seq then seq = tonumber(ARGV[3]) end
+if #ARGV > 3 then redis.call('HDEL', KEYS[2], unpack(ARGV, 4)) end
+local last = 2 ^ (8 * (tonumber(v[5]) or 4)) - 1  -- the state's ordinal width (4 bytes without `ow`)
+if seq + n > last then
+  return redis.error_reply(string.format('ordinals of this collection exhausted (last %d)', last))
+end
+redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq + n))
 local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local marks = {}

@@ -1,7 +1,9 @@
 -- cluster_stamp.lua: (Redis Cluster) phase 2 of a check: stamp the batch's ordinals, in batch order,
 -- after their band entries were appended (docs/design.md, "Why first seen wins").
 --
--- Stamps only grow. An ordinal whose implicit stamp (ordinal * SCALE) is above the last stamp issued
+-- Stamps only grow. They reach 2^52 (keys.stamp_scale), past the 14 digits Lua keeps when it turns a
+-- number into a string: every stamp is written with string.format('%d'), never joined with '..'.
+-- An ordinal whose implicit stamp (ordinal * SCALE) is above the last stamp issued
 -- (`top`) takes it and nothing is recorded; one that was overtaken by a larger ordinal gets top + 1,
 -- recorded in the late hash. An ordinal no longer pending was stamped already (by an earlier try, or
 -- as abandoned, below): its stamp is returned again, so a retry converges.
@@ -15,13 +17,16 @@
 -- ARGV[5] abandon after (ms)
 -- ARGV[6] new documents (ids that did not exist)   ARGV[7] SCALE   ARGV[8..] ordinals whose late
 --   stamp can be forgotten (versions this batch replaced)
--- Returns {'ok', {stamp per document}, seq, max documents} or {'nocollection'} / {'stale'}
+-- Returns {'ok', {stamp per document}, seq, max documents} or {'nocollection'} / {'stale'}, or {'lost'}
+-- when the batch's ordinals are above the sequence: this state lost their reservation (a failover to
+-- a replica that missed it), so nothing is stamped; the data shards still fence those ordinals.
 
 local v = redis.call('HMGET', KEYS[1], 'gen', 'top', 'swept', 'seq', 'maxd')
 if not v[1] then return {'nocollection'} end
 if v[1] ~= ARGV[1] then return {'stale'} end
 local top, swept = tonumber(v[2]), tonumber(v[3])
 local first, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+if first + n - 1 > tonumber(v[4]) then return {'lost'} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local abandon, scale = tonumber(ARGV[5]), tonumber(ARGV[7])
@@ -33,7 +38,7 @@ local function stamp(o)
   local s = o * scale
   if s <= top then
     s = top + 1
-    redis.call('HSET', KEYS[3], o, s)
+    redis.call('HSET', KEYS[3], string.format('%d', o), string.format('%d', s))
   end
   top = s
   return s
@@ -53,6 +58,6 @@ end
 local stamps = {}
 for o = first, first + n - 1 do stamps[#stamps + 1] = stamp(o) end
 for i = 8, #ARGV do redis.call('HDEL', KEYS[3], ARGV[i]) end
-redis.call('HSET', KEYS[1], 'top', top)
+redis.call('HSET', KEYS[1], 'top', string.format('%d', top))
 if tonumber(ARGV[6]) ~= 0 then redis.call('HINCRBY', KEYS[1], 'docs', ARGV[6]) end
 return {'ok', stamps, tonumber(v[4]), tonumber(v[5])}

@@ -22,11 +22,11 @@ for q = 1, #wanted - 7, 8 do
   local key = string.sub(wanted, q, q + 7)
   local value = redis.call('HGET', group_of(st.pas, band_hash(key)), key)
   if value then
-    local size = #value / 4
+    local size = #value / OW
     if size >= common_at then common[#common + 1] = key end
     local weight = 1 / size
-    for p = 1, #value, 4 do
-      local ord = struct.unpack('>I4', value, p)
+    for p = 1, #value, OW do
+      local ord = struct.unpack(OW_FORMAT, value, p)
       if ord > floor then
         local s = score[ord]
         if not s then

@@ -1,0 +1,235 @@
+"""A failover that loses writes, on a real cluster of 3 primaries and 3 replicas (append-only files,
+``appendfsync always``) on loopback, a real ``neardup serve`` with ``NEARDUP_MIN_REPLICAS=1`` and 8
+clients sending batches all along: the replica of the shard that holds the collection's state is frozen
+(SIGSTOP) while its primary goes on writing, until the primary cuts it off (a 256 kB replica buffer
+limit; as loopback socket buffers hold a few MB first, after 5 s a CLIENT KILL does the same); the
+primary is SIGKILLed, the replica resumes and takes over (CLUSTER FAILOVER TAKEOVER), missing the
+reservations of the last seconds while the other shards hold documents written under them; the old
+primary comes back as a replica. While the replica is frozen every batch is a 503 (nothing written
+after the freeze is confirmed by a replica), and none of those answers counts. Afterwards every
+acknowledged document is there, under its own id with its own metadata, found by its text; no
+ordinal is named by two ids; and first seen still wins (one original per group of light variants
+from many clients)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from redis.crc import key_slot
+
+from neardup.storage import keys
+from neardup.testing import LocalCluster
+from tests.e2e.conftest import Service, check_concurrently, the_original_of_each_group
+from tests.e2e.test_concurrency import group_texts
+from tests.storage.test_cluster import assert_every_id_names_its_own_record, stored_contents
+
+pytestmark = pytest.mark.slow
+
+CLIENTS = 8
+BATCH = 40
+GROUPS = 60
+VARIANTS = 4
+COLLECTION = "fo"
+PAD = "p" * 2_000
+
+
+@pytest.fixture
+def replicated(tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(
+        tmp_path / "cluster",
+        nodes=3,
+        replicas=1,
+        # A replica more than 256 kB behind is cut off (Valkey counts a replica's buffer only beyond
+        # the backlog it shares, hence the small backlog).
+        extra_config={"client-output-buffer-limit": "replica 256kb 256kb 0", "repl-backlog-size": "64kb"},
+    )
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        for node in cluster.nodes:  # a frozen node would not shut down
+            if node.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(node.pid, signal.SIGCONT)
+        cluster.stop()
+
+
+def client_of(node: Any) -> redis.Redis:
+    return redis.Redis(host=node.host, port=node.port, socket_timeout=5.0)
+
+
+def words(rng: random.Random, n: int) -> str:
+    return " ".join(f"w{rng.randrange(100_000)}" for _ in range(n))
+
+
+class Writers:
+    """``CLIENTS`` clients sending batches of new documents until stopped; keeps what was acknowledged
+    (a 200) and counts 503s (anything else fails the test)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.acknowledged: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.unavailable = 0
+        self.stop = asyncio.Event()
+
+    async def client(self, n: int) -> None:
+        rng = random.Random(n)
+        async with httpx.AsyncClient(base_url=self.url, timeout=60.0) as http:
+            batch = 0
+            while not self.stop.is_set():
+                docs = [
+                    {
+                        "id": f"c{n}-{batch}-{i}",
+                        "text": words(rng, 60),
+                        "metadata": {"c": n, "b": batch, "i": i},
+                    }
+                    for i in range(BATCH)
+                ]
+                batch += 1
+                response = await http.post(
+                    f"/v1/collections/{COLLECTION}/check/batch", json={"documents": docs}
+                )
+                if response.status_code == 503:
+                    assert "retry-after" in response.headers
+                    self.unavailable += 1
+                    await asyncio.sleep(0.05)
+                    continue
+                assert response.status_code == 200, response.text
+                for doc in docs:
+                    self.acknowledged[doc["id"]] = (doc["text"], doc["metadata"])
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self.client(n) for n in range(CLIENTS)))
+
+
+async def until(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        await asyncio.sleep(0.1)
+
+
+def test_a_failover_that_loses_writes_loses_nothing_acknowledged_with_min_replicas_1(
+    replicated: LocalCluster, tmp_path: Path
+) -> None:
+    seeds = ",".join(f"{n.host}:{n.port}" for n in replicated.nodes[1:])
+    service = Service(
+        tmp_path / "svc",
+        env={
+            "NEARDUP_REDIS_URL": f"{replicated.url},{seeds}",
+            "NEARDUP_REDIS_CLUSTER": "true",
+            "NEARDUP_MIN_REPLICAS": "1",
+            "NEARDUP_STORE_TIMEOUT": "1",
+        },
+    ).start()
+    try:
+        with httpx.Client(base_url=service.url, timeout=30.0) as http:
+            made = http.post("/v1/collections", json={"name": COLLECTION, "threshold": 0.7})
+            assert made.status_code == 201, made.text
+        # The shard of the collection's state (slots were given out in equal ranges, node j's replica
+        # is node 3 + j).
+        j = min(key_slot(keys.state(COLLECTION).encode()) // (16384 // 3), 2)
+        primary, replica = replicated.nodes[j], replicated.nodes[3 + j]
+        assert primary.pid is not None and replica.pid is not None
+        evidence: dict[str, int] = {}
+
+        async def scenario() -> Writers:
+            writers = Writers(service.url)
+            running = asyncio.create_task(writers.run())
+            await until(lambda: len(writers.acknowledged) >= 400, 30, "400 documents acknowledged")
+            before_freeze = len(writers.acknowledged)
+            with client_of(primary) as watch:
+                offset_at_freeze = watch.info("replication")["master_repl_offset"]
+            os.kill(replica.pid, signal.SIGSTOP)
+            frozen_at = time.monotonic()
+            with client_of(primary) as watch:
+                # The primary keeps writing (reservations, the batches' writes) and cuts the replica
+                # off once its buffer passes 256 kB. On loopback the kernel's socket buffers take a few
+                # MB before Valkey's own buffer grows, which takes longer than this test should: after
+                # 5 s the primary drops the replica's link itself, as the limit would.
+                await asyncio.sleep(5)
+                if watch.info("replication")["connected_slaves"]:
+                    watch.execute_command("CLIENT", "KILL", "TYPE", "replica")
+                await until(
+                    lambda: watch.info("replication")["connected_slaves"] == 0, 10, "the replica cut off"
+                )
+                assert watch.info("replication")["master_repl_offset"] > offset_at_freeze + 256 * 1024
+            await asyncio.sleep(max(0.0, 10 - (time.monotonic() - frozen_at)))
+            # Nothing written since the freeze was confirmed by a replica of that shard: all 503s.
+            assert len(writers.acknowledged) - before_freeze <= CLIENTS * BATCH  # batches already past it
+            assert writers.unavailable > 0
+            primary.kill()
+            os.kill(replica.pid, signal.SIGCONT)
+            with client_of(replica) as promoted:
+                promoted.execute_command("READONLY")
+                state = promoted.hmget(keys.state(COLLECTION), ["seq", "gen"])
+                evidence["seq"] = int(state[0])
+                _, found = stored_contents(
+                    [u for u in replicated.urls if u != primary.url.removesuffix("/0")],
+                    COLLECTION,
+                    state[1].decode(),
+                )
+                evidence["max_ordinal"] = max(found)
+                promoted.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+                await until(lambda: promoted.info("replication")["role"] == "master", 30, "the takeover")
+            primary.start()  # back as a replica of the new primary (its own writes are discarded)
+            await asyncio.to_thread(replicated.wait_ok, 60)
+            recovered = len(writers.acknowledged)
+            await until(
+                lambda: len(writers.acknowledged) >= recovered + 400, 60, "400 more after the failover"
+            )
+            writers.stop.set()
+            await running
+            return writers
+
+        writers = asyncio.run(scenario())
+        # The fault was real: the new primary had missed reservations whose documents other shards held.
+        assert evidence["max_ordinal"] > evidence["seq"], evidence
+
+        ids, found = stored_contents(replicated.urls, COLLECTION)
+        assert_every_id_names_its_own_record(ids, found)
+        acknowledged = writers.acknowledged
+        assert all(doc_id.encode() in ids for doc_id in acknowledged)
+        with httpx.Client(base_url=service.url, timeout=30.0) as http:
+            for doc_id, (_, metadata) in acknowledged.items():
+                got = http.get(f"/v1/collections/{COLLECTION}/documents/{doc_id}")
+                assert got.status_code == 200 and got.json()["metadata"] == metadata, (doc_id, got.text)
+            probes = list(acknowledged.items())
+            for start in range(0, len(probes), 200):
+                chunk = probes[start : start + 200]
+                answer = http.post(
+                    f"/v1/collections/{COLLECTION}/check/batch",
+                    json={
+                        "documents": [{"id": f"probe-{d}", "text": t} for d, (t, _) in chunk],
+                        "insert": False,
+                    },
+                )
+                assert answer.status_code == 200, answer.text
+                for (doc_id, _), result in zip(chunk, answer.json()["results"], strict=True):
+                    assert doc_id in [m["id"] for m in result["matches"]], doc_id
+
+            # First seen still wins on the replicated cluster, after the failover.
+            assert http.post("/v1/collections", json={"name": "fo-race"}).status_code == 201
+        rng = random.Random(11)
+        vocabulary = [f"v{rng.randrange(10**6)}" for _ in range(20_000)]
+        jobs = [
+            (f"g{group}-v{variant}", text)
+            for group in range(GROUPS)
+            for variant, text in enumerate(group_texts(rng, vocabulary))
+        ]
+        random.Random().shuffle(jobs)
+        results = check_concurrently([service.url], "fo-race", jobs, 16)
+        the_original_of_each_group(results, GROUPS, VARIANTS)
+    finally:
+        service.stop()

@@ -1,0 +1,154 @@
+"""The cluster's band buckets through neardup's module (ND.BUCKETS, ND.BUCKETSGET: native/valkey/buckets.cpp)
+where the nodes have it, and through the Lua loops where they do not: the same workload on a real
+3-node cluster with the module and on one without gives the same answers and byte-identical data;
+bad arguments get an error and leave the data alone."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from neardup.domain import CollectionParams, Document, Index, StoreUnavailable
+from neardup.storage import ClusterStore
+from neardup.storage.embedded import EmbeddedValkey
+from neardup.testing import LocalCluster
+from tests.domain.test_index import text, variant
+from tests.storage.test_valkey_module import run_workload
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
+    with_module = LocalCluster(tmp_path / "module")
+    lua_only = LocalCluster(tmp_path / "lua", module=False)
+    try:
+        with_module.start()
+        lua_only.start()
+        yield with_module, lua_only
+    finally:
+        with_module.stop()
+        lua_only.stop()
+
+
+@pytest.fixture
+async def stores(
+    clusters: tuple[LocalCluster, LocalCluster],
+) -> AsyncIterator[tuple[ClusterStore, ClusterStore]]:
+    a, b = ClusterStore.from_url(clusters[0].url), ClusterStore.from_url(clusters[1].url)
+    try:
+        yield a, b
+    finally:
+        await a.close()
+        await b.close()
+
+
+def dump(cluster: LocalCluster) -> dict[bytes, dict[bytes, bytes]]:
+    """Every hash of every node; records without their insertion time and the state without the time
+    of its last sweep (each cluster has its own clock)."""
+    out: dict[bytes, dict[bytes, bytes]] = {}
+    for url in cluster.urls:
+        client = redis.Redis.from_url(url)
+        try:
+            out.update({key: client.hgetall(key) for key in client.scan_iter(count=1000)})
+        finally:
+            client.close()
+    for key, fields in out.items():
+        if b":d:" in key:
+            out[key] = {f: value[value.index(b":") :] for f, value in fields.items()}
+        fields.pop(b"swept", None)
+    return out
+
+
+def calls(cluster: LocalCluster, command: str) -> int:
+    total = 0
+    for url in cluster.urls:
+        client = redis.Redis.from_url(url)
+        try:
+            total += int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+        finally:
+            client.close()
+    return total
+
+
+async def test_module_and_lua_bucket_loops_write_the_same_data_and_answer_the_same(
+    clusters: tuple[LocalCluster, LocalCluster], stores: tuple[ClusterStore, ClusterStore]
+) -> None:
+    with_module, lua_only = stores
+    replies_module = await run_workload(with_module, seed=4)  # type: ignore[arg-type]
+    replies_lua = await run_workload(lua_only, seed=4)  # type: ignore[arg-type]
+    assert [r.ordinals for r in replies_module] == [r.ordinals for r in replies_lua]
+    assert [r.candidates for r in replies_module] == [r.candidates for r in replies_lua]
+    assert any(any(c) for r in replies_module for c in r.candidates)  # the near-copies were found
+    a, b = dump(clusters[0]), dump(clusters[1])
+    assert a == b and any(b":b:" in key for key in a)
+    assert calls(clusters[0], "nd.buckets") > 0 and calls(clusters[0], "nd.bucketsget") > 0
+    assert calls(clusters[1], "nd.buckets") == 0 and calls(clusters[1], "nd.bucketsget") == 0
+
+
+def test_bad_bucket_arguments_get_an_error_and_leave_the_data_alone(tmp_path: Path) -> None:
+    server = EmbeddedValkey(tmp_path / "data")
+    server.start()
+    client = redis.Redis.from_url(server.url)
+    try:
+        field = (7).to_bytes(8, "little")
+        record = (0).to_bytes(4, "big") + field
+        ok = ["1", "p:", 5, 2, record + (1).to_bytes(5, "big"), b""]
+        cases = [
+            ("wrong number", ok[:-1]),
+            ("protocol version", ["2", *ok[1:]]),
+            ("width must be 4 or 5", [*ok[:2], 6, *ok[3:]]),
+            ("width must be 4 or 5", [*ok[:3], 0, *ok[4:]]),  # cap
+            ("12 \\+ width", [*ok[:4], record + b"\0\0\0\1", b""]),  # a 4-byte ordinal for width 5
+        ]
+        for message, args in cases:
+            with pytest.raises(redis.ResponseError, match=message):
+                client.execute_command("ND.BUCKETS", *args)
+        with pytest.raises(redis.ResponseError, match="12 bytes"):
+            client.execute_command("ND.BUCKETSGET", "1", "p:", record[:-1])
+        client.set("p:0", "not a hash")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("ND.BUCKETS", *ok)
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("ND.BUCKETSGET", "1", "p:", record)
+        assert client.dbsize() == 1 and client.get("p:0") == b"not a hash"
+        client.delete("p:0")
+        # Appends: created once, never twice, at most cap (2); removals; reads.
+        assert client.execute_command("ND.BUCKETS", *ok) == 1
+        assert client.execute_command("ND.BUCKETS", *ok) == 0  # a retry appends nothing
+        more = b"".join(record + o.to_bytes(5, "big") for o in (2, 3))
+        assert client.execute_command("ND.BUCKETS", "1", "p:", 5, 2, more, b"") == 0
+        assert (
+            client.execute_command("ND.BUCKETSGET", "1", "p:", record + record)
+            == [(1).to_bytes(5, "big") + (2).to_bytes(5, "big")] * 2
+        )
+        gone = record + (1).to_bytes(5, "big") + record + (2).to_bytes(5, "big")
+        assert client.execute_command("ND.BUCKETS", "1", "p:", 5, 2, b"", gone) == 0
+        assert client.execute_command("ND.BUCKETSGET", "1", "p:", record) == [b""]
+        assert client.dbsize() == 0  # the emptied field and its group are gone
+    finally:
+        client.close()
+        server.stop()
+
+
+async def test_a_node_that_lost_the_module_is_a_503_once_then_served_through_lua(tmp_path: Path) -> None:
+    # As after a node restarted without the module since the service asked it: its first call fails
+    # before writing anything (StoreDown, a 503); the service asks the node again and uses Lua.
+    with LocalCluster(tmp_path / "lost", module=False) as cluster:
+        store = ClusterStore.from_url(cluster.url)
+        try:
+            index = Index(store)
+            await index.create_collection(CollectionParams.create("c", threshold=0.7))
+            for node in store.client.get_primaries():
+                store._modules[node.name] = True  # what it was told before the restart
+            with pytest.raises(StoreUnavailable):
+                await index.check("c", [Document("a", text(1))])
+            [a] = await index.check("c", [Document("a", text(1))])
+            [b] = await index.check("c", [Document("b", variant(text(1), 1))])
+            assert a.inserted and b.duplicate_of == "a"
+            assert not any(store._modules.values())
+        finally:
+            await store.close()
