@@ -189,6 +189,8 @@ class CollectionKeys:
         self.doc_prefix = f"{base}:d:"
         self.passage_index_prefix = f"{base}:f:"
         self.passage_blob_prefix = f"{base}:p:"
+        #: The passage index's and blobs' keys of this generation (names hold no glob characters).
+        self.passage_pattern = f"{base}:[fp]:*"
         #: Every data key of this generation matches it (names and generations hold no glob characters).
         self.data_pattern = f"{base}:*"
 

@@ -317,7 +317,12 @@ class RedisStore:
                 if now - ms < min_age_ms:
                     continue
                 if await self._client.hget(keys.state(name), "gen") != gen.encode():
-                    await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
+                    k = keys.CollectionKeys(name, gen)
+                    await self._unlink_generation(k, seq, band_groups, id_groups)
+                    # The passage index and blobs (collections with passages): the entry does not hold
+                    # their shape, so they are found by a scan (sweeps are rare: a drop that died).
+                    async for key in self._client.scan_iter(match=k.passage_pattern, count=_UNLINK_CHUNK):
+                        await self._client.unlink(key)
                 await self._client.hdel(keys.DROPPED, entry)
                 done += 1
         return done
