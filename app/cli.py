@@ -276,7 +276,7 @@ def add_params(commands: Any) -> None:
         "weighted false positive and false negative probabilities under P(s) = 1 - (1 - s^r)^b), those "
         "probabilities, P(s) at a few similarities, and the S-curve.",
         epilog="examples:\n  neardup params --threshold 0.8 --num-perm 128\n"
-        "  neardup params --threshold 0.9 --fn-weight 0.8 --fp-weight 0.2   # fewer missed duplicates\n"
+        "  neardup params --threshold 0.9 --sketch-format 1 --fn-weight 0.8 --fp-weight 0.2\n"
         "  neardup params --threshold 0.8 --bands 16 --rows 8 --json",
     )
     params.add_argument("--threshold", "-t", type=float, default=0.8, help="Jaccard threshold (default 0.8)")
@@ -293,6 +293,14 @@ def add_params(commands: Any) -> None:
         type=float,
         default=None,
         help="weight of false negatives (default: the service's)",
+    )
+    params.add_argument(
+        "--sketch-format",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="the collection's sketch format (default 2: bands chosen for recall at the threshold, "
+        "verified on b-bit one-permutation bins; 1: the rule of collections created before format 2)",
     )
     params.add_argument("--bands", type=int, default=None, help="evaluate these bands instead of choosing")
     params.add_argument("--rows", type=int, default=None, help="evaluate these rows instead of choosing")

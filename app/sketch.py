@@ -8,6 +8,7 @@ never over shingles or signature slots.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -26,6 +27,14 @@ DEFAULT_SEED = 1
 EMPTY_SLOT = 0xFFFFFFFF
 MIN_PERM, MAX_PERM = 16, 1024
 MAX_SHINGLE_SIZE = 64
+#: Sketch formats: 1 stores the num_perm 32-bit MinHash slots; 2 stores the band keys and, for
+#: verification, b-bit one-permutation bins (estimate mode) or the sorted shingle hashes (exact mode).
+SKETCH_FORMATS = (1, 2)
+#: Mixed into each band key's hash, per format (format 1: none, its keys are unchanged).
+BAND_SALT = {1: 0, 2: 0x6E6431642D763200}
+#: Format 2 estimate mode: bins per slot of num_perm and bits kept per bin (1,024 bins of 2 bits =
+#: 256 bytes at num_perm 128, half of format 1's 512).
+BINS_PER_PERM, BITS_PER_BIN = 8, 2
 #: Version of the Unicode tables compiled into the core (normalization, case, word characters).
 UNICODE_VERSION: str = _native.UNICODE_VERSION
 
@@ -62,6 +71,27 @@ def _check_num_perm(num_perm: int) -> None:
         raise ValueError(f"num_perm must be a multiple of 8 from {MIN_PERM} to {MAX_PERM}, got {num_perm!r}")
 
 
+def _check_texts(
+    texts: Sequence[str], num_perm: int, shingle: str, size: int, seed: int, threads: int
+) -> list[str]:
+    if isinstance(texts, str):
+        raise ValueError("texts must be a sequence of str, not one str: wrap it in a list")
+    _check_num_perm(num_perm)
+    if shingle not in ("word", "char"):
+        raise ValueError(f"shingle must be 'word' or 'char', got {shingle!r}")
+    if not isinstance(size, int) or not 1 <= size <= MAX_SHINGLE_SIZE:
+        raise ValueError(f"size must be an integer from 1 to {MAX_SHINGLE_SIZE}, got {size!r}")
+    if not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be an integer from 0 to 2**64-1, got {seed!r}")
+    if not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    items = list(texts)
+    for position, text in enumerate(items):
+        if not isinstance(text, str):
+            raise ValueError(f"texts[{position}] is {type(text).__name__}, expected str")
+    return items
+
+
 def signatures(
     texts: Sequence[str],
     *,
@@ -84,21 +114,7 @@ def signatures(
     text with none gets the empty signature (every slot ``EMPTY_SLOT``). The GIL is released while the
     core works; ``threads`` > 1 splits the batch over that many threads.
     """
-    if isinstance(texts, str):
-        raise ValueError("texts must be a sequence of str, not one str: wrap it in a list")
-    _check_num_perm(num_perm)
-    if shingle not in ("word", "char"):
-        raise ValueError(f"shingle must be 'word' or 'char', got {shingle!r}")
-    if not isinstance(size, int) or not 1 <= size <= MAX_SHINGLE_SIZE:
-        raise ValueError(f"size must be an integer from 1 to {MAX_SHINGLE_SIZE}, got {size!r}")
-    if not isinstance(seed, int) or not 0 <= seed < 2**64:
-        raise ValueError(f"seed must be an integer from 0 to 2**64-1, got {seed!r}")
-    if not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive integer, got {threads!r}")
-    items = list(texts)
-    for position, text in enumerate(items):
-        if not isinstance(text, str):
-            raise ValueError(f"texts[{position}] is {type(text).__name__}, expected str")
+    items = _check_texts(texts, num_perm, shingle, size, seed, threads)
     out: U32Array = _native.signatures(
         items,
         num_perm,
@@ -111,6 +127,102 @@ def signatures(
         threads,
         _check_isa(isa),
     )
+    return out
+
+
+def estimate_sketches(
+    texts: Sequence[str],
+    *,
+    num_perm: int = 128,
+    shingle: Shingle = "word",
+    size: int = 5,
+    seed: int = DEFAULT_SEED,
+    bins: int = 1024,
+    bits: int = BITS_PER_BIN,
+    threads: int = 1,
+    isa: Isa | None = None,
+) -> tuple[U32Array, npt.NDArray[np.uint8]]:
+    """Format 2, estimate mode: the MinHash signatures (``(n, num_perm)`` uint32, for band keys) and
+    the b-bit one-permutation bins (``(n, bins * bits / 8)`` uint8, bit planes) of ``texts``, from one
+    tokenization (options as :func:`signatures`). A featureless text has all-zero bins."""
+    items = _check_texts(texts, num_perm, shingle, size, seed, threads)
+    if not isinstance(bins, int) or not 64 <= bins <= 4096 or bins % 64:
+        raise ValueError(f"bins must be a multiple of 64 from 64 to 4096, got {bins!r}")
+    if not isinstance(bits, int) or not 1 <= bits <= 8:
+        raise ValueError(f"bits must be an integer from 1 to 8, got {bits!r}")
+    sigs, packed = _native.sketch_estimate(
+        items, num_perm, shingle == "char", size, seed, True, True, True, threads, _check_isa(isa), bins, bits
+    )
+    return sigs, packed
+
+
+def exact_sketches(
+    texts: Sequence[str],
+    *,
+    num_perm: int = 128,
+    shingle: Shingle = "word",
+    size: int = 5,
+    seed: int = DEFAULT_SEED,
+    threads: int = 1,
+    isa: Isa | None = None,
+) -> tuple[U32Array, U32Array, npt.NDArray[np.int64]]:
+    """Format 2, exact mode: the MinHash signatures and the sorted distinct 32-bit shingle hashes of
+    each text, concatenated (``flat[offsets[i]:offsets[i + 1]]`` are text ``i``'s)."""
+    items = _check_texts(texts, num_perm, shingle, size, seed, threads)
+    sigs, flat, offsets = _native.sketch_exact(
+        items, num_perm, shingle == "char", size, seed, True, True, True, threads, _check_isa(isa)
+    )
+    return sigs, flat, offsets
+
+
+def _row_index(rows: npt.ArrayLike | None, total: int) -> tuple[npt.NDArray[np.int64], bool]:
+    if rows is None:
+        return np.empty(0, dtype=np.int64), False
+    index = np.ascontiguousarray(np.asarray(rows), dtype=np.int64)
+    if index.ndim != 1:
+        raise ValueError("rows must be a 1-D sequence of row indices")
+    if index.size and (index.min() < 0 or index.max() >= total):
+        raise ValueError(f"rows must be indices from 0 to {total - 1}")
+    return index, True
+
+
+def bbit_similarity(
+    query: npt.NDArray[np.uint8],
+    candidates: npt.NDArray[np.uint8],
+    rows: npt.ArrayLike | None = None,
+    *,
+    bins: int = 1024,
+    bits: int = BITS_PER_BIN,
+) -> F32Array:
+    """Estimated Jaccard of the b-bit bins ``query`` with each row of ``candidates`` (or the ``rows``
+    of it): (equal bins / bins - 2^-bits) / (1 - 2^-bits), at least 0."""
+    stride = bins * bits // 8
+    q = np.ascontiguousarray(query, dtype=np.uint8).reshape(-1)
+    matrix = np.ascontiguousarray(candidates, dtype=np.uint8).reshape(-1, stride)
+    index, use_rows = _row_index(rows, matrix.shape[0])
+    out: F32Array = _native.bbit_similarity(q, matrix, index, use_rows, bins, bits)
+    return out
+
+
+def exact_similarity(
+    query: U32Array,
+    flat: U32Array,
+    offsets: npt.ArrayLike,
+    rows: npt.ArrayLike | None = None,
+    *,
+    floor: float = 0.0,
+    isa: Isa | None = None,
+) -> F32Array:
+    """Exact Jaccard of the sorted set ``query`` with each set of ``flat``/``offsets`` (or the ``rows``
+    of them) where it is at least ``floor``; 0.0 where it is below (the merge stops early there).
+    ``query`` and every set must be sorted and without repeats (as ``exact_sketches`` makes them)."""
+    if not isinstance(floor, (int, float)) or not 0.0 <= float(floor) <= 1.0:
+        raise ValueError(f"floor must be a number from 0 to 1, got {floor!r}")
+    off = np.ascontiguousarray(np.asarray(offsets), dtype=np.int64)
+    q = np.ascontiguousarray(query, dtype=np.uint32)
+    f = np.ascontiguousarray(flat, dtype=np.uint32)
+    index, use_rows = _row_index(rows, max(len(off) - 1, 0))
+    out: F32Array = _native.exact_similarity(q, f, off, index, use_rows, float(floor), _check_isa(isa))
     return out
 
 
@@ -193,19 +305,22 @@ def similarity(
     return out
 
 
-def band_keys(signatures: U32Array, bands: int, rows: int) -> U64Array:
+def band_keys(signatures: U32Array, bands: int, rows: int, *, sketch_format: int = 1) -> U64Array:
     """One 64-bit LSH bucket key per band: uint64 array of shape ``(n, bands)``.
 
-    Band ``j`` hashes slots ``j*rows .. (j+1)*rows-1`` together with ``j`` itself, so equal rows in
+    Band ``j`` hashes slots ``j*rows .. (j+1)*rows-1`` together with ``j`` itself (and the sketch
+    format's salt: format 2 keys differ from format 1 keys of the same slots), so equal rows in
     different bands give different keys. Empty signatures get key 0 in every band, which no real band
     ever has: callers skip them.
     """
+    if sketch_format not in BAND_SALT:
+        raise ValueError(f"sketch_format must be one of {sorted(BAND_SALT)}, got {sketch_format!r}")
     matrix = _as_signature_matrix("signatures", signatures)
     if not isinstance(bands, int) or not isinstance(rows, int) or bands < 1 or rows < 1:
         raise ValueError(f"bands and rows must be positive integers, got bands={bands!r} rows={rows!r}")
     if bands * rows > matrix.shape[1]:
         raise ValueError(f"bands*rows = {bands * rows} exceeds the {matrix.shape[1]} slots of each signature")
-    out: U64Array = _native.band_keys(matrix, bands, rows)
+    out: U64Array = _native.band_keys(matrix, bands, rows, BAND_SALT[sketch_format])
     return out
 
 
@@ -245,6 +360,34 @@ def error_probabilities(threshold: float, bands: int, rows: int) -> tuple[float,
 def _check_threshold(threshold: float) -> None:
     if not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) < 1.0:
         raise ValueError(f"threshold must be a number strictly between 0 and 1, got {threshold!r}")
+
+
+def recall_bands(threshold: float, num_perm: int, target: float, max_bands: int) -> tuple[int, int]:
+    """The banding of sketch format 2: the largest ``rows`` (fewest chance candidates) for which some
+    ``bands <= max_bands`` with ``bands * rows <= num_perm`` reach P(threshold) >= ``target``, with
+    the fewest such bands. Verification on the sharper sketch removes the extra candidates, so the
+    banding is chosen for recall at the threshold. When no banding reaches the target (low
+    thresholds), the one of ``optimal_bands`` weighing misses 0.99 among at most ``max_bands``."""
+    _check_threshold(threshold)
+    _check_num_perm(num_perm)
+    if not 0.0 < target < 1.0 or max_bands < 1:
+        raise ValueError("target must be strictly between 0 and 1 and max_bands positive")
+    t = float(threshold)
+    for rows in range(num_perm, 0, -1):
+        miss = 1.0 - t**rows
+        if not 0.0 < miss < 1.0:
+            continue
+        bands = max(1, math.ceil(math.log(1.0 - target) / math.log(miss) - 1e-12))
+        if bands <= max_bands and bands * rows <= num_perm:
+            return bands, rows
+    pairs = np.array(
+        [(b, r) for b in range(1, min(max_bands, num_perm) + 1) for r in range(1, num_perm // b + 1)],
+        dtype=np.float64,
+    )
+    fp, fn = _error_probabilities_grid(t, pairs[:, 0], pairs[:, 1])
+    cost = 0.01 * fp + 0.99 * fn
+    best = int(np.lexsort((pairs[:, 0], np.round(cost, 12)))[0])
+    return int(pairs[best, 0]), int(pairs[best, 1])
 
 
 def optimal_bands(

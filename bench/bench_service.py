@@ -584,12 +584,17 @@ class Service:
         self.close()
 
 
+#: More fields of the collection creation body (--create): the sketch format, exact mode.
+CREATE: dict[str, Any] = {}
+
+
 def create_collection(port: int, name: str) -> dict[str, Any]:
     import httpx
 
     body = {"name": name, "threshold": THRESHOLD, "num_perm": K, "shingle": "word", "size": SHINGLE_SIZE}
     if EXPECTED_DOCUMENTS:
         body["expected_documents"] = EXPECTED_DOCUMENTS
+    body.update(CREATE)
     reply = httpx.post(f"http://{HOST}:{port}/v1/collections", json=body, timeout=30)
     if reply.status_code not in (200, 201):
         raise RuntimeError(f"creating collection {name}: {reply.status_code} {reply.text[:300]}")
@@ -1255,9 +1260,16 @@ def main() -> None:
         metavar="N",
         help="create neardup's collections with this capacity hint (default: none)",
     )
+    parser.add_argument(
+        "--create",
+        default="{}",
+        metavar="JSON",
+        help='more fields of neardup\'s collection creation body, e.g. {"sketch_format": 1}',
+    )
     args = parser.parse_args()
-    global EXPECTED_DOCUMENTS, VALKEY_MALLOC
+    global EXPECTED_DOCUMENTS, VALKEY_MALLOC, CREATE
     EXPECTED_DOCUMENTS = args.expected_documents
+    CREATE = json.loads(args.create)
     VALKEY_MALLOC = args.valkey_malloc
     settings = QUICK if args.quick else FULL
     if args.workers:

@@ -375,6 +375,7 @@ def service_quality(
     mutants: Sequence[mutations.Mutant],
     mutant_j: Sequence[float],
     thresholds: Sequence[float],
+    create: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     import httpx
 
@@ -386,7 +387,7 @@ def service_quality(
         client = httpx.Client(base_url=base, timeout=300)
         for t in thresholds:
             name = f"quality-{round(t * 100)}"
-            reply = client.post("/v1/collections", json={"name": name, "threshold": t})
+            reply = client.post("/v1/collections", json={"name": name, "threshold": t, **(create or {})})
             reply.raise_for_status()
             params = reply.json()
             memory_before = service.used_memory()
@@ -420,6 +421,9 @@ def service_quality(
             out["thresholds"][f"{t:.1f}"] = {
                 "bands": params["bands"],
                 "rows": params["rows"],
+                "sketch_format": params.get("sketch_format", 1),
+                "verify": params.get("verify", "estimate"),
+                "bins": params.get("bins", 0),
                 "check": score(truth, pair_codes(pi, pj, n), t),
                 "query": score(truth, np.empty(0, np.int64), t, directed=directed),
                 "mutations": mutation_scores(mutants, mutant_j, found, t),
@@ -665,7 +669,7 @@ def seed_robustness(texts: Sequence[str], truth: Truth, threshold: float = HEADL
     """The check rule of the defaults and of the former defaults (equal weights, every estimate >= t)
     with the signatures of other hash seeds: the same pairs, other draws of hash functions."""
     n = len(texts)
-    default = CollectionParams.create("x", threshold=threshold)
+    default = CollectionParams.create("x", threshold=threshold, sketch_format=1)
     k = default.num_perm
     rules = [
         ("defaults", default.bands, default.rows, verification_floor(threshold, k)),
@@ -745,6 +749,8 @@ def run(
     thresholds: Sequence[float] = THRESHOLDS,
     with_service: bool = True,
     with_libraries: bool = True,
+    with_curves: bool = True,
+    create: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     ids = [d["id"] for d in docs]
@@ -765,7 +771,7 @@ def run(
         truth_module.exact_jaccard(truth_module.shingle_set(texts[m.base]), truth_module.shingle_set(m.text))
         for m in mutants
     ]
-    default = CollectionParams.create("default")
+    default = CollectionParams.create("default", sketch_format=1)
     sigs = sketch.signatures(texts)
     mutant_sigs = sketch.signatures([m.text for m in mutants])
     report: dict[str, Any] = {
@@ -791,11 +797,13 @@ def run(
         "targets": TARGETS,
         "load_average_at_start": load_average(),
     }
-    report["s_curve"] = s_curve(sigs, truth, default.bands, default.rows)
-    report["tradeoff"] = tradeoff(sigs, truth, mutant_sigs, mutants, mutant_j)
-    report["seeds"] = seed_robustness(texts, truth)
+    if with_curves:
+        report["s_curve"] = s_curve(sigs, truth, default.bands, default.rows)
+        report["tradeoff"] = tradeoff(sigs, truth, mutant_sigs, mutants, mutant_j)
+        report["seeds"] = seed_robustness(texts, truth)
     if with_service:
-        report["neardup_service"] = service_quality(ids, texts, truth, mutants, mutant_j, thresholds)
+        report["collection_options"] = create or {}
+        report["neardup_service"] = service_quality(ids, texts, truth, mutants, mutant_j, thresholds, create)
     if with_libraries:
         report["libraries"] = library_quality(texts, truth, mutants, mutant_j, thresholds)
     report["load_average_at_end"] = load_average()
@@ -820,6 +828,13 @@ def main() -> None:
     parser.add_argument("--mutations", type=int, default=300, help="base documents of the mutation set")
     parser.add_argument("--no-service", action="store_true")
     parser.add_argument("--no-libraries", action="store_true")
+    parser.add_argument("--no-curves", action="store_true", help="skip the S-curve, trade-off and seeds")
+    parser.add_argument("--thresholds", default="", help="comma-separated thresholds (default 0.5..0.9)")
+    parser.add_argument(
+        "--create",
+        default="{}",
+        help='JSON merged into each collection\'s creation body, e.g. {"sketch_format": 1}',
+    )
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     import corpus as corpus_module
@@ -835,6 +850,9 @@ def main() -> None:
         mutation_count=args.mutations,
         with_service=not args.no_service,
         with_libraries=not args.no_libraries,
+        with_curves=not args.no_curves,
+        thresholds=[float(x) for x in args.thresholds.split(",")] if args.thresholds else THRESHOLDS,
+        create=json.loads(args.create),
     )
     text = json.dumps(report, indent=1)
     if args.output:

@@ -931,6 +931,187 @@ def replace_section(markdown_path: Path, section: str) -> None:
     markdown_path.write_text(text)
 
 
+def sketch_formats_section(results: Path) -> str:
+    """Sketch formats 1, 2 and exact (issue 16), from the runs saved in ``results``: estimators.json
+    (bench_estimators.py), tradeoff_formats.json, quality_{even,natural}_{v1,v2,exact}.json
+    (quality.py --create), service_batch_{v1,v2}_*.json (bench_service.py --quick --only batch),
+    signatures_formats.json (bench_sketch.py --quick --only signatures) and merge.json."""
+
+    def load(name: str) -> Any:
+        path = results / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    est = load("estimators.json")
+    if est is None:
+        return ""
+    lines = [
+        "## Sketch formats: what verification decides on (issue 16)",
+        "",
+        "Format 1 keeps 128 MinHash slots of 32 bits (512 bytes) and verifies on the fraction of equal "
+        "slots. Format 2 (the default for new collections) keeps its band keys and one-permutation bins "
+        "of 2 bits (code 0: empty bin; else 1 + the bin's minimum mod 3), estimating J from the bins "
+        "filled on either side; `verify: exact` keeps the sorted 32-bit shingle hashes and decides on "
+        "the exact Jaccard. The band keys come from the 128-slot MinHash in every format.",
+        "",
+        f"### Estimators at (about) equal bytes: `python bench/bench_estimators.py` ({est['documents']:,} "
+        f"documents; {est['pairs']['natural']:,} natural truth pairs; {est['pairs']['even']:,} even-spread "
+        "pairs, 1,500 per 0.05 bucket of true Jaccard from 0.5 to 1.0)",
+        "",
+        "Standard error (std of estimate - J) per bucket of true J on the even-spread pairs; P/R at "
+        f"threshold {est['threshold']} with the collection's banding (v1: b={est['v1']['bands']}, "
+        f"r={est['v1']['rows']}; format 2: b={est['v2']['bands']}, r={est['v2']['rows']}) and floor t "
+        "(format 1: its own floor, t + half a standard error); sketch speed one thread, whole "
+        "corpus sample (these MB/s were measured on a loaded machine: see bench_sketch below for the "
+        "comparison with rensa).",
+        "",
+    ]
+    buckets = ["0.50", "0.60", "0.70", "0.75", "0.80", "0.85", "0.90", "0.95"]
+    lines.append(
+        "| estimator | bytes/doc | MB/s | "
+        + " | ".join(f"SE {b}" for b in buckets)
+        + " | even P / R | natural P / R |"
+    )
+    lines.append("| --- " * (5 + len(buckets)) + "|")
+    for label, e in est["estimators"].items():
+        se = e["even"]["buckets"] or {}
+        even, natural = e["even"]["banded"], e["natural"]["banded"]
+        lines.append(
+            f"| {label} | {e['bytes_per_document']} | {e['sketch_mb_per_s']} | "
+            + " | ".join(str(se.get(b, {}).get("std_error", "")) for b in buckets)
+            + f" | {even['precision']:.4f} / {even['recall']:.4f} | "
+            f"{natural['precision']:.4f} / {natural['recall']:.4f} |"
+        )
+    lines += [
+        "",
+        "Format 2 bytes per document are the bins only; the stored sketch adds a format byte and 8 bytes "
+        "per band key (format 1 recomputes its band keys from the slots): 481 bytes at the defaults.",
+        "",
+    ]
+    trade = load("tradeoff_formats.json")
+    if trade:
+        lines += [
+            "### Precision and recall per threshold, each format at its defaults "
+            "(`python bench/tradeoff_formats.py`: the service's band keys, verification and floor, in "
+            "process)",
+            "",
+            "| format | t | b x r | bins | even P / R | natural P / R |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in trade["rows"]:
+            lines.append(
+                f"| {r['format']} | {r['threshold']} | {r['bands']} x {r['rows']} | {r['bins'] or ''} | "
+                f"{r['even']['precision']:.4f} / {r['even']['recall']:.4f} | "
+                f"{r['natural']['precision']:.4f} / {r['natural']['recall']:.4f} |"
+            )
+        q = load("quality.json")
+        curves = tool_curves(q) if q else {}
+        tools = [name for name in curves if "service" not in name]
+        if tools:
+            lines += [
+                "",
+                "Beside them, datasketch and rensa on the natural corpus (`quality.json`: their own run, "
+                "the same corpus and truth; P / R per threshold):",
+                "",
+                "| tool | " + " | ".join(f"t = {t}" for t in sorted(curves[tools[0]])) + " |",
+                "| --- " * (1 + len(curves[tools[0]])) + "|",
+            ]
+            for name in tools:
+                cells = [f"{v['precision']:.4f} / {v['recall']:.4f}" for _, v in sorted(curves[name].items())]
+                lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    rows = []
+    for corpus in ("even", "natural"):
+        for fmt in ("v1", "v2", "exact"):
+            run = load(f"quality_{corpus}_{fmt}.json")
+            if not run:
+                continue
+            t = run["neardup_service"]["thresholds"]["0.8"]
+            c = t["check"]
+            mut = t["mutations"].get("0.02", {})
+            rows.append(
+                f"| {corpus} ({run['documents']:,} docs) | {fmt} | {t['bands']} x {t['rows']} | "
+                f"{c['precision']:.4f} / {c['recall']:.4f} | "
+                f"{c['precision_non_identical']:.4f} / {c['recall_non_identical']:.4f} | "
+                f"{c['predicted'] - c['true_positives']} / {c['positives'] - c['true_positives']} | "
+                f"{mut.get('detected', '')} | {t['check_seconds']} | {t['redis_bytes_per_document']} |"
+            )
+    if rows:
+        lines += [
+            "### Through the service at threshold 0.8 (`python bench/quality.py --no-libraries --no-curves "
+            "--thresholds 0.8 --create '{...}'`; even: `bench/even_corpus.py`'s corpus)",
+            "",
+            "The even corpus: pairs drawn from every 0.05 bucket of J from 0.5 to 1.0, kept apart (no two "
+            "chosen pairs share a near-duplicate), at most 400 per bucket (fewer in the scarce buckets "
+            "0.55-0.70); its truth recomputed.",
+            "",
+            "| corpus | format | b x r | P / R | non-identical P / R | false pos. / missed | "
+            "2%-edited copies found | check s | Redis B/doc |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            *rows,
+            "",
+        ]
+    batches: dict[str, list[Any]] = {}
+    for path in sorted(results.glob("service_batch_*.json")):
+        fmt = path.stem.split("_")[2]
+        b = json.loads(path.read_text())["neardup"]["workers_2"]["batch"]
+        batches.setdefault(fmt, []).append(b)
+    if batches:
+        lines += [
+            "### Batch check throughput (`python bench/bench_service.py --quick --only batch --workers 2 "
+            "--create '{...}'`, 6,000 passages of ~4 KB, runs of the two formats interleaved)",
+            "",
+            "| format | docs/s per run (median of 3 repeats each) | service CPU us/doc | Valkey CPU us/doc | "
+            "Redis B/doc |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for fmt, runs in batches.items():
+            rates = ", ".join(f"{r['docs_per_s']:,}" for r in runs)
+            lines.append(
+                f"| {fmt} | {rates} | "
+                f"{', '.join(str(r['cpu_us_per_doc']['service_python']) for r in runs)} | "
+                f"{', '.join(str(r['cpu_us_per_doc']['valkey']) for r in runs)} | "
+                f"{', '.join(str(r['redis_bytes_per_doc']) for r in runs)} |"
+            )
+        lines.append("")
+    sig = load("signatures_formats.json")
+    if sig and "signatures" in sig:
+        s = sig["signatures"]
+        lines += [
+            "### Sketching speed beside rensa (`python bench/bench_sketch.py --quick --only signatures`, one "
+            "thread, pinned)",
+            "",
+            f"format 1 {s['neardup']['mb_per_s']} MB/s, format 2 {s['neardup_v2']['mb_per_s']} MB/s, exact "
+            f"{s['neardup_exact']['mb_per_s']} MB/s; rensa on pre-made shingles "
+            f"{max(s['rensa_batch']['mb_per_s'], s['rensa_objects']['mb_per_s'])} MB/s: format 2 is "
+            f"**{s['ratios']['neardup_v2_over_rensa_best']}x** rensa (format 1 "
+            f"{s['ratios']['neardup_over_rensa_best']}x, exact "
+            f"{s['ratios']['neardup_exact_over_rensa_best']}x).",
+            "",
+        ]
+    merge = load("merge.json")
+    if merge:
+        lines += [
+            "### Exact mode's merge (`python bench/bench_merge.py`)",
+            "",
+            f"{merge['pairs']:,} truth pairs (both directions), {merge['mean_pair_elements']} shingles per "
+            "pair on average.",
+            "",
+            "| ISA | truth pairs/s, floor 0.8 (one call per document) | floor 0 | kernel alone: pairs/s | "
+            "elements/s |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for isa, e in merge["isa"].items():
+            k = e["kernel_one_call"]
+            lines.append(
+                f"| {isa} | {e['floor_0.8']['pairs_per_second']:,} | "
+                f"{e['floor_0.0']['pairs_per_second']:,} | "
+                f"{k['pairs_per_second']:,} ({k['mean_pair_elements']} elements/pair) | "
+                f"{k['elements_per_second'] / 1e6:.0f} M |"
+            )
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
 # --- main -------------------------------------------------------------------------------------------
 
 
@@ -1113,7 +1294,12 @@ def main() -> None:
         rel = str(results)
     extra = "".join(
         "\n" + section
-        for section in (crowds_section(results), growth_section(results), passages_section(results))
+        for section in (
+            crowds_section(results),
+            growth_section(results),
+            sketch_formats_section(results),
+            passages_section(results),
+        )
         if section
     )
     args.markdown.write_text(markdown(summary, q, rel) + extra)

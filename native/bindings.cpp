@@ -4,6 +4,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <atomic>
 #include <exception>
 #include <mutex>
@@ -52,76 +54,243 @@ TextOptions options_of(bool char_mode, int size, bool normalize, bool lowercase,
   return o;
 }
 
-py::array_t<uint32_t> signatures(const py::list& texts, int num_perm, bool char_mode, int size,
-                                 uint64_t seed, bool normalize, bool lowercase, bool collapse,
-                                 int threads, const std::string& isa) {
+// Runs fn(i, scratch, hashes) for every document i < n, over `threads` threads, the GIL released by the
+// caller. Per thread, buffers are kept between calls: growing them for every batch costs page faults.
+template <typename Fn>
+void for_each_document(size_t n, int threads, Fn&& fn) {
+  auto work = [&](size_t begin, size_t end) {
+    // Plain references taken once: code inlined below would otherwise look the thread-local
+    // address up again at every use.
+    thread_local neardup::TextScratch tls_scratch;
+    thread_local std::vector<uint32_t> tls_hashes;
+    neardup::TextScratch& scratch = tls_scratch;
+    std::vector<uint32_t>& hashes = tls_hashes;
+    for (size_t i = begin; i < end; ++i) fn(i, scratch, hashes);
+    constexpr size_t kKeep = size_t{32} << 20;
+    scratch.trim(kKeep);
+    if (hashes.capacity() * sizeof(uint32_t) > kKeep) std::vector<uint32_t>().swap(hashes);
+  };
+  const size_t workers = std::min(static_cast<size_t>(threads), std::max<size_t>(n, 1));
+  if (workers <= 1) {
+    work(0, n);
+    return;
+  }
+  // Interleaved blocks of documents, so one long text does not leave the other threads idle.
+  // An exception must not escape a std::thread (that is std::terminate): the first one is kept,
+  // the other workers stop taking blocks, and it is rethrown once every thread has joined.
+  std::vector<std::thread> pool;
+  std::atomic<size_t> next{0};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  constexpr size_t kBlock = 8;
+  auto worker = [&]() noexcept {
+    try {
+      for (;;) {
+        const size_t begin = next.fetch_add(kBlock);
+        if (begin >= n) return;
+        work(begin, std::min(n, begin + kBlock));
+      }
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next.store(n);
+    }
+  };
+  pool.reserve(workers - 1);
+  for (size_t t = 1; t < workers; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had (limits, memory): the ones running finish the batch
+    }
+  }
+  worker();
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+void check_sketch_args(int num_perm, int threads) {
   if (num_perm < 16 || num_perm > 1024 || num_perm % 8 != 0)
     throw py::value_error("num_perm must be a multiple of 8 from 16 to 1024");
   if (threads < 1) throw py::value_error("threads must be >= 1");
+}
+
+// A tuple of the texts holds a reference to each: the views point into the str objects while the GIL
+// is released, and another thread may empty or change the caller's list meanwhile.
+std::vector<TextView> views_of(const py::tuple& items) {
+  std::vector<TextView> views(items.size());
+  for (size_t i = 0; i < items.size(); ++i) views[i] = view_of(items[i].ptr());
+  return views;
+}
+
+py::array_t<uint32_t> signatures(const py::list& texts, int num_perm, bool char_mode, int size,
+                                 uint64_t seed, bool normalize, bool lowercase, bool collapse,
+                                 int threads, const std::string& isa) {
+  check_sketch_args(num_perm, threads);
   const TextOptions options = options_of(char_mode, size, normalize, lowercase, collapse);
   const Kernels& kernels = kernels_for(isa);
-  // A tuple of the texts holds a reference to each: the views below point into the str objects while
-  // the GIL is released, and another thread may empty or change the caller's list meanwhile.
   const py::tuple items(texts);
   const size_t n = items.size();
   const size_t k = static_cast<size_t>(num_perm);
-  std::vector<TextView> views(n);
-  for (size_t i = 0; i < n; ++i) views[i] = view_of(items[i].ptr());
+  const std::vector<TextView> views = views_of(items);
   py::array_t<uint32_t> out({n, k});
   uint32_t* dst = out.mutable_data();
   {
     py::gil_scoped_release release;
     const neardup::HashFamily family = neardup::make_hash_family(num_perm, seed);
-    auto work = [&](size_t begin, size_t end) {
-      // Per thread and kept between calls: growing buffers for every batch costs page faults.
-      // Plain references taken once: code inlined below would otherwise look the thread-local
-      // address up again at every use.
-      thread_local neardup::TextScratch tls_scratch;
-      thread_local std::vector<uint32_t> tls_hashes;
-      neardup::TextScratch& scratch = tls_scratch;
-      std::vector<uint32_t>& hashes = tls_hashes;
-      for (size_t i = begin; i < end; ++i)
-        neardup::text_signature(views[i], options, family, kernels, scratch, hashes, dst + i * k);
-      constexpr size_t kKeep = size_t{32} << 20;
-      scratch.trim(kKeep);
-      if (hashes.capacity() * sizeof(uint32_t) > kKeep) std::vector<uint32_t>().swap(hashes);
-    };
-    const size_t workers = std::min(static_cast<size_t>(threads), std::max<size_t>(n, 1));
-    if (workers <= 1) {
-      work(0, n);
-    } else {
-      // Interleaved blocks of documents, so one long text does not leave the other threads idle.
-      // An exception must not escape a std::thread (that is std::terminate): the first one is kept,
-      // the other workers stop taking blocks, and it is rethrown once every thread has joined.
-      std::vector<std::thread> pool;
-      std::atomic<size_t> next{0};
-      std::mutex failure_mutex;
-      std::exception_ptr failure;
-      constexpr size_t kBlock = 8;
-      auto worker = [&]() noexcept {
-        try {
-          for (;;) {
-            const size_t begin = next.fetch_add(kBlock);
-            if (begin >= n) return;
-            work(begin, std::min(n, begin + kBlock));
-          }
-        } catch (...) {
-          const std::lock_guard<std::mutex> lock(failure_mutex);
-          if (!failure) failure = std::current_exception();
-          next.store(n);
-        }
-      };
-      pool.reserve(workers - 1);
-      for (size_t t = 1; t < workers; ++t) {
-        try {
-          pool.emplace_back(worker);
-        } catch (const std::system_error&) {
-          break;  // no more threads to be had (limits, memory): the ones running finish the batch
-        }
+    for_each_document(n, threads, [&](size_t i, neardup::TextScratch& scratch, std::vector<uint32_t>& hashes) {
+      neardup::text_signature(views[i], options, family, kernels, scratch, hashes, dst + i * k);
+    });
+  }
+  return out;
+}
+
+// Format 2, estimate mode: the MinHash signature (for the band keys) and the b-bit one-permutation
+// bins (for verification) of each text, from one tokenization.
+py::tuple sketch_estimate(const py::list& texts, int num_perm, bool char_mode, int size, uint64_t seed,
+                          bool normalize, bool lowercase, bool collapse, int threads,
+                          const std::string& isa, int bins, int bits) {
+  check_sketch_args(num_perm, threads);
+  if (bins < 64 || bins > 4096 || bins % 64 != 0) throw py::value_error("bins must be a multiple of 64 from 64 to 4096");
+  if (bits < 1 || bits > 8) throw py::value_error("bits must be from 1 to 8");
+  const TextOptions options = options_of(char_mode, size, normalize, lowercase, collapse);
+  const Kernels& kernels = kernels_for(isa);
+  const py::tuple items(texts);
+  const size_t n = items.size();
+  const size_t k = static_cast<size_t>(num_perm);
+  const std::vector<TextView> views = views_of(items);
+  const neardup::OphFamily oph = neardup::make_oph_family(static_cast<size_t>(bins), bits, seed);
+  const size_t stride = neardup::oph_bytes(oph);
+  py::array_t<uint32_t> sigs({n, k});
+  py::array_t<uint8_t> packed({n, stride});
+  uint32_t* sig_dst = sigs.mutable_data();
+  uint8_t* bin_dst = packed.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const neardup::HashFamily family = neardup::make_hash_family(num_perm, seed);
+    for_each_document(n, threads, [&](size_t i, neardup::TextScratch& scratch, std::vector<uint32_t>& hashes) {
+      thread_local std::vector<uint32_t> value;
+      thread_local std::vector<uint64_t> filled;
+      thread_local std::vector<uint64_t> aligned;
+      neardup::text_signature(views[i], options, family, kernels, scratch, hashes, sig_dst + i * k);
+      aligned.resize(stride / 8 + 1);
+      neardup::oph_bins(hashes.data(), hashes.size(), oph, value, filled, reinterpret_cast<uint8_t*>(aligned.data()));
+      std::memcpy(bin_dst + i * stride, aligned.data(), stride);
+    });
+  }
+  return py::make_tuple(sigs, packed);
+}
+
+// Format 2, exact mode: the MinHash signature and the sorted distinct shingle hashes of each text
+// (concatenated; offsets[i]..offsets[i+1] are text i's).
+py::tuple sketch_exact(const py::list& texts, int num_perm, bool char_mode, int size, uint64_t seed,
+                       bool normalize, bool lowercase, bool collapse, int threads, const std::string& isa) {
+  check_sketch_args(num_perm, threads);
+  const TextOptions options = options_of(char_mode, size, normalize, lowercase, collapse);
+  const Kernels& kernels = kernels_for(isa);
+  const py::tuple items(texts);
+  const size_t n = items.size();
+  const size_t k = static_cast<size_t>(num_perm);
+  const std::vector<TextView> views = views_of(items);
+  py::array_t<uint32_t> sigs({n, k});
+  uint32_t* sig_dst = sigs.mutable_data();
+  std::vector<std::vector<uint32_t>> sets(n);
+  {
+    py::gil_scoped_release release;
+    const neardup::HashFamily family = neardup::make_hash_family(num_perm, seed);
+    for_each_document(n, threads, [&](size_t i, neardup::TextScratch& scratch, std::vector<uint32_t>& hashes) {
+      neardup::text_signature(views[i], options, family, kernels, scratch, hashes, sig_dst + i * k);
+      neardup::sorted_set(hashes);
+      sets[i].assign(hashes.begin(), hashes.end());
+    });
+  }
+  py::array_t<int64_t> offsets(n + 1);
+  int64_t* off = offsets.mutable_data();
+  off[0] = 0;
+  for (size_t i = 0; i < n; ++i) off[i + 1] = off[i] + static_cast<int64_t>(sets[i].size());
+  py::array_t<uint32_t> flat(static_cast<size_t>(off[n]));
+  uint32_t* f = flat.mutable_data();
+  for (size_t i = 0; i < n; ++i) std::copy(sets[i].begin(), sets[i].end(), f + off[i]);
+  return py::make_tuple(sigs, flat, offsets);
+}
+
+std::vector<int64_t> checked_rows(const py::array_t<int64_t, py::array::c_style>& rows, bool use_rows, size_t total) {
+  // The row indices are copied before they are checked: the kernel reads them with the GIL released,
+  // when another thread could write into the caller's array after the check.
+  std::vector<int64_t> row_index;
+  if (use_rows) {
+    row_index.assign(rows.data(), rows.data() + rows.shape(0));
+    for (const int64_t row : row_index)
+      if (row < 0 || static_cast<size_t>(row) >= total) throw py::value_error("row index out of range");
+  }
+  return row_index;
+}
+
+py::array_t<float> bbit_similarity(const py::array_t<uint8_t, py::array::c_style>& query,
+                                   const py::array_t<uint8_t, py::array::c_style>& candidates,
+                                   const py::array_t<int64_t, py::array::c_style>& rows, bool use_rows,
+                                   int bins, int bits) {
+  if (bins < 64 || bins > 4096 || bins % 64 != 0 || bits < 1 || bits > 8)
+    throw py::value_error("bins must be a multiple of 64 from 64 to 4096 and bits from 1 to 8");
+  const size_t stride = static_cast<size_t>(bins) * static_cast<size_t>(bits) / 8;
+  if (query.ndim() != 1 || static_cast<size_t>(query.shape(0)) != stride)
+    throw py::value_error("query must be 1-D of bins*bits/8 bytes");
+  if (candidates.ndim() != 2 || static_cast<size_t>(candidates.shape(1)) != stride)
+    throw py::value_error("candidates must be 2-D (n, bins*bits/8)");
+  const size_t total = static_cast<size_t>(candidates.shape(0));
+  const std::vector<int64_t> row_index = checked_rows(rows, use_rows, total);
+  const size_t n = use_rows ? row_index.size() : total;
+  py::array_t<float> out(n);
+  float* dst = out.mutable_data();
+  const uint8_t* q = query.data();
+  const uint8_t* c = candidates.data();
+  const int64_t* r = use_rows ? row_index.data() : nullptr;
+  {
+    py::gil_scoped_release release;
+    neardup::bbit_similarity(q, c, static_cast<size_t>(bins), bits, r, n, dst);
+  }
+  return out;
+}
+
+// Exact Jaccard of the sorted set `query` with sets[rows[j]] (flat + offsets) where it is >= floor;
+// 0.0 where it is not (the merge stops as soon as the floor is out of reach).
+py::array_t<float> exact_similarity(const py::array_t<uint32_t, py::array::c_style>& query,
+                                    const py::array_t<uint32_t, py::array::c_style>& flat,
+                                    const py::array_t<int64_t, py::array::c_style>& offsets,
+                                    const py::array_t<int64_t, py::array::c_style>& rows, bool use_rows,
+                                    double floor, const std::string& isa) {
+  if (query.ndim() != 1 || flat.ndim() != 1 || offsets.ndim() != 1 || offsets.shape(0) < 1)
+    throw py::value_error("query, flat and offsets must be 1-D (offsets: n + 1 entries)");
+  if (!(floor >= 0.0 && floor <= 1.0)) throw py::value_error("floor must be from 0 to 1");
+  const size_t total = static_cast<size_t>(offsets.shape(0) - 1);
+  const int64_t* off = offsets.data();
+  if (off[0] != 0 || off[total] != flat.shape(0)) throw py::value_error("offsets must run from 0 to len(flat)");
+  for (size_t i = 0; i < total; ++i)
+    if (off[i + 1] < off[i]) throw py::value_error("offsets must not decrease");
+  const std::vector<int64_t> row_index = checked_rows(rows, use_rows, total);
+  const size_t n = use_rows ? row_index.size() : total;
+  py::array_t<float> out(n);
+  float* dst = out.mutable_data();
+  const uint32_t* q = query.data();
+  const size_t nq = static_cast<size_t>(query.shape(0));
+  const uint32_t* f = flat.data();
+  const neardup::IntersectKernel intersect = kernels_for(isa).intersect;
+  {
+    py::gil_scoped_release release;
+    for (size_t j = 0; j < n; ++j) {
+      const size_t row = use_rows ? static_cast<size_t>(row_index[j]) : j;
+      const uint32_t* c = f + off[row];
+      const size_t nc = static_cast<size_t>(off[row + 1] - off[row]);
+      if (nq == 0 || nc == 0) {
+        dst[j] = 0.0f;
+        continue;
       }
-      worker();
-      for (auto& t : pool) t.join();
-      if (failure) std::rethrow_exception(failure);
+      // J >= floor  <=>  |A n B| >= floor (|A| + |B|) / (1 + floor)
+      const double bound = floor * static_cast<double>(nq + nc) / (1.0 + floor);
+      const size_t need = static_cast<size_t>(std::ceil(bound - 1e-9));
+      const size_t inter = intersect(q, nq, c, nc, need);
+      dst[j] = inter < need ? 0.0f
+                            : static_cast<float>(static_cast<double>(inter) / static_cast<double>(nq + nc - inter));
     }
   }
   return out;
@@ -159,7 +328,8 @@ py::array_t<float> similarity(const py::array_t<uint32_t, py::array::c_style>& q
   return out;
 }
 
-py::array_t<uint64_t> band_keys(const py::array_t<uint32_t, py::array::c_style>& sigs, int bands, int rows) {
+py::array_t<uint64_t> band_keys(const py::array_t<uint32_t, py::array::c_style>& sigs, int bands, int rows,
+                                uint64_t salt) {
   if (sigs.ndim() != 2) throw py::value_error("signatures must be 2-D (n, num_perm)");
   const size_t n = static_cast<size_t>(sigs.shape(0));
   const size_t k = static_cast<size_t>(sigs.shape(1));
@@ -170,7 +340,7 @@ py::array_t<uint64_t> band_keys(const py::array_t<uint32_t, py::array::c_style>&
   const uint32_t* src = sigs.data();
   {
     py::gil_scoped_release release;
-    neardup::band_keys(src, n, k, static_cast<size_t>(bands), static_cast<size_t>(rows), dst);
+    neardup::band_keys(src, n, k, static_cast<size_t>(bands), static_cast<size_t>(rows), dst, salt);
   }
   return out;
 }
@@ -203,7 +373,17 @@ PYBIND11_MODULE(_native, m) {
         py::arg("threads"), py::arg("isa"));
   m.def("similarity", &similarity, py::arg("query"), py::arg("candidates"), py::arg("rows"),
         py::arg("use_rows"), py::arg("isa"));
-  m.def("band_keys", &band_keys, py::arg("signatures"), py::arg("bands"), py::arg("rows"));
+  m.def("band_keys", &band_keys, py::arg("signatures"), py::arg("bands"), py::arg("rows"), py::arg("salt"));
+  m.def("sketch_estimate", &sketch_estimate, py::arg("texts"), py::arg("num_perm"), py::arg("char_mode"),
+        py::arg("size"), py::arg("seed"), py::arg("normalize"), py::arg("lowercase"), py::arg("collapse"),
+        py::arg("threads"), py::arg("isa"), py::arg("bins"), py::arg("bits"));
+  m.def("sketch_exact", &sketch_exact, py::arg("texts"), py::arg("num_perm"), py::arg("char_mode"),
+        py::arg("size"), py::arg("seed"), py::arg("normalize"), py::arg("lowercase"), py::arg("collapse"),
+        py::arg("threads"), py::arg("isa"));
+  m.def("bbit_similarity", &bbit_similarity, py::arg("query"), py::arg("candidates"), py::arg("rows"),
+        py::arg("use_rows"), py::arg("bins"), py::arg("bits"));
+  m.def("exact_similarity", &exact_similarity, py::arg("query"), py::arg("flat"), py::arg("offsets"),
+        py::arg("rows"), py::arg("use_rows"), py::arg("floor"), py::arg("isa"));
   m.def("normalized_text", &normalized_text, py::arg("text"), py::arg("char_mode"), py::arg("normalize"),
         py::arg("lowercase"), py::arg("collapse"));
   register_passages(m);

@@ -9,10 +9,11 @@
 namespace neardup {
 namespace {
 
-const Kernels kSerial{"serial", minhash_serial, similarity_serial, ascii_word_mask_serial};
+const Kernels kSerial{"serial", minhash_serial, similarity_serial, ascii_word_mask_serial, intersect_serial};
 #ifdef NEARDUP_X86
-const Kernels kAvx2{"avx2", minhash_avx2, similarity_avx2, ascii_word_mask_avx2};
-const Kernels kAvx512{"avx512", minhash_avx512, similarity_avx512, ascii_word_mask_avx512};
+const Kernels kAvx2{"avx2", minhash_avx2, similarity_avx2, ascii_word_mask_avx2, intersect_avx2};
+const Kernels kAvx512{"avx512", minhash_avx512, similarity_avx512, ascii_word_mask_avx512,
+                      intersect_avx512};
 #endif
 
 const Kernels& choose() {

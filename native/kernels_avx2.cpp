@@ -121,3 +121,31 @@ NEARDUP_TARGET uint64_t ascii_word_mask_avx2(const uint8_t* p, uint64_t* high) {
 }
 
 }  // namespace neardup
+
+namespace neardup {
+
+// Sorted-set intersection, 8 x 8 at a time: each block of a is compared with all 8 rotations of the
+// current block of b, and the block with the smaller last element moves on (both when equal). The
+// sets hold distinct values, so every equal pair is seen in exactly one block comparison: the count
+// is the serial merge's. Stops once even a match of every element left could not reach `need`.
+NEARDUP_TARGET size_t intersect_avx2(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need) {
+  size_t i = 0, j = 0, found = 0;
+  const __m256i rot = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
+  while (i + 8 <= na && j + 8 <= nb) {
+    if (found + std::min(na - i, nb - j) < need) return found;
+    const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+    __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + j));
+    __m256i eq = _mm256_cmpeq_epi32(va, vb);
+    for (int r = 1; r < 8; ++r) {
+      vb = _mm256_permutevar8x32_epi32(vb, rot);
+      eq = _mm256_or_si256(eq, _mm256_cmpeq_epi32(va, vb));
+    }
+    found += static_cast<size_t>(__builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(eq)))));
+    const uint32_t amax = a[i + 7], bmax = b[j + 7];
+    i += amax <= bmax ? 8 : 0;
+    j += bmax <= amax ? 8 : 0;
+  }
+  return found + intersect_serial(a + i, na - i, b + j, nb - j, need > found ? need - found : 0);
+}
+
+}  // namespace neardup

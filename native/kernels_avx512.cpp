@@ -199,3 +199,27 @@ NEARDUP_TARGET uint64_t ascii_word_mask_avx512(const uint8_t* p, uint64_t* high)
 }
 
 }  // namespace neardup
+
+namespace neardup {
+
+// As intersect_avx2 with blocks of 16 (valignd rotates a block of b by one lane per step).
+NEARDUP_TARGET size_t intersect_avx512(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need) {
+  size_t i = 0, j = 0, found = 0;
+  while (i + 16 <= na && j + 16 <= nb) {
+    if (found + std::min(na - i, nb - j) < need) return found;
+    const __m512i va = _mm512_loadu_si512(a + i);
+    __m512i vb = _mm512_loadu_si512(b + j);
+    __mmask16 eq = _mm512_cmpeq_epi32_mask(va, vb);
+    for (int r = 1; r < 16; ++r) {
+      vb = _mm512_alignr_epi32(vb, vb, 1);
+      eq = static_cast<__mmask16>(eq | _mm512_cmpeq_epi32_mask(va, vb));
+    }
+    found += static_cast<size_t>(__builtin_popcount(static_cast<unsigned>(eq)));
+    const uint32_t amax = a[i + 15], bmax = b[j + 15];
+    i += amax <= bmax ? 16 : 0;
+    j += bmax <= amax ? 16 : 0;
+  }
+  return found + intersect_serial(a + i, na - i, b + j, nb - j, need > found ? need - found : 0);
+}
+
+}  // namespace neardup

@@ -65,7 +65,7 @@ void text_signature(const TextView& text, const TextOptions& options, const Hash
 }
 
 void band_keys(const uint32_t* signatures, size_t n, size_t num_perm, size_t bands, size_t rows,
-               uint64_t* out) {
+               uint64_t* out, uint64_t salt) {
   for (size_t d = 0; d < n; ++d) {
     const uint32_t* sig = signatures + d * num_perm;
     uint64_t* keys = out + d * bands;
@@ -74,7 +74,7 @@ void band_keys(const uint32_t* signatures, size_t n, size_t num_perm, size_t ban
       continue;
     }
     for (size_t j = 0; j < bands; ++j) {
-      uint64_t h = (j + 1) * 0x9e3779b97f4a7c15ull;
+      uint64_t h = ((j + 1) * 0x9e3779b97f4a7c15ull) ^ salt;
       for (size_t t = 0; t < rows; ++t) {
         h = (h ^ sig[j * rows + t]) * 0xbf58476d1ce4e5b9ull;
         h ^= h >> 31;

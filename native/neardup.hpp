@@ -110,11 +110,21 @@ uint64_t ascii_word_mask_avx2(const uint8_t* p, uint64_t* high);
 uint64_t ascii_word_mask_avx512(const uint8_t* p, uint64_t* high);
 #endif
 
+// Size of the intersection of two sorted sets of distinct values when it is >= need; otherwise some
+// value below need (the merge stops early). Every path returns the same number whenever it is >= need.
+size_t intersect_serial(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need);
+using IntersectKernel = size_t (*)(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need);
+#ifdef NEARDUP_X86
+size_t intersect_avx2(const uint32_t*, size_t, const uint32_t*, size_t, size_t);
+size_t intersect_avx512(const uint32_t*, size_t, const uint32_t*, size_t, size_t);
+#endif
+
 struct Kernels {
   const char* name;
   MinhashKernel minhash;
   SimilarityKernel similarity;
   AsciiWordMaskKernel ascii_word_mask;
+  IntersectKernel intersect;
 };
 // Chosen once at load: the best the CPU supports, or NEARDUP_FORCE_ISA=serial|avx2|avx512.
 const Kernels& active_kernels();
@@ -131,9 +141,35 @@ void text_signature(const TextView& text, const TextOptions& options, const Hash
                     uint32_t* signature);
 
 // One 64-bit key per band from `rows` slots; never 0 for a real signature, 0 for an empty one.
+// `salt` is the format's: 0 for format 1, so each format's keys differ for the same slots.
 void band_keys(const uint32_t* signatures, size_t n, size_t num_perm, size_t bands, size_t rows,
-               uint64_t* out);
+               uint64_t* out, uint64_t salt = 0);
 
 const char* unicode_version();
+
+// ---- sketch format 2 (sketch_v2.cpp) --------------------------------------------------------------
+
+// One-permutation hashing into `bins` bins (a multiple of 64) of which `bits` low bits are kept.
+struct OphFamily {
+  size_t bins = 1024;
+  int bits = 2;
+  uint64_t salt = 0;
+};
+OphFamily make_oph_family(size_t bins, int bits, uint64_t seed);
+inline size_t oph_bytes(const OphFamily& f) { return f.bins * static_cast<size_t>(f.bits) / 8; }
+// The b-bit codes of the one-permutation bins of the shingle hashes x[0..n) (repeats allowed): 0 for
+// an empty bin, else 1 + its minimum mod (2^bits - 1); as `bits` bit planes of bins/64 little-endian
+// words each, into out (oph_bytes, 8-byte aligned); all zero when n == 0.
+// `value` and `filled` are scratch kept by the caller between calls (value stays all 0xFFFFFFFF).
+void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, std::vector<uint32_t>& value,
+              std::vector<uint64_t>& filled, uint8_t* out);
+// Estimated Jaccard of query with candidates[row_j] (each bits*bins/8 bytes): agreeing bins, corrected
+// for chance agreement of the codes, over the bins filled on either side.
+void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
+                     const int64_t* rows, size_t n, float* out);
+// Sort and deduplicate in place; returns the size.
+size_t sorted_set(std::vector<uint32_t>& hashes);
+// Size of the intersection of two sorted sets when it is >= need; otherwise some value < need.
+size_t intersect_serial(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need);
 
 }  // namespace neardup

@@ -202,3 +202,70 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[int]:
         h = fmix64(h)
         out.append(h or 1)
     return out
+
+
+# ---- sketch format 2 ---------------------------------------------------------------------------------
+
+OPH_SALT = 0x6F70682D76322D31
+BAND_SALT_V2 = 0x6E6431642D763200
+
+
+def shingle_keys(text: str, *, size: int = 5, shingle: str = "word", **options: bool) -> list[int]:
+    """The sorted distinct 32-bit shingle hashes: what exact mode stores."""
+    return sorted({shingle_key(s) for s in shingles(text, size=size, shingle=shingle, **options)})
+
+
+def oph_bins(
+    text: str, *, bins: int = 1024, bits: int = 2, seed: int = 1, size: int = 5, shingle: str = "word"
+) -> bytes:
+    """One-permutation hashing, each bin a ``bits``-bit code (0: empty; else 1 + its minimum mod
+    2^bits - 1), as ``bits`` bit planes of little-endian 64-bit words."""
+    keys = shingle_keys(text, size=size, shingle=shingle)
+    out = bytearray(bins * bits // 8)
+    salt = splitmix64(seed ^ OPH_SALT, 1)[0]
+    value: dict[int, int] = {}
+    for x in keys:
+        v = fmix64(x ^ salt)
+        b = ((v >> 32) * bins) >> 32
+        value[b] = min(value.get(b, 1 << 32), v & 0xFFFFFFFF)
+    words = bins // 64
+    for i, v in value.items():
+        code = v % ((1 << bits) - 1) + 1
+        for p in range(bits):
+            if (code >> p) & 1:
+                bit = p * words * 64 + i  # plane p, word i // 64, bit i % 64, little-endian words
+                out[bit // 8] |= 1 << (bit % 8)
+    return bytes(out)
+
+
+def oph_similarity(a: bytes, b: bytes, bins: int, bits: int) -> float:
+    """The estimate of two ``oph_bins``: agreeing filled bins, corrected for chance, over bins filled
+    on either side."""
+    words = bins // 64
+
+    def codes(data: bytes) -> list[int]:
+        n = int.from_bytes(data, "little")
+        return [sum(((n >> (p * words * 64 + i)) & 1) << p for p in range(bits)) for i in range(bins)]
+
+    ca, cb = codes(a), codes(b)
+    either = sum(1 for x, y in zip(ca, cb, strict=True) if x or y)
+    both = sum(1 for x, y in zip(ca, cb, strict=True) if x and y)
+    equal = sum(1 for x, y in zip(ca, cb, strict=True) if x and x == y)
+    if not either:
+        return 0.0
+    chance = 1 / ((1 << bits) - 1)
+    return min(1.0, max(0.0, (equal - chance * both) / (1 - chance) / either))
+
+
+def band_keys_v2(sig: np.ndarray, bands: int, rows: int) -> list[int]:
+    if int(sig[0]) == EMPTY_SLOT:
+        return [0] * bands
+    out = []
+    for j in range(bands):
+        h = (((j + 1) * 0x9E3779B97F4A7C15) & MASK64) ^ BAND_SALT_V2
+        for t in range(rows):
+            h = ((h ^ int(sig[j * rows + t])) * 0xBF58476D1CE4E5B9) & MASK64
+            h ^= h >> 31
+        h = fmix64(h)
+        out.append(h or 1)
+    return out

@@ -12,8 +12,8 @@ from neardup.api.errors import error_responses, invalid
 from neardup.api.models import CollectionCreate, CollectionList, CollectionOut
 from neardup.api.responses import JSONBytesResponse
 from neardup.api.routing import OrjsonRoute
-from neardup.domain import CollectionNotFound, CollectionParams
-from neardup.domain.models import collection_name_problem
+from neardup.domain import CollectionConflict, CollectionNotFound, CollectionParams
+from neardup.domain.models import DEFAULT_SKETCH_FORMAT, collection_name_problem
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=OrjsonRoute)
 
@@ -34,8 +34,7 @@ async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
     threshold (minimizing false positive + false negative probability) unless given."""
     if problem := collection_name_problem(body.name):
         raise invalid(("body", "name"), problem)
-    params = CollectionParams.create(
-        body.name,
+    options = dict(
         threshold=ctx.settings.default_threshold if body.threshold is None else body.threshold,
         num_perm=ctx.settings.default_num_perm if body.num_perm is None else body.num_perm,
         shingle=ctx.settings.default_shingle if body.shingle is None else body.shingle,
@@ -47,14 +46,37 @@ async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
         expected_documents=body.expected_documents,
         passages=bool(body.passages),
     )
-    stored, created = await ctx.service.create_collection(params)
+    params = CollectionParams.create(
+        body.name,
+        sketch_format=DEFAULT_SKETCH_FORMAT if body.sketch_format is None else body.sketch_format,
+        verify=body.verify or "estimate",
+        **options,  # type: ignore[arg-type]
+    )
+    try:
+        stored, created = await ctx.service.create_collection(params)
+    except CollectionConflict:
+        if body.sketch_format is not None or body.verify is not None:
+            raise
+        # The same request, without a format, that created this collection before format 2 existed:
+        # it is that collection (format 1), not a conflict. Otherwise the first conflict stands.
+        legacy = CollectionParams.create(body.name, sketch_format=1, **options)  # type: ignore[arg-type]
+        try:
+            stored, created = await ctx.service.create_collection(legacy)
+        except CollectionConflict:
+            pass
+        else:
+            return JSONBytesResponse(params_dict(stored, await _documents(ctx, stored.name)), status_code=200)
+        raise
     if created:
         return JSONBytesResponse(params_dict(stored, 0), status_code=201)
+    return JSONBytesResponse(params_dict(stored, await _documents(ctx, stored.name)), status_code=200)
+
+
+async def _documents(ctx: Ctx, name: str) -> int | None:
     try:
-        documents: int | None = (await ctx.service.get_collection(stored.name)).documents
+        return (await ctx.service.get_collection(name)).documents
     except CollectionNotFound:  # deleted between the two calls: still report what was asked for
-        documents = None
-    return JSONBytesResponse(params_dict(stored, documents), status_code=200)
+        return None
 
 
 @router.get(

@@ -87,7 +87,12 @@ def _limits(schema: dict[str, Any], settings: Settings, limits: Limits) -> None:
             "is left out it is num_perm // the other (so the one given must be at most num_perm); when "
             "both are, they are chosen from the threshold",
             "num_perm_default": settings.default_num_perm,
-        }
+        },
+        {
+            "rule": "verify 'exact' needs sketch_format 2",
+            "description": "exact mode stores the shingle hashes beside format 2's band keys; sketch_format "
+            "defaults to 2 (a collection created before format 2 keeps format 1)",
+        },
     ]
     body_rule = f"the request body is at most {settings.max_body_bytes} bytes (413 otherwise)"
     for operations in schema["paths"].values():

@@ -3,7 +3,7 @@ numpy arrays and the raw little-endian bytes the scripts read. CPU work, run off
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,18 +13,51 @@ from neardup import sketch
 from neardup.domain import fingerprints
 from neardup.domain.models import CollectionParams
 
+#: First byte of every stored format-2 sketch (format 1 sketches are the bare 4 * num_perm bytes).
+FORMAT2_TAG = b"\x02"
+
 
 @dataclass(frozen=True)
 class Sketches:
+    """A batch's sketches. ``signatures``: the MinHash slots the band keys come from (and, in format 1,
+    verification). ``bins``: format 2 estimate mode, (n, bins * 2 / 8) uint8. ``sets``/``offsets``:
+    format 2 exact mode, the sorted shingle hashes of document i are sets[offsets[i]:offsets[i + 1]]."""
+
     signatures: sketch.U32Array  # (n, num_perm)
     band_keys: sketch.U64Array  # (n, bands)
     empty: npt.NDArray[np.bool_]  # (n,)
+    sketch_format: int = 1
+    bins: npt.NDArray[np.uint8] | None = None
+    sets: sketch.U32Array | None = None
+    offsets: npt.NDArray[np.int64] | None = None
     #: Passage blobs (neardup.domain.fingerprints), one per document; () where passages are off.
     passages: tuple[bytes, ...] = ()
 
+    def stored(self, i: int) -> bytes:
+        """What the store keeps of document i (compared byte for byte to tell an unchanged retry)."""
+        if self.sketch_format == 1:
+            return bytes(self.signatures[i].astype("<u4", copy=False).tobytes())
+        head = FORMAT2_TAG + bytes(self.band_keys[i].astype("<u8", copy=False).tobytes())
+        if self.bins is not None:
+            return head + bytes(self.bins[i].tobytes())
+        assert self.sets is not None and self.offsets is not None
+        part = self.sets[self.offsets[i] : self.offsets[i + 1]]
+        return head + bytes(part.astype("<u4", copy=False).tobytes())
+
     @property
     def signature_bytes(self) -> bytes:
-        return self.signatures.astype("<u4", copy=False).tobytes()
+        if self.sketch_format == 1:
+            return self.signatures.astype("<u4", copy=False).tobytes()
+        return b"".join(self.stored(i) for i in range(len(self.empty)))
+
+    @property
+    def signature_offsets(self) -> list[int] | None:
+        """Where each stored sketch starts in ``signature_bytes`` (n + 1 entries) when they differ in
+        size (exact mode); None when they are all of one size."""
+        if self.sets is None or self.offsets is None:
+            return None
+        fixed = 1 + 8 * self.band_keys.shape[1]
+        return [fixed * i + 4 * int(o) for i, o in enumerate(self.offsets.tolist())]
 
     @property
     def band_key_bytes(self) -> bytes:
@@ -36,21 +69,40 @@ class Sketches:
 
 
 def sketch_texts(params: CollectionParams, texts: Sequence[str], threads: int = 1) -> Sketches:
-    signatures = sketch.signatures(
-        texts,
-        num_perm=params.num_perm,
-        shingle=params.shingle,
-        size=params.size,
-        seed=params.seed,
-        threads=threads,
-    )
-    empty = sketch.is_empty(signatures)
     passages = tuple(fingerprints.blob(t) for t in texts) if params.passages else ()
-    return Sketches(signatures, sketch.band_keys(signatures, params.bands, params.rows), empty, passages)
+    # Format 2 stores no slots: only the bands * rows that make its band keys are computed (the first
+    # slots of the same hash family, so the keys are those of the full signature).
+    slots = params.num_perm if params.sketch_format == 1 else max(16, -(-params.bands * params.rows // 8) * 8)
+    options = {
+        "num_perm": min(params.num_perm, slots),
+        "shingle": params.shingle,
+        "size": params.size,
+        "seed": params.seed,
+    }
+    if params.sketch_format == 1:
+        signatures = sketch.signatures(texts, threads=threads, **options)  # type: ignore[arg-type]
+        empty = sketch.is_empty(signatures)
+        keys = sketch.band_keys(signatures, params.bands, params.rows)
+        return Sketches(signatures, keys, empty, passages=passages)
+    if params.verify == "exact":
+        signatures, sets, offsets = sketch.exact_sketches(texts, threads=threads, **options)  # type: ignore[arg-type]
+        keys = sketch.band_keys(signatures, params.bands, params.rows, sketch_format=2)
+        return Sketches(
+            signatures, keys, sketch.is_empty(signatures), 2, sets=sets, offsets=offsets, passages=passages
+        )
+    signatures, bins = sketch.estimate_sketches(texts, threads=threads, bins=params.bins, **options)  # type: ignore[arg-type]
+    keys = sketch.band_keys(signatures, params.bands, params.rows, sketch_format=2)
+    return Sketches(signatures, keys, sketch.is_empty(signatures), 2, bins=bins, passages=passages)
 
 
 def stored_band_keys(params: CollectionParams, signature: bytes) -> bytes:
-    """Band keys of a stored signature (to remove its entries); b'' for an empty or unreadable one."""
+    """Band keys of a stored sketch (to remove its entries); b'' for an empty or unreadable one."""
+    if params.sketch_format == 2:
+        size = 8 * params.bands
+        if len(signature) < 1 + size or signature[:1] != FORMAT2_TAG:
+            return b""
+        keys = signature[1 : 1 + size]
+        return b"" if keys == bytes(size) else keys
     if len(signature) != 4 * params.num_perm:
         return b""
     matrix = np.frombuffer(signature, dtype="<u4").astype(np.uint32).reshape(1, -1)
@@ -59,12 +111,56 @@ def stored_band_keys(params: CollectionParams, signature: bytes) -> bytes:
     return sketch.band_keys(matrix, params.bands, params.rows).astype("<u8", copy=False).tobytes()
 
 
+def readable(params: CollectionParams, signature: bytes) -> bool:
+    """Whether a stored sketch has this collection's format and size (anything else is skipped)."""
+    if params.sketch_format == 1:
+        return len(signature) == 4 * params.num_perm
+    fixed = 1 + 8 * params.bands
+    if signature[:1] != FORMAT2_TAG:
+        return False
+    if params.verify == "exact":
+        return len(signature) >= fixed and (len(signature) - fixed) % 4 == 0
+    return len(signature) == params.stored_bytes
+
+
 def signature_matrix(signatures: Sequence[bytes], num_perm: int) -> sketch.U32Array:
-    """Stack raw stored signatures (all of ``num_perm`` slots) into a (n, num_perm) uint32 matrix."""
+    """Stack raw stored format-1 signatures (all of ``num_perm`` slots) into a (n, num_perm) matrix."""
     if not signatures:
         return np.empty((0, num_perm), dtype=np.uint32)
     flat = np.frombuffer(b"".join(signatures), dtype="<u4").astype(np.uint32)
     return flat.reshape(len(signatures), num_perm)
+
+
+Scorer = Callable[[int, Sequence[int], float], list[float]]
+
+
+def candidate_scorer(params: CollectionParams, batch: Sketches, fetched: Sequence[bytes]) -> Scorer:
+    """``score(i, rows, floor)``: similarity of batch document i with each row of one pool of every
+    sketch a candidate can point at, the batch's documents (rows 0..n-1) then the ``fetched`` stored
+    sketches (already ``readable``). Format 1 and 2 estimate: the estimate; exact mode: the exact
+    Jaccard where it is >= floor, 0.0 where it is below."""
+    fixed = 1 + 8 * params.bands
+    if params.sketch_format == 1:
+        matrix = np.concatenate([batch.signatures, signature_matrix(fetched, params.num_perm)])
+        return lambda i, rows, floor: sketch.similarity(batch.signatures[i], matrix, rows).tolist()
+    if params.verify == "estimate":
+        assert batch.bins is not None
+        stride = batch.bins.shape[1]
+        stored = np.frombuffer(b"".join(f[fixed:] for f in fetched), dtype=np.uint8).reshape(-1, stride)
+        bins = np.concatenate([batch.bins, stored])
+        b = params.bins
+        return lambda i, rows, floor: sketch.bbit_similarity(
+            bins[i], bins, rows, bins=b, bits=sketch.BITS_PER_BIN
+        ).tolist()
+    assert batch.sets is not None and batch.offsets is not None
+    sizes = np.array([(len(f) - fixed) // 4 for f in fetched], dtype=np.int64)
+    offsets = np.concatenate([batch.offsets, batch.offsets[-1] + np.cumsum(sizes)]).astype(np.int64)
+    flat = np.concatenate(
+        [batch.sets, np.frombuffer(b"".join(f[fixed:] for f in fetched), dtype="<u4").astype(np.uint32)]
+    )
+    return lambda i, rows, floor: sketch.exact_similarity(
+        flat[offsets[i] : offsets[i + 1]], flat, offsets, rows, floor=floor
+    ).tolist()
 
 
 def earlier_in_batch(band_keys: sketch.U64Array, empty: npt.NDArray[np.bool_]) -> dict[int, set[int]]:

@@ -14,14 +14,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import orjson
 
 from neardup import sketch
 from neardup.domain.banding import (
     Sketches,
+    candidate_scorer,
     earlier_in_batch,
-    signature_matrix,
+    readable,
     sketch_texts,
     stored_band_keys,
 )
@@ -86,10 +86,26 @@ def verification_floor(threshold: float, num_perm: int) -> float:
     return threshold + VERIFY_Z * math.sqrt(threshold * (1.0 - threshold) / num_perm)
 
 
+#: Format 2: a match needs an estimate of at least t + VERIFY_Z2 standard errors of the b-bit
+#: one-permutation estimate, and in exact mode a Jaccard of at least t.
+VERIFY_Z2 = 0.0
+
+
+def collection_floor(params: CollectionParams) -> float:
+    """Least similarity a candidate needs to match in this collection (its format's rule)."""
+    if params.sketch_format == 1:
+        return verification_floor(params.threshold, params.num_perm)
+    if params.verify == "exact":
+        return params.threshold
+    t, bins, chance = params.threshold, params.bins, 2.0**-sketch.BITS_PER_BIN
+    p = t + (1.0 - t) * chance
+    return t + VERIFY_Z2 * math.sqrt(p * (1.0 - p) / bins) / (1.0 - chance)
+
+
 def _match_floor(params: CollectionParams, min_similarity: float | None) -> float:
     if min_similarity is not None:
         return min_similarity
-    return verification_floor(params.threshold, params.num_perm)
+    return collection_floor(params)
 
 
 #: Stamps given to batch documents in read-only checks: after every stored stamp (< 2^53).
@@ -219,7 +235,7 @@ class Index:
             return current.params, False
         differences = ", ".join(
             f"{field}={getattr(current.params, field)!r} (asked {getattr(params, field)!r})"
-            for field in params.to_dict()
+            for field in {**current.params.to_dict(), **params.to_dict()}
             if getattr(current.params, field) != getattr(params, field)
         )
         raise CollectionConflict(
@@ -479,6 +495,7 @@ class Index:
                 bands=collection.params.bands,
                 band_keys=batch.band_key_bytes,
                 signatures=batch.signature_bytes,
+                signature_offsets=batch.signature_offsets,
                 empties=batch.empty_flags,
                 ids=ids,
                 records=recs,
@@ -530,7 +547,7 @@ class Index:
         same = [
             i
             for i, (_, signature) in sorted(reply.stored.items())
-            if times[ids[i]] == 1 and signature == batch.signatures[i].astype("<u4", copy=False).tobytes()
+            if times[ids[i]] == 1 and signature == batch.stored(i)
         ]
         if not same:
             return {}
@@ -565,16 +582,16 @@ class Index:
         ``before[i]``: only candidates stamped before this (the stored copy of an unchanged document,
         checked read-only), instead of the batch's own order."""
         n = len(docs)
-        num_perm = collection.params.num_perm
-        # One matrix of every signature a candidate can point at: the batch's, then the fetched ones.
+        params = collection.params
+        # One pool of every sketch a candidate can point at: the batch's, then the fetched ones.
         # Expiry by the store server's clock, the one its records were stamped with.
-        oldest_ms = _oldest_live_ms(collection.params, reply.now_ms or int(time.time() * 1000))
+        oldest_ms = _oldest_live_ms(params, reply.now_ms or int(time.time() * 1000))
         fetched = [
             (ordinal, sig, rec)
             for ordinal, (sig, rec) in reply.fetched.items()
-            if len(sig) == 4 * num_perm and rec and records.inserted_ms(rec) >= oldest_ms
+            if readable(params, sig) and rec and records.inserted_ms(rec) >= oldest_ms
         ]
-        pool = np.concatenate([batch.signatures, signature_matrix([f[1] for f in fetched], num_perm)])
+        score = candidate_scorer(params, batch, [f[1] for f in fetched])
         # row in pool, stamp (first-seen order), id, metadata of each candidate ordinal
         known: dict[int, tuple[int, int, str, Metadata | None]] = {}
         for i, ordinal in enumerate(reply.ordinals):
@@ -599,8 +616,8 @@ class Index:
                 rows = [r for r in rows if r[2] != doc.id]
             matches: list[tuple[float, int, Match]] = []
             if rows and not batch.empty[i]:
-                sims = sketch.similarity(batch.signatures[i], pool, [r[0] for r in rows])
-                for (_, stamp, cand_id, metadata), sim in zip(rows, sims.tolist(), strict=True):
+                sims = score(i, [r[0] for r in rows], floors[i] - _EPSILON)
+                for (_, stamp, cand_id, metadata), sim in zip(rows, sims, strict=True):
                     if sim >= floors[i] - _EPSILON:
                         matches.append((sim, stamp, Match(cand_id, sim, metadata)))
             self._observer.candidates_verified(len(rows), len(rows) - len(matches))

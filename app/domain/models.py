@@ -14,6 +14,7 @@ from neardup import sketch
 from neardup.domain.errors import InvalidInput, InvalidParameters
 
 Shingle = Literal["word", "char"]
+Verify = Literal["estimate", "exact"]
 Metadata = dict[str, Any]
 
 #: Collection names go into Redis key names (inside ``{...}`` hash tags and between ":"), so braces,
@@ -34,6 +35,31 @@ MAX_SHINGLE_SIZE = sketch.MAX_SHINGLE_SIZE
 #: corpus for 0.69 candidates per document instead of 0.56 (bench/quality.py, BENCHMARKS.md); more
 #: bands found no more pairs there, b=14 found fewer.
 FP_WEIGHT, FN_WEIGHT = 0.15, 0.85
+#: Sketch format of new collections (``sketch.SKETCH_FORMATS``). A collection keeps the format it was
+#: created with; a registry entry without one is format 1.
+DEFAULT_SKETCH_FORMAT = 2
+#: Format 2 chooses its banding for recall at the threshold (``sketch.recall_bands``): P(t) of at
+#: least this, with at most num_perm // 5 bands; verification on the sharper sketch then removes the
+#: extra candidates. At t = 0.8, k = 128: b=16, r=6, P(0.8) = 0.992 (0.995 took 18 bands: 12% more
+#: band work per document in Valkey and fewer bins in the byte budget, for 0.4% more pairs at t).
+RECALL_AT_THRESHOLD = 0.99
+
+
+#: Bytes of format 1's 4 * num_perm that a format-2 sketch leaves unused, for the bucket entries of
+#: extra bands where it has more than format 1: at num_perm 128 and t = 0.8 (16 bands, 1,408 bins, 481
+#: bytes) a document takes less Redis memory than in format 1 (tests/storage/test_memory.py); with 18
+#: bands, 1,408 bins took 1,007 bytes per document, over the 1,000-byte budget.
+MEMORY_RESERVE = 16
+
+
+def default_bins(num_perm: int, bands: int) -> int:
+    """Bins of a format-2 estimate sketch: as many 2-bit bins (a multiple of 64, at most 4096) as fit,
+    beside the format byte and the band keys, in the 4 * num_perm bytes format 1 stores (less
+    ``MEMORY_RESERVE``)."""
+    room = 4 * num_perm - MEMORY_RESERVE - 1 - 8 * bands
+    return max(64, min(4096, room * 8 // sketch.BITS_PER_BIN // 64 * 64))
+
+
 #: Bounds of the optional retention and size limit of a collection.
 MAX_TTL_SECONDS = 10 * 365 * 86400
 MAX_DOCUMENTS = 2**31
@@ -56,6 +82,11 @@ class CollectionParams:
       and its entries are reclaimed by later writes.
     - ``max_documents``: optional bound; only the most recent ``max_documents`` insertions match (a
       replaced or deleted document still used its place in that window), older ones are reclaimed.
+    - ``sketch_format``: what is stored per document (part of the stored format; fixed at creation):
+      1, the num_perm 32-bit MinHash slots (verification: the fraction of equal slots); 2, the band
+      keys and, for verification, ``bins`` one-permutation bins of 2 bits (``verify="estimate"``) or
+      the sorted 32-bit hashes of every shingle (``verify="exact"``: the exact Jaccard of the shingle
+      hash sets).
     - ``passages``: also index every stored document for passage search (which stored texts contain
       passages of a text, where; docs/design.md, "Passages"). Costs memory per stored document.
     - ``expected_documents``: optional capacity hint; the store sizes its band table for that many
@@ -75,6 +106,9 @@ class CollectionParams:
     ttl_seconds: int | None = None
     max_documents: int | None = None
     expected_documents: int | None = None
+    sketch_format: int = 1
+    verify: Verify = "estimate"
+    bins: int = 0
     passages: bool = False
 
     def __post_init__(self) -> None:
@@ -94,6 +128,8 @@ class CollectionParams:
         ttl_seconds: int | None = None,
         max_documents: int | None = None,
         expected_documents: int | None = None,
+        sketch_format: int = DEFAULT_SKETCH_FORMAT,
+        verify: Verify = "estimate",
         passages: bool = False,
     ) -> CollectionParams:
         """Validate and fill bands/rows (``sketch.optimal_bands``) when not given; raises
@@ -101,6 +137,7 @@ class CollectionParams:
         _check_name(name)
         _check_threshold(threshold)
         _check_num_perm(num_perm)
+        _check_format(sketch_format, verify)
         if (bands is None) != (rows is None):
             # Given one alone, derive the other so the banding uses as many slots as it can.
             if bands is not None:
@@ -110,8 +147,13 @@ class CollectionParams:
                 assert rows is not None
                 _check_positive("rows", rows)
                 bands = max(1, num_perm // rows)
-        if bands is None or rows is None:
+        if (bands is None or rows is None) and sketch_format == 1:
             bands, rows = sketch.optimal_bands(float(threshold), num_perm, FP_WEIGHT, FN_WEIGHT)
+        elif bands is None or rows is None:
+            bands, rows = sketch.recall_bands(
+                float(threshold), num_perm, RECALL_AT_THRESHOLD, max_bands(num_perm)
+            )
+        bins = default_bins(num_perm, bands) if sketch_format == 2 and verify == "estimate" else 0
         return cls(
             name,
             float(threshold),
@@ -124,15 +166,37 @@ class CollectionParams:
             ttl_seconds,
             max_documents,
             expected_documents,
+            sketch_format,
+            verify,
+            bins,
             passages,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The registry entry. A format-1 collection's has no format fields at all: a service of a
+        version before format 2 reads it as it always did."""
+        data = asdict(self)
+        if self.sketch_format == 1:
+            for name in ("sketch_format", "verify", "bins"):
+                del data[name]
+        if not self.passages:  # likewise: an entry without passages is read as it always was
+            del data["passages"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CollectionParams:
+        """From a registry entry; one written before format 2 (no ``sketch_format``) is format 1."""
         return cls(**data)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the stored sketch of a document (format 2 exact mode: 1 + 8 * bands + 4 per
+        distinct shingle; this gives the fixed part)."""
+        if self.sketch_format == 1:
+            return 4 * self.num_perm
+        if self.verify == "exact":
+            return 1 + 8 * self.bands
+        return 1 + 8 * self.bands + self.bins * sketch.BITS_PER_BIN // 8
 
     def candidate_probability(self, similarity: float) -> float:
         """The S-curve at ``similarity``: chance that a pair of that Jaccard becomes a candidate."""
@@ -228,6 +292,22 @@ def _check_num_perm(num_perm: object) -> None:
         )
 
 
+def max_bands(num_perm: int) -> int:
+    """Most bands format 2 chooses by itself: its band keys stay within 40% of the stored bytes."""
+    return max(1, num_perm // 5)
+
+
+def _check_format(sketch_format: object, verify: object) -> None:
+    if isinstance(sketch_format, bool) or sketch_format not in sketch.SKETCH_FORMATS:
+        raise InvalidParameters(
+            f"sketch_format must be one of {list(sketch.SKETCH_FORMATS)}, got {sketch_format!r}"
+        )
+    if verify not in ("estimate", "exact"):
+        raise InvalidParameters(f"verify must be 'estimate' or 'exact', got {verify!r}")
+    if verify == "exact" and sketch_format != 2:
+        raise InvalidParameters("verify='exact' needs sketch_format 2")
+
+
 def _check_positive(label: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidParameters(f"{label} must be a positive integer, got {value!r}")
@@ -251,6 +331,12 @@ def _validate(p: CollectionParams) -> None:
         )
     if isinstance(p.seed, bool) or not isinstance(p.seed, int) or not 0 <= p.seed < 2**64:
         raise InvalidParameters(f"seed must be an integer from 0 to 2**64-1, got {p.seed!r}")
+    _check_format(p.sketch_format, p.verify)
+    if p.sketch_format == 2 and p.verify == "estimate":
+        if isinstance(p.bins, bool) or not isinstance(p.bins, int) or not 64 <= p.bins <= 4096 or p.bins % 64:
+            raise InvalidParameters(f"bins must be a multiple of 64 from 64 to 4096, got {p.bins!r}")
+    elif p.bins != 0:
+        raise InvalidParameters("bins is only for sketch_format 2 with verify='estimate'")
     if p.ttl_seconds is not None:
         _check_positive("ttl_seconds", p.ttl_seconds)
         if p.ttl_seconds > MAX_TTL_SECONDS:

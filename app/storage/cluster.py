@@ -204,7 +204,7 @@ class ClusterStore(ClusterRetention):
     async def _check(
         self, k: keys.CollectionKeys, mode: Mode, batch: CheckBatch, max_candidates: int
     ) -> CheckReply | NeedOldBands:
-        bands, band_keys, signatures, empties = batch.bands, batch.band_keys, batch.signatures, batch.empties
+        bands, band_keys, empties = batch.bands, batch.band_keys, batch.empties
         ids, packed, expected, old_bands = batch.ids, batch.records, batch.expected, batch.old_bands
         n = len(ids)
         if n == 0:
@@ -241,7 +241,8 @@ class ClusterStore(ClusterRetention):
         }
 
         # 1. reserve, and claim the new ordinals' signature and record slots on the data shards
-        ordinal0, server_ms, packed = await self._reserve(k, g, n, signatures, packed)
+        sketches = [batch.signature(i) for i in range(n)]  # (exact mode: of different sizes)
+        ordinal0, server_ms, packed = await self._reserve(k, g, n, sketches, packed)
         ordinals = list(range(ordinal0, ordinal0 + n))
 
         # 2. write
@@ -312,7 +313,7 @@ class ClusterStore(ClusterRetention):
         return read if read.now_ms else dataclasses.replace(read, now_ms=server_ms)
 
     async def _reserve(
-        self, k: keys.CollectionKeys, g: _Groups, n: int, signatures: bytes, packed: Sequence[bytes]
+        self, k: keys.CollectionKeys, g: _Groups, n: int, sketches: Sequence[bytes], packed: Sequence[bytes]
     ) -> tuple[int, int, list[bytes]]:
         """Reserve n ordinals (pending), then claim their signature and record slots (one call per
         node, before anything else names them): a slot that holds another value means the ordinal was
@@ -320,7 +321,6 @@ class ClusterStore(ClusterRetention):
         did succeed are undone and the reservation is made again past the clash (the sequence jumps
         over it, further each time). Returns (first ordinal, the state node's time, the records
         restamped with it)."""
-        sig_size = len(signatures) // n
         reply = await self._state_call("cluster_reserve", k, [k.gen, n])
         for attempt in range(_CLAIM_TRIES):
             self._status(reply)
@@ -330,7 +330,7 @@ class ClusterStore(ClusterRetention):
             def claim(ops_for: Any, first: int = ordinal0, values: list[bytes] = stamped) -> None:
                 for i in range(n):
                     for tag, (key, slot), value in (
-                        (2 * i, g.sig(first + i), signatures[i * sig_size : (i + 1) * sig_size]),
+                        (2 * i, g.sig(first + i), sketches[i]),
                         (2 * i + 1, g.doc(first + i), values[i]),
                     ):
                         ops = ops_for(key)

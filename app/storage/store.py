@@ -7,6 +7,7 @@ Every redis failure leaves this module as :class:`StoreDown`.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -72,6 +73,15 @@ class CheckBatch:
     #: Per document its passage blob (neardup.domain.fingerprints), or none at all: the collection has
     #: passages off.
     passages: Sequence[bytes] = ()
+    #: n + 1 offsets into ``signatures`` when the sketches differ in size (exact mode), else None
+    signature_offsets: list[int] | None = None
+
+    def signature(self, i: int) -> bytes:
+        """The raw sketch of document i."""
+        if self.signature_offsets is not None:
+            return self.signatures[self.signature_offsets[i] : self.signature_offsets[i + 1]]
+        size = len(self.signatures) // max(len(self.ids), 1)
+        return self.signatures[i * size : (i + 1) * size]
 
     def __post_init__(self) -> None:
         n = len(self.ids)
@@ -377,6 +387,10 @@ class RedisStore:
         ]  # fmt: skip
         for i in range(len(b)):
             args += (b.ids[i], b.records[i], b.expected[i], b.old_bands[i])
+        if b.signature_offsets is not None:  # sketches of different sizes: where each one starts
+            args.append(struct.pack(f"<{len(b.signature_offsets)}I", *b.signature_offsets))
+        elif b.passages:
+            args.append(b"")  # no offsets: the passage blobs follow
         args += b.passages
         reply = await self._call("check", [k.state], args)
         self._status(reply)

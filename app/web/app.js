@@ -38,6 +38,14 @@ function candidateProbability(s, bands, rows) {
   return 1 - Math.pow(1 - Math.pow(s, rows), bands);
 }
 
+// What a candidate is decided on: the collection's sketch format (1: the MinHash slots; 2: b-bit
+// one-permutation bins, or the exact shingle sets).
+function verifiedOn(c) {
+  if (c.sketch_format === 2 && c.verify === "exact") return "exact Jaccard of the shingle sets";
+  if (c.sketch_format === 2) return c.bins + " bins of 2 bits (format 2)";
+  return c.num_perm + " MinHash slots (format 1)";
+}
+
 function svgElement(name, attrs, text) {
   const el = document.createElementNS(SVG, name);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
@@ -85,6 +93,7 @@ function showParams(c) {
     ["shingles", c.shingle + " " + c.size + "-grams"],
     ["bands x rows", c.bands + " x " + c.rows],
     ["P(t)", candidateProbability(c.threshold, c.bands, c.rows).toFixed(3)],
+    ["verified on", verifiedOn(c)],
     ["passages", c.passages ? "indexed" : "off"],
   ];
   $("find-passages").hidden = !c.passages;

@@ -114,3 +114,39 @@ async def test_unknown_collection_is_404_everywhere(client: AsyncClient) -> None
         response = await client.request(method, path, json=body)
         assert response.status_code == 404, (method, path, response.text)
         assert response.json() == {"error": "not_found", "message": "collection 'nope' does not exist"}
+
+
+async def test_sketch_formats_and_exact_mode(client: AsyncClient) -> None:
+    # New collections are format 2; a format-1 one (made before format 2) is still what a request
+    # without a format names: 200 with its own parameters, not a 409.
+    new = (await client.post("/v1/collections", json={"name": "new"})).json()
+    assert (new["sketch_format"], new["verify"], new["bins"]) == (2, "estimate", 1408)
+    assert (new["bands"], new["rows"]) == (16, 6)
+    old = await client.post("/v1/collections", json={"name": "old", "threshold": 0.7, "sketch_format": 1})
+    assert old.status_code == 201 and old.json()["sketch_format"] == 1 and old.json()["bins"] == 0
+    again = await client.post("/v1/collections", json={"name": "old", "threshold": 0.7})
+    assert again.status_code == 200 and again.json() == {**old.json(), "documents": 0}
+    other = await client.post("/v1/collections", json={"name": "old", "threshold": 0.9})
+    assert other.status_code == 409
+    conflict = await client.post(
+        "/v1/collections", json={"name": "old", "threshold": 0.7, "sketch_format": 2}
+    )
+    assert conflict.status_code == 409 and "sketch_format" in conflict.json()["message"]
+    # exact mode: the true Jaccard of the shingle sets (here 8 of 10 word 1-grams shared: 8 / 12)
+    exact = await client.post(
+        "/v1/collections", json={"name": "ex", "threshold": 0.6, "size": 1, "verify": "exact"}
+    )
+    assert exact.status_code == 201 and exact.json()["verify"] == "exact" and exact.json()["bins"] == 0
+    words = [f"w{i}" for i in range(12)]
+    first = await client.post("/v1/collections/ex/check", json={"id": "a", "text": " ".join(words[:10])})
+    second = await client.post("/v1/collections/ex/check", json={"id": "b", "text": " ".join(words[2:])})
+    assert first.json()["duplicate"] is False
+    [match] = second.json()["matches"]
+    assert match["id"] == "a" and match["similarity"] == pytest.approx(8 / 12, abs=1e-6)
+    for bad in (
+        {"name": "x", "verify": "exact", "sketch_format": 1},
+        {"name": "x", "sketch_format": 3},
+        {"name": "x", "verify": "roughly"},
+    ):
+        response = await client.post("/v1/collections", json=bad)
+        assert response.status_code == 422, (bad, response.text)

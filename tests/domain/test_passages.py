@@ -207,8 +207,10 @@ async def test_collections_without_passages_refuse_the_search(standalone_store: 
 
 async def test_old_registry_entries_read_without_passages() -> None:
     params = CollectionParams.create("old").to_dict()
-    del params["passages"]
+    assert "passages" not in params  # an entry without passages is written as before they existed
     assert CollectionParams.from_dict(params).passages is False
+    on = CollectionParams.create("on", passages=True)
+    assert CollectionParams.from_dict(on.to_dict()) == on
     with pytest.raises(InvalidParameters, match="passages"):
         CollectionParams.create("x", passages="yes")  # type: ignore[arg-type]
 

@@ -2,7 +2,8 @@
 that break a rule the OpenAPI document states but JSON Schema cannot check are not sent. The rules are
 read from the document itself: ``x-maxUtf8Bytes`` on strings, ``x-maxJsonBytes`` and ``x-maxDepth``
 (levels of objects and arrays, the value itself being level 1) on metadata,
-``x-maxBytes`` on request bodies, and ``x-rules`` (bands * rows <= num_perm). Everything JSON Schema
+``x-maxBytes`` on request bodies, and ``x-rules`` (bands * rows <= num_perm; exact needs format 2).
+Everything JSON Schema
 can say is generated and checked as usual, valid and invalid."""
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ def breaks_stated_limits(root: dict[str, Any], schema: dict[str, Any], value: An
             ]
             if all(_is_number(n) for n in numbers) and numbers[0] * numbers[1] > numbers[2]:
                 return True
+        if (
+            rule.get("rule") == "verify 'exact' needs sketch_format 2"
+            and isinstance(value, dict)
+            and value.get("verify") == "exact"
+            and value.get("sketch_format") not in (None, 2)
+        ):
+            return True
     if isinstance(value, dict):
         props = schema.get("properties", {})
         return any(breaks_stated_limits(root, props[k], v) for k, v in value.items() if k in props)

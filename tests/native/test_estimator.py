@@ -76,3 +76,48 @@ def test_estimate_on_overlapping_word_5_shingles_is_unbiased() -> None:
     bound = float(np.mean(np.sqrt(truth * (1 - truth) / k)))
     assert float(np.mean(np.abs(errors))) <= 1.1 * bound
     assert abs(float(np.mean(errors))) < 0.006, float(np.mean(errors))  # se of the mean ~0.0015
+
+
+def test_format_2_estimate_is_unbiased_and_sharper_than_format_1() -> None:
+    # The b-bit one-permutation estimate: no bias, and an error well under the 128-slot MinHash's
+    # binomial sqrt(J (1 - J) / 128), in the same number of stored bytes.
+    rng = np.random.default_rng(16)
+    v1_errors, v2_errors, signed = [], [], []
+    for _ in range(300):
+        total = int(rng.integers(200, 3000))
+        j = float(rng.uniform(0.5, 1.0))
+        shared = round(total * j)
+        rest = total - shared
+        only_a = int(rng.integers(0, rest + 1))
+        a, b, exact = make_pair(rng, shared, only_a, rest - only_a)
+        sigs, bins = sketch.estimate_sketches([a, b], size=1)
+        v1 = float(sketch.similarity(sigs[0], sigs[1:2])[0])
+        v2 = float(sketch.bbit_similarity(bins[0], bins[1:2])[0])
+        v1_errors.append(abs(v1 - exact))
+        v2_errors.append(abs(v2 - exact))
+        signed.append(v2 - exact)
+    assert abs(float(np.mean(signed))) < 0.003
+    assert float(np.mean(v2_errors)) < 0.6 * float(np.mean(v1_errors)), (
+        np.mean(v2_errors),
+        np.mean(v1_errors),
+    )
+
+
+def test_exact_similarity_is_the_jaccard_of_the_shingle_hash_sets() -> None:
+    rng = np.random.default_rng(17)
+    texts, truths = [], []
+    for _ in range(60):
+        total = int(rng.integers(1, 400))
+        shared = int(rng.integers(0, total + 1))
+        only_a = int(rng.integers(0, total - shared + 1))
+        a, b, exact = make_pair(rng, shared, only_a, total - shared - only_a)
+        texts += [a, b]
+        truths.append(exact)
+    _, flat, offsets = sketch.exact_sketches(texts, size=1)
+    for k, exact in enumerate(truths):
+        q = flat[offsets[2 * k] : offsets[2 * k + 1]]
+        got = float(sketch.exact_similarity(q, flat, offsets, [2 * k + 1])[0])
+        assert abs(got - exact) < 1e-6, (k, got, exact)
+        # With a floor the merge may stop early: above it the exact value, below it 0.0.
+        floored = float(sketch.exact_similarity(q, flat, offsets, [2 * k + 1], floor=0.6)[0])
+        assert floored == (got if exact >= 0.6 - 1e-9 else 0.0)

@@ -109,3 +109,30 @@ def test_forcing_an_unknown_isa_fails_the_import_with_advice(tmp_path: Path) -> 
     assert out.returncode != 0
     assert "NEARDUP_FORCE_ISA=neon9000 is not available" in out.stderr
     assert "serial" in out.stderr
+
+
+@pytest.mark.parametrize("isa", sketch.available_isas())
+def test_exact_merge_gives_the_same_answer_on_every_isa(isa: str) -> None:
+    # Sets of every size around the 8- and 16-wide blocks, overlapping a lot, a little or not at all;
+    # with a floor, every path gives the exact Jaccard at or above it and 0.0 below it.
+    rng = np.random.default_rng(99)
+    sets = []
+    for size in [0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 257, 1000]:
+        universe = rng.choice(2**32 - 1, size=3 * size + 2, replace=False).astype(np.uint32)
+        sets.append(np.sort(universe[:size]))
+        sets.append(
+            np.sort(np.concatenate([universe[: size * 9 // 10], universe[2 * size : 2 * size + size // 10]]))
+        )
+        sets.append(np.sort(universe[size : 2 * size]))
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in sets])]).astype(np.int64)
+    flat = np.concatenate(sets).astype(np.uint32)
+    for q in range(len(sets)):
+        for floor in (0.0, 0.5, 0.85):
+            got = sketch.exact_similarity(sets[q], flat, offsets, floor=floor, isa=isa)
+            want = sketch.exact_similarity(sets[q], flat, offsets, floor=floor, isa="serial")
+            assert got.tolist() == want.tolist()
+            for c, value in enumerate(want.tolist()):
+                inter = len(np.intersect1d(sets[q], sets[c]))
+                union = len(sets[q]) + len(sets[c]) - inter
+                exact = inter / union if union and len(sets[q]) and len(sets[c]) else 0.0
+                assert value == pytest.approx(exact if exact >= floor - 1e-9 else 0.0, abs=1e-6)

@@ -1,5 +1,7 @@
 """Redis memory per document, measured: INFO used_memory before and after inserting 20,000 documents
-(random 128-slot signatures, 16 bands, 36-character ids, records as the domain packs them)."""
+(36-character ids, records as the domain packs them) with each sketch format's defaults at num_perm
+128: format 1, random 128-slot signatures and 16 bands; format 2, its stored sketch (format byte, 16
+band keys, 1,408 two-bit bins: 481 bytes) and 16 bands."""
 
 from __future__ import annotations
 
@@ -9,26 +11,32 @@ import numpy as np
 import pytest
 import redis
 
+from neardup.domain import CollectionParams
 from neardup.storage import RedisStore
 from neardup.storage.keys import CollectionKeys
 from neardup.storage.store import CheckBatch, CheckReply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-DOCS, BANDS, PERM, BATCH = 20_000, 16, 128, 500
+DOCS, PERM, BATCH = 20_000, 128, 500
 BUDGET = 1000  # bytes per document, stored signature included (the issue's limit)
+V2 = CollectionParams.create("mem")
+FORMATS = {"v1": (16, 4 * PERM), "v2": (V2.bands, V2.stored_bytes)}
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
 async def test_bytes_per_document_within_budget(
-    standalone_store: RedisStore, sync_redis: redis.Redis
+    standalone_store: RedisStore, sync_redis: redis.Redis, fmt: str
 ) -> None:
+    BANDS, SKETCH = FORMATS[fmt]
+    assert fmt == "v1" or (V2.sketch_format, BANDS, SKETCH) == (2, 16, 481)
     store = standalone_store
     rng = np.random.default_rng(1)
     assert await store.create_collection("mem", b"{}", "g") is None
     k = CollectionKeys("mem", "g")
     before = int(sync_redis.info("memory")["used_memory"])
     for _ in range(0, DOCS, BATCH):
-        sigs = rng.integers(0, 2**32 - 2, size=(BATCH, PERM), dtype=np.uint32)
+        sigs = rng.integers(0, 256, size=(BATCH, SKETCH), dtype=np.uint8)
         bands = rng.integers(1, 2**64 - 1, size=(BATCH, BANDS), dtype=np.uint64)
         ids = [str(uuid.UUID(int=int(x))).encode() for x in rng.integers(0, 2**62, size=BATCH)]
         batch = CheckBatch(
@@ -43,6 +51,8 @@ async def test_bytes_per_document_within_budget(
         assert isinstance(reply, CheckReply)
     after = int(sync_redis.info("memory")["used_memory"])
     per_doc = (after - before) / DOCS
-    print(f"\nredis memory: {per_doc:.0f} bytes/document ({DOCS} documents, {BANDS} bands, num_perm {PERM})")
+    print(
+        f"\nredis memory: {per_doc:.0f} bytes/document ({DOCS} documents, {fmt}: {BANDS} bands, {SKETCH} B)"
+    )
     assert sync_redis.hget(k.state, "docs") == str(DOCS).encode()
     assert per_doc <= BUDGET
