@@ -48,6 +48,7 @@ from neardup.domain.models import (
     is_collection_name,
 )
 from neardup.domain.observer import IndexObserver, NullObserver
+from neardup.domain.passage_search import DEFAULT_MIN_WORDS, PassageResult, search_passages
 from neardup.storage import records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, OrdinalsExhausted, StoreDown
 from neardup.storage.keys import ORDINAL_WIDTH, CollectionKeys, max_ordinal
@@ -208,6 +209,11 @@ class Index:
         different params -> CollectionConflict."""
         if not isinstance(params, CollectionParams):
             raise InvalidParameters("params must be CollectionParams (use CollectionParams.create)")
+        if params.passages and not self._store.supports_passages:
+            raise InvalidParameters(
+                "passages are not supported on a Redis Cluster yet: create the collection without "
+                '"passages", or use a standalone server'
+            )
         gen = secrets.token_hex(6)
         async with self._storage(params.name):
             existing = await self._store.create_collection(
@@ -218,6 +224,7 @@ class Index:
                 max_documents=params.max_documents or 0,
                 capacity=_capacity(params),
                 bands=params.bands,
+                passages=params.passages,
             )
         if existing is None:
             self._collections[params.name] = _Collection(params, CollectionKeys(params.name, gen))
@@ -228,7 +235,7 @@ class Index:
             return current.params, False
         differences = ", ".join(
             f"{field}={getattr(current.params, field)!r} (asked {getattr(params, field)!r})"
-            for field in params.to_dict()
+            for field in {**current.params.to_dict(), **params.to_dict()}
             if getattr(current.params, field) != getattr(params, field)
         )
         raise CollectionConflict(
@@ -383,6 +390,22 @@ class Index:
         [result] = self._results(collection, docs, batch, reply, [floor], inserted=False)
         return result.matches[:limit]
 
+    async def passages(
+        self, name: str, text: str, *, limit: int = 10, min_words: int | None = None
+    ) -> PassageResult:
+        """Read-only: the stored documents that contain passages of ``text``, best first, at most
+        ``limit``, with the spans (``min_words`` words or more) in both texts. Raises InvalidInput,
+        CollectionConflict (the collection was created without passages), CollectionNotFound."""
+        if not isinstance(text, str):
+            raise InvalidInput("text must be a string")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
+        if min_words is None:
+            min_words = DEFAULT_MIN_WORDS
+        if isinstance(min_words, bool) or not isinstance(min_words, int) or min_words < 1:
+            raise InvalidInput(f"min_words must be a positive integer, got {min_words!r}")
+        return await search_passages(self, name, text, limit, min_words)
+
     async def put(self, name: str, doc: Document) -> StoredDocument:
         """Insert or replace without reporting matches (it still takes its place in first-seen order).
         The same text and metadata as the stored version change nothing."""
@@ -480,6 +503,7 @@ class Index:
                 empties=batch.empty_flags,
                 ids=ids,
                 records=recs,
+                passages=batch.passages,
                 expected=[
                     b"%d" % (expected or {})[i] if i in (expected or {}) else b"" for i in range(len(ids))
                 ],

@@ -16,7 +16,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
-_NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim"}
+_NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages"}
 
 
 #: The name neardup's Valkey module (native/valkey/bands.cpp) registers under.
@@ -81,6 +81,7 @@ class Scripts:
         self.drop_collection = Script("drop_collection")
         self.due = Script("due")
         self.reclaim = Script("reclaim")
+        self.passages = Script("passages")
         self._loaded = False
 
     def forget(self) -> None:
@@ -93,7 +94,7 @@ class Scripts:
             self.check = Script("check", "module" if self.uses_module else "lua")
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
-                self.due, self.reclaim,
+                self.due, self.reclaim, self.passages,
             )  # fmt: skip
             for script in every:
                 await script.load(client)

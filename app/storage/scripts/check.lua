@@ -11,6 +11,8 @@
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
 --   ARGV[18 + 4*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys
 --   ARGV[18 + 4*n] (optional) n + 1 uint32 LE offsets of the signatures in ARGV[15], when they differ in size
+--   ARGV[18 + 4*n + i] (optional) document i's passage blob, indexed where the collection has passages on
+--     (then ARGV[18 + 4*n] is sent, '' when the signatures are all of one size)
 -- Returns one of
 --   {'ok', {ordinal per doc (0 in read mode)}, {{candidate ordinals} per doc},
 --    {ordinal, signature, record, ...} for candidates that are not documents of this batch,
@@ -29,6 +31,7 @@ local band_blob, sig_blob, empties = ARGV[14], ARGV[15], ARGV[16]
 local bucket_cap = tonumber(ARGV[17])
 local sig_bytes = #sig_blob / math.max(n, 1)
 local sig_offsets = ARGV[18 + 4 * n]
+if sig_offsets == '' then sig_offsets = nil end
 local function sig_of(i)
   if sig_offsets then
     local from = struct.unpack('<I4', sig_offsets, 4 * (i - 1) + 1)
@@ -96,6 +99,11 @@ for i = 1, n do
     redis.call('HSET', sig_key(ord), slot(ord, SIG_GROUP),
       sig_of(i))
     redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
+    local blob = ARGV[18 + 4 * n + i]
+    if st.pas.on and blob and #blob >= 9 then
+      redis.call('HSET', passage_blob_key(ord), slot(ord, PASSAGE_GROUP), blob)
+      band_step({band = st.pas}, table.concat(passage_keys(blob)), o4, 'put', POSTING_CAP, 0, 1)
+    end
     st.docs = st.docs + 1
     batch_index[ord] = i
   end

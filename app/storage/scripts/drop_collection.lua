@@ -5,10 +5,10 @@
 -- ARGV[1] name
 -- The generation goes into KEYS[3] with its shape and this server's time, in the same step: if the
 -- client dies before it has unlinked every data key, the next sweep finishes the job.
--- Returns {'absent'} or {'dropped', gen, seq, band groups, id groups}
+-- Returns {'absent'} or {'dropped', gen, seq, band groups, id groups, passage index groups (0: none)}
 
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {'absent'} end
-local v = redis.call('HMGET', KEYS[2], 'gen', 'seq', 'bL', 'bS', 'iL', 'iS')
+local v = redis.call('HMGET', KEYS[2], 'gen', 'seq', 'bL', 'bS', 'iL', 'iS', 'pL', 'pS')
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2])
 if not v[1] then return {'dropped', '', 0, 0, 0} end
@@ -16,4 +16,5 @@ local bands, ids = 2 ^ tonumber(v[3]) + tonumber(v[4]), 2 ^ tonumber(v[5]) + ton
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[3], ARGV[1] .. ':' .. v[1], string.format('%d:%d:%d:%d', tonumber(v[2]), bands, ids,
   tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
-return {'dropped', v[1], tonumber(v[2]), bands, ids}
+return {'dropped', v[1], tonumber(v[2]), bands, ids,
+  v[7] and (2 ^ tonumber(v[7]) + tonumber(v[8])) or 0}
