@@ -73,3 +73,13 @@ def exact_similarity(
     isa: str,
 ) -> npt.NDArray[np.float32]: ...
 def normalized_text(text: str, char_mode: bool, normalize: bool, lowercase: bool, collapse: bool) -> str: ...
+def passage_features(
+    text: str, k: int, w: int
+) -> tuple[
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint8],
+]: ...
+def passage_blob(text: str, k: int, w: int) -> bytes: ...

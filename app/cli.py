@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_mirrors(commands)
     add_params(commands)
     add_bench(commands)
+    add_passages(commands)
     add_valkey_module(commands)
     return parser
 
@@ -200,6 +201,12 @@ def add_load(commands: Any) -> None:
     load.add_argument("--api-key", default=None, help="API key sent as a Bearer token (env NEARDUP_API_KEY)")
     load.add_argument("--create", action="store_true", help="create the collection if it does not exist")
     _collection_options(load, defaults=False)
+    load.add_argument(
+        "--passages",
+        action="store_true",
+        default=None,
+        help="with --create: also index the documents for passage search (neardup passages)",
+    )
     load.add_argument(
         "--expected-documents",
         type=int,
@@ -336,6 +343,39 @@ def add_params(commands: Any) -> None:
     params.add_argument("--bands", type=int, default=None, help="evaluate these bands instead of choosing")
     params.add_argument("--rows", type=int, default=None, help="evaluate these rows instead of choosing")
     params.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_passages(commands: Any) -> None:
+    passages = commands.add_parser(
+        "passages",
+        help="which stored texts contain passages of a file (plagiarism check)",
+        formatter_class=HELP_FORMAT,
+        description="Search a collection created with passages on (neardup load --create --passages) for "
+        "the stored documents that contain passages of FILE, copied or lightly edited: each source with "
+        "its share of the text and the passages' offsets (code points) in both texts. Read-only.",
+        epilog="examples:\n"
+        "  neardup passages essay.txt --collection sources\n"
+        "  neardup passages - --collection sources --json < essay.txt\n\n" + EXIT_CODES_HELP,
+    )
+    passages.add_argument("input", metavar="FILE", help="a UTF-8 text file, or - for stdin")
+    passages.add_argument("--collection", "-c", required=True, help="the collection to search")
+    passages.add_argument(
+        "--url",
+        default=os.environ.get("NEARDUP_URL") or "http://127.0.0.1:8000",
+        help="the service (default http://127.0.0.1:8000; env NEARDUP_URL)",
+    )
+    passages.add_argument(
+        "--api-key", default=None, help="API key sent as a Bearer token (env NEARDUP_API_KEY)"
+    )
+    passages.add_argument("--limit", type=int, default=10, help="most sources to report (default 10)")
+    passages.add_argument(
+        "--min-words",
+        type=int,
+        default=None,
+        help="shortest passage reported, in words (default: the service's, 20)",
+    )
+    passages.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the answer")
+    passages.add_argument("--json", action="store_true", help="print the API's JSON instead of the report")
 
 
 def add_valkey_module(commands: Any) -> None:
@@ -478,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise CliError("this installation has no Valkey module: reinstall neardup with pip")
             print(path)
             return ExitCode.OK
-        if args.command in ("load", "dedup", "mirrors", "params", "bench"):
+        if args.command in ("load", "dedup", "mirrors", "params", "bench", "passages"):
             import importlib
 
             module = importlib.import_module(f"neardup.commands.{args.command}")

@@ -159,6 +159,7 @@ class Collection:
     rows: int
     seed: int
     documents: int | None
+    passages: bool = False
     site_field: str | None = None
 
     @classmethod
@@ -173,6 +174,7 @@ class Collection:
             rows=int(data["rows"]),
             seed=int(data["seed"]),
             documents=None if data.get("documents") is None else int(data["documents"]),
+            passages=bool(data.get("passages", False)),
             site_field=data.get("site_field"),
         )
 
@@ -213,6 +215,44 @@ class CheckResult:
             matches=[Match.from_json(m) for m in data.get("matches", ())],
             inserted=bool(data.get("inserted", False)),
         )
+
+
+@dataclass(frozen=True)
+class Span:
+    """A passage: code points of the text (``start``, ``end`` exclusive) and of the stored text."""
+
+    start: int
+    end: int
+    source_start: int
+    source_end: int
+
+
+@dataclass(frozen=True)
+class PassageSource:
+    """A stored document containing passages of the text; ``containment``: the estimated share of the
+    text's word 5-grams found in it; ``spans`` in the text's order."""
+
+    id: str
+    containment: float
+    spans: list[Span]
+    metadata: Metadata | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PassageSource:
+        spans = [Span(s["start"], s["end"], s["source_start"], s["source_end"]) for s in data["spans"]]
+        return cls(data["id"], float(data["containment"]), spans, data.get("metadata"))
+
+
+@dataclass(frozen=True)
+class Passages:
+    """``coverage``: share of the text's characters inside a span; ``sources`` best first."""
+
+    coverage: float
+    sources: list[PassageSource]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Passages:
+        return cls(float(data["coverage"]), [PassageSource.from_json(s) for s in data["sources"]])
 
 
 @dataclass(frozen=True)
@@ -460,10 +500,12 @@ class _Api:
         bands: int | None = None,
         rows: int | None = None,
         expected_documents: int | None = None,
+        passages: bool | None = None,
         site_field: str | None = None,
     ) -> _Op[Collection]:
         """Create, or return the existing one if its parameters are the same (Conflict otherwise).
         ``expected_documents``: capacity hint, the store sizes its tables for that many documents.
+        ``passages``: also index stored documents for :meth:`passages` (fixed at creation).
         ``site_field``: the metadata field naming each document's site (mirror detection: ``site``,
         ``mirrors``)."""
         body = _without_none(
@@ -475,6 +517,7 @@ class _Api:
             bands=bands,
             rows=rows,
             expected_documents=expected_documents,
+            passages=passages,
             site_field=site_field,
         )
         return Collection.from_json((yield from _call("POST", _collections(), body)))
@@ -531,6 +574,14 @@ class _Api:
         body = _without_none(text=text, limit=limit, min_similarity=min_similarity)
         data = yield from _call("POST", f"{_collections(collection)}/query", body)
         return [Match.from_json(m) for m in data["matches"]]
+
+    def passages(
+        self, collection: str, text: str, *, limit: int = 10, min_words: int | None = None
+    ) -> _Op[Passages]:
+        """The stored documents that contain passages of ``text``, best first, with the passages'
+        offsets in both texts; nothing is stored. The collection needs ``passages=True``."""
+        body = _without_none(text=text, limit=limit, min_words=min_words)
+        return Passages.from_json((yield from _call("POST", f"{_collections(collection)}/passages", body)))
 
     # sites
     def site(self, collection: str, site: str) -> _Op[SiteMirrors]:
@@ -681,6 +732,7 @@ class Client:
     check = _blocking(_Api.check)
     check_batch = _blocking(_Api.check_batch)
     query = _blocking(_Api.query)
+    passages = _blocking(_Api.passages)
     site = _blocking(_Api.site)
     mirrors = _blocking(_Api.mirrors)
     put = _blocking(_Api.put)
@@ -768,6 +820,7 @@ class AsyncClient:
     check = _coroutine(_Api.check)
     check_batch = _coroutine(_Api.check_batch)
     query = _coroutine(_Api.query)
+    passages = _coroutine(_Api.passages)
     site = _coroutine(_Api.site)
     mirrors = _coroutine(_Api.mirrors)
     put = _coroutine(_Api.put)

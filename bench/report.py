@@ -894,6 +894,109 @@ def growth_section(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def passages_section(results: Path) -> str:
+    """``bench/bench_passages.py``'s run (passages.json), when it was saved there."""
+    path = results / "passages.json"
+    if not path.exists():
+        return ""
+    run = json.loads(path.read_text())
+    mt, lat, cmp_ = run["memory_throughput"], run["latency_ms"], run["comparison"]
+    targets = {"none": 0.95, "light": 0.90, "medium": 0.80}
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    lines = [
+        "## Passages",
+        "",
+        f"`python bench/bench_passages.py` (commit `{run['machine']['commit']}`, "
+        f"{run['machine']['cores']} cores): {run['corpus']['stored_documents']:,} stored documents of "
+        f"~{run['corpus']['stored_mean_bytes']:,} bytes "
+        "(the corpus cut into passages, as bench_service.py does) in a collection with `passages: true`, "
+        "through a real `neardup serve` (1 worker, embedded Valkey). Submitted texts built the way PAN "
+        "built theirs (bench/plagiarism.py): held-out text that shares no run of 10 words and at most 5% of "
+        "its 5-grams with the stored documents, with 0 to 3 passages of 25 to 500 words copied from stored "
+        "documents, at one obfuscation level per text (none; light: 3% of the words substituted, case and "
+        "white-space noise; medium: 8% substituted, inserted or dropped). PAN's measures on the submitted "
+        "texts' characters; a detection from another stored document counts when that document holds at "
+        "least half of the detected part's word 5-grams.",
+        "",
+        "| obfuscation | cases | precision | recall | granularity | plagdet | target | source accuracy | "
+        "source offsets (Jaccard) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for level, q in run["quality"].items():
+        lines.append(
+            f"| {level} | {q['cases']} | {q['precision']} | {q['recall']} | {q['granularity']} | "
+            f"**{q['plagdet']}** | >= {targets[level]} ({met(q['plagdet'] >= targets[level])}) | "
+            f"{q['source_accuracy']} | {q['source_offsets_jaccard_mean']} |"
+        )
+    ce = run["containment_error"]
+    lines += [
+        "",
+        f"- Verbatim passages (25 words or more) found: **{run['verbatim_cases_found']}** of "
+        f"{run['verbatim_cases']} (target 0.99: {met(run['verbatim_cases_found'] >= 0.99)}); the "
+        "fingerprinting guarantees it for 25 words (design.md, Passages).",
+        f"- Submitted texts with nothing copied that get no span: **{run['clean_texts_without_span']}** of "
+        f"{run['clean_texts']} (target 0.99: {met(run['clean_texts_without_span'] >= 0.99)}).",
+        f"- `containment` against the exact value (word 5-grams, every true source of every text): "
+        f"{ce['within_0.05']} within 0.05 (mean error {ce['mean']}, p95 {ce['p95']}; {ce['pairs']} pairs).",
+        f"- Latency of a search of a ~{lat['mean_words']:,}-word text ({lat['texts']} texts, one at a time "
+        f"over HTTP): p50 {lat['p50']} ms, **p99 {lat['p99']} ms** (target 50: {met(lat['p99'] < 50)}), "
+        f"max {lat['max']} ms.",
+        f"- Memory and check throughput ({mt['documents']:,} documents of ~{mt['mean_document_bytes']:,} "
+        f"bytes through check/batch, median of {mt['repeats']}): passages off "
+        f"{mt['off']['bytes_per_document']:,} B/doc and {mt['off']['documents_per_s']:,} docs/s, on "
+        f"{mt['on']['bytes_per_document']:,} B/doc and {mt['on']['documents_per_s']:,} docs/s: memory "
+        f"**{mt['memory_ratio_on_off']}x** (target 2x: {met(mt['memory_ratio_on_off'] <= 2.0)}), "
+        f"**{mt['extra_bytes_per_kb_of_text']} extra bytes per KB of text** (target ~250: "
+        f"{met(mt['extra_bytes_per_kb_of_text'] <= 250)}), "
+        f"throughput **{mt['throughput_ratio_on_off']}x** "
+        f"(target 0.5: {met(mt['throughput_ratio_on_off'] >= 0.5)}). At full size "
+        f"({run['corpus']['stored_documents']:,} documents): "
+        f"{run['full_load']['bytes_per_document']:,} B/doc, "
+        f"{run['full_load']['documents_per_s']:,} docs/s.",
+        "",
+        f"What a user would otherwise run, on the first {cmp_['stored_documents']:,} stored documents and "
+        f"{cmp_['texts']} other submitted texts, in the same run (document level: is a true source "
+        "reported, how many reported documents are not a source):",
+        "",
+        "| | source recall | false sources per text | clean texts with a source | time per text "
+        "| passages, offsets |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    ours, pw, lsh = cmp_["neardup_passages"], cmp_["pairwise_winnowing"], cmp_["datasketch_lsh_ensemble"]
+    lines += [
+        f"| neardup passages (HTTP) | {ours['source_recall']} | {ours['false_sources_per_text']} | "
+        f"{ours['clean_texts_with_a_source']} | {ours['query_ms_mean']} ms | yes (plagdet, all "
+        f"levels: {ours['plagdet_all_levels']}) |",
+        "| pairwise winnowing, MOSS/copydetect style (same fingerprints, in process) | "
+        f"{pw['source_recall']} | "
+        f"{pw['false_sources_per_text']} | {pw['clean_texts_with_a_source']} | {pw['query_ms_median']} ms, "
+        "linear in the stored documents | no |",
+        f"| datasketch MinHashLSHEnsemble, containment >= 0.05 (in process; built in {lsh['build_s']} s) | "
+        f"{lsh['source_recall']} | {lsh['false_sources_per_text']} | {lsh['clean_texts_with_a_source']} | "
+        f"{lsh['query_ms_median']} ms | no |",
+        "",
+        "Raw results: `bench/results/passages.json`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def replace_section(markdown_path: Path, section: str) -> None:
+    """Put ``section`` (starting "## Title") into the markdown file in place of the section of that
+    title, or at its end."""
+    text = markdown_path.read_text() if markdown_path.exists() else ""
+    title = section.splitlines()[0]
+    start = text.find(title + "\n")
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + len(title))
+        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+    markdown_path.write_text(text)
+
+
 def sketch_formats_section(results: Path) -> str:
     """Sketch formats 1, 2 and exact (issue 16), from the runs saved in ``results``: estimators.json
     (bench_estimators.py), tradeoff_formats.json, quality_{even,natural}_{v1,v2,exact}.json
@@ -1162,8 +1265,14 @@ def main() -> None:
     parser.add_argument("--mutations", type=int, default=300)
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")
+    parser.add_argument(
+        "--only-passages", action="store_true", help="only (re)write the Passages section from passages.json"
+    )
     args = parser.parse_args()
     results: Path = args.results
+    if args.only_passages:
+        replace_section(args.markdown, passages_section(results))
+        return
     results.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
 
@@ -1255,6 +1364,7 @@ def main() -> None:
             crowds_section(results),
             growth_section(results),
             sketch_formats_section(results),
+            passages_section(results),
             mirrors_section(results),
         )
         if section

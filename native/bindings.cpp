@@ -356,6 +356,8 @@ py::str normalized_text(const py::str& text, bool char_mode, bool normalize, boo
 
 }  // namespace
 
+void register_passages(py::module_& m);  // native/passages.cpp
+
 PYBIND11_MODULE(_native, m) {
   m.doc() = "neardup sketch core (use neardup.sketch, not this module)";
   neardup::active_kernels();  // resolve the dispatch table now: a bad NEARDUP_FORCE_ISA fails the import
@@ -384,4 +386,5 @@ PYBIND11_MODULE(_native, m) {
         py::arg("rows"), py::arg("use_rows"), py::arg("floor"), py::arg("isa"));
   m.def("normalized_text", &normalized_text, py::arg("text"), py::arg("char_mode"), py::arg("normalize"),
         py::arg("lowercase"), py::arg("collapse"));
+  register_passages(m);
 }

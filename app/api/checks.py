@@ -1,4 +1,5 @@
-"""Routes that look for near-duplicates: check one, check a batch (in order), query (read-only)."""
+"""Routes that look for near-duplicates: check one, check a batch (in order), query (read-only), and
+passages (read-only: which stored texts contain passages of a text)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from fastapi import APIRouter
 from starlette.responses import Response
 
 from neardup.api.auth import READ, WRITE_IF_INSERT
-from neardup.api.convert import check_dict, match_dict
+from neardup.api.convert import check_dict, match_dict, passages_dict
 from neardup.api.deps import CollectionCtx
 from neardup.api.errors import error_responses
 from neardup.api.metrics import Metrics
@@ -15,6 +16,8 @@ from neardup.api.models import (
     BatchCheckResultOut,
     CheckRequest,
     CheckResultOut,
+    PassagesRequest,
+    PassagesResultOut,
     QueryRequest,
     QueryResultOut,
 )
@@ -99,3 +102,22 @@ async def query(ctx: CollectionCtx, body: QueryRequest) -> Response:
         ctx.name, body.text, limit=body.limit, min_similarity=body.min_similarity
     )
     return JSONBytesResponse({"matches": [match_dict(match) for match in matches]})
+
+
+@router.post(
+    "/passages",
+    response_model=PassagesResultOut,
+    responses=error_responses(401, 404, 409, 413, 422, 503),
+    openapi_extra=READ,
+    summary="Find stored texts that contain passages of a text",
+)
+async def passages(ctx: CollectionCtx, body: PassagesRequest) -> Response:
+    """Read-only, in a collection created with `"passages": true`: the stored documents that contain
+    passages of `text` (copied, or lightly edited), best first, at most `limit`, each with its
+    `containment` and the passages as code point offsets in both texts (`end` exclusive); `coverage` is
+    the share of the text inside any passage. Passages shorter than `min_words` words are left out. A
+    collection created without passages answers 409."""
+    ctx.limits.check_document(("body",), None, body.text, None)
+    ctx.limits.check_query_limit(body.limit)
+    result = await ctx.service.passages(ctx.name, body.text, limit=body.limit, min_words=body.min_words)
+    return JSONBytesResponse(passages_dict(result))

@@ -44,6 +44,7 @@ async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
         ttl_seconds=body.ttl_seconds,
         max_documents=body.max_documents,
         expected_documents=body.expected_documents,
+        passages=bool(body.passages),
         site_field=body.site_field,
     )
     params = CollectionParams.create(

@@ -24,7 +24,7 @@ from neardup.settings import Settings
 #: The schemas that carry a document id, metadata or a text (pydantic names them after the models).
 _ID_SCHEMAS = ("CheckRequest", "BatchDocument")
 _METADATA_SCHEMAS = ("CheckRequest", "BatchDocument", "DocumentPut")
-_TEXT_SCHEMAS = ("CheckRequest", "BatchDocument", "QueryRequest", "DocumentPut")
+_TEXT_SCHEMAS = ("CheckRequest", "BatchDocument", "QueryRequest", "DocumentPut", "PassagesRequest")
 _DOCUMENT_PATH = "/v1/collections/{name}/documents/{doc_id}"
 _COLLECTION_PATH = "/v1/collections/{name}"
 
@@ -79,6 +79,7 @@ def _limits(schema: dict[str, Any], settings: Settings, limits: Limits) -> None:
         text["description"] = f"the document's text, at most {limits.max_text_bytes} bytes of UTF-8"
     components["BatchCheckRequest"]["properties"]["documents"]["maxItems"] = limits.max_batch_documents
     components["QueryRequest"]["properties"]["limit"]["maximum"] = limits.max_query_limit
+    components["PassagesRequest"]["properties"]["limit"]["maximum"] = limits.max_query_limit
     components["CollectionCreate"]["x-rules"] = [
         {
             "rule": "bands * rows <= num_perm",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from neardup.domain import CheckResult, CollectionInfo, CollectionParams, Match, StoredDocument
+from neardup.domain.passage_search import PassageResult
 
 
 def params_dict(params: CollectionParams, documents: int | None = None) -> dict[str, Any]:
@@ -27,6 +28,7 @@ def params_dict(params: CollectionParams, documents: int | None = None) -> dict[
         "sketch_format": params.sketch_format,
         "verify": params.verify,
         "bins": params.bins,
+        "passages": params.passages,
         "site_field": params.site_field,
         "documents": documents,
     }
@@ -52,3 +54,26 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
 
 def document_dict(doc: StoredDocument) -> dict[str, Any]:
     return {"id": doc.id, "metadata": doc.metadata, "inserted_at": doc.inserted_at}
+
+
+def passages_dict(result: PassageResult) -> dict[str, Any]:
+    return {
+        "coverage": result.coverage,
+        "sources": [
+            {
+                "id": source.id,
+                "metadata": source.metadata,
+                "containment": source.containment,
+                "spans": [
+                    {
+                        "start": s.start,
+                        "end": s.end,
+                        "source_start": s.source_start,
+                        "source_end": s.source_end,
+                    }
+                    for s in source.spans
+                ],
+            }
+            for source in result.sources
+        ],
+    }

@@ -123,6 +123,13 @@ class CollectionCreate(RequestBody):
         "Fixed at creation; not on a Redis Cluster store (422)",
     )
 
+    passages: StrictBool | None = Field(
+        default=None,
+        description="also index every stored document for passage search (POST .../passages: which "
+        "stored texts contain passages of a text, where, and how much); fixed at creation, costs memory "
+        "per stored document; not supported on a Redis Cluster (default: false)",
+    )
+
 
 class CollectionOut(BaseModel):
     name: str
@@ -139,6 +146,7 @@ class CollectionOut(BaseModel):
     sketch_format: int = Field(default=1, description="stored sketch format (1 or 2)")
     verify: Literal["estimate", "exact"] = Field(default="estimate", description="verification mode")
     bins: int = Field(default=0, description="one-permutation bins of a format-2 estimate sketch (else 0)")
+    passages: bool = Field(default=False, description="whether stored documents are indexed for passages")
     site_field: str | None = Field(default=None, description="the metadata field naming sites, if any")
     documents: int | None = Field(default=None, description="number of documents stored")
 
@@ -178,6 +186,35 @@ class QueryRequest(RequestBody):
         default=10, description="most matches to return (capped by NEARDUP_MAX_QUERY_LIMIT)"
     )
     min_similarity: StrictFloat | None = _MIN_SIMILARITY
+
+
+class PassagesRequest(RequestBody):
+    text: str = _TEXT
+    limit: Annotated[int, Field(ge=1), _INTEGER] = Field(
+        default=10, description="most sources to return (capped by NEARDUP_MAX_QUERY_LIMIT)"
+    )
+    min_words: Annotated[int, Field(ge=1, le=100_000), _INTEGER] | None = Field(
+        default=None, description="shortest span reported, in words of the text (default: 20)"
+    )
+
+
+class SpanOut(BaseModel):
+    start: int = Field(description="first code point of the passage in the text")
+    end: int = Field(description="code point after the passage in the text")
+    source_start: int = Field(description="first code point of the passage in the stored text")
+    source_end: int = Field(description="code point after the passage in the stored text")
+
+
+class PassageSourceOut(BaseModel):
+    id: str
+    metadata: Metadata | None = None
+    containment: float = Field(description="estimated share of the text's word 5-grams found in this source")
+    spans: list[SpanOut] = Field(description="the passages shared, in the text's order")
+
+
+class PassagesResultOut(BaseModel):
+    coverage: float = Field(description="share of the text's characters inside at least one span")
+    sources: list[PassageSourceOut] = Field(description="stored documents containing passages, best first")
 
 
 class MatchOut(BaseModel):

@@ -152,6 +152,7 @@ def ensure_collection(client: Client, args: argparse.Namespace) -> str:
         shingle=args.shingle,
         size=args.size,
         expected_documents=args.expected_documents,
+        passages=getattr(args, "passages", None),
     )
     return f"created: threshold {created.threshold}, {created.bands} bands x {created.rows} rows"
 

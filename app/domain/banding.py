@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup import sketch
+from neardup.domain import fingerprints
 from neardup.domain.models import CollectionParams
 
 #: First byte of every stored format-2 sketch (format 1 sketches are the bare 4 * num_perm bytes).
@@ -29,6 +30,8 @@ class Sketches:
     bins: npt.NDArray[np.uint8] | None = None
     sets: sketch.U32Array | None = None
     offsets: npt.NDArray[np.int64] | None = None
+    #: Passage blobs (neardup.domain.fingerprints), one per document; () where passages are off.
+    passages: tuple[bytes, ...] = ()
 
     def stored(self, i: int) -> bytes:
         """What the store keeps of document i (compared byte for byte to tell an unchanged retry)."""
@@ -66,6 +69,7 @@ class Sketches:
 
 
 def sketch_texts(params: CollectionParams, texts: Sequence[str], threads: int = 1) -> Sketches:
+    passages = tuple(fingerprints.blob(t) for t in texts) if params.passages else ()
     # Format 2 stores no slots: only the bands * rows that make its band keys are computed (the first
     # slots of the same hash family, so the keys are those of the full signature).
     slots = params.num_perm if params.sketch_format == 1 else max(16, -(-params.bands * params.rows // 8) * 8)
@@ -78,14 +82,17 @@ def sketch_texts(params: CollectionParams, texts: Sequence[str], threads: int = 
     if params.sketch_format == 1:
         signatures = sketch.signatures(texts, threads=threads, **options)  # type: ignore[arg-type]
         empty = sketch.is_empty(signatures)
-        return Sketches(signatures, sketch.band_keys(signatures, params.bands, params.rows), empty)
+        keys = sketch.band_keys(signatures, params.bands, params.rows)
+        return Sketches(signatures, keys, empty, passages=passages)
     if params.verify == "exact":
         signatures, sets, offsets = sketch.exact_sketches(texts, threads=threads, **options)  # type: ignore[arg-type]
         keys = sketch.band_keys(signatures, params.bands, params.rows, sketch_format=2)
-        return Sketches(signatures, keys, sketch.is_empty(signatures), 2, sets=sets, offsets=offsets)
+        return Sketches(
+            signatures, keys, sketch.is_empty(signatures), 2, sets=sets, offsets=offsets, passages=passages
+        )
     signatures, bins = sketch.estimate_sketches(texts, threads=threads, bins=params.bins, **options)  # type: ignore[arg-type]
     keys = sketch.band_keys(signatures, params.bands, params.rows, sketch_format=2)
-    return Sketches(signatures, keys, sketch.is_empty(signatures), 2, bins=bins)
+    return Sketches(signatures, keys, sketch.is_empty(signatures), 2, bins=bins, passages=passages)
 
 
 def stored_band_keys(params: CollectionParams, signature: bytes) -> bytes:

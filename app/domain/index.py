@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -50,6 +50,7 @@ from neardup.domain.models import (
     site_of,
 )
 from neardup.domain.observer import IndexObserver, NullObserver
+from neardup.domain.passage_search import DEFAULT_MIN_WORDS, PassageResult, search_passages
 from neardup.domain.sites import MirrorPair, SiteMirrors, mirror_pairs, site_mirrors
 from neardup.storage import records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, OrdinalsExhausted, StoreDown
@@ -228,6 +229,11 @@ class Index:
                 "atomic script that adds or removes a document, which the cluster protocol does not have; "
                 "create the collection without site_field, or on a standalone server"
             )
+        if params.passages and not self._store.supports_passages:
+            raise InvalidParameters(
+                "passages are not supported on a Redis Cluster yet: create the collection without "
+                '"passages", or use a standalone server'
+            )
         gen = secrets.token_hex(6)
         async with self._storage(params.name):
             existing = await self._store.create_collection(
@@ -238,6 +244,7 @@ class Index:
                 max_documents=params.max_documents or 0,
                 capacity=_capacity(params),
                 bands=params.bands,
+                passages=params.passages,
             )
         if existing is None:
             self._collections[params.name] = _Collection(params, CollectionKeys(params.name, gen))
@@ -248,7 +255,7 @@ class Index:
             return current.params, False
         differences = ", ".join(
             f"{field}={getattr(current.params, field)!r} (asked {getattr(params, field)!r})"
-            for field in asdict(params)
+            for field in {**current.params.to_dict(), **params.to_dict()}
             if getattr(current.params, field) != getattr(params, field)
         )
         raise CollectionConflict(
@@ -412,6 +419,22 @@ class Index:
         [result] = self._results(collection, docs, batch, reply, [floor], inserted=False)
         return result.matches[:limit]
 
+    async def passages(
+        self, name: str, text: str, *, limit: int = 10, min_words: int | None = None
+    ) -> PassageResult:
+        """Read-only: the stored documents that contain passages of ``text``, best first, at most
+        ``limit``, with the spans (``min_words`` words or more) in both texts. Raises InvalidInput,
+        CollectionConflict (the collection was created without passages), CollectionNotFound."""
+        if not isinstance(text, str):
+            raise InvalidInput("text must be a string")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
+        if min_words is None:
+            min_words = DEFAULT_MIN_WORDS
+        if isinstance(min_words, bool) or not isinstance(min_words, int) or min_words < 1:
+            raise InvalidInput(f"min_words must be a positive integer, got {min_words!r}")
+        return await search_passages(self, name, text, limit, min_words)
+
     async def put(self, name: str, doc: Document) -> StoredDocument:
         """Insert or replace without reporting matches (it still takes its place in first-seen order).
         The same text and metadata as the stored version change nothing."""
@@ -509,6 +532,7 @@ class Index:
                 empties=batch.empty_flags,
                 ids=ids,
                 records=recs,
+                passages=batch.passages,
                 expected=[
                     b"%d" % (expected or {})[i] if i in (expected or {}) else b"" for i in range(len(ids))
                 ],

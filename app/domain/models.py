@@ -92,6 +92,8 @@ class CollectionParams:
       keys and, for verification, ``bins`` one-permutation bins of 2 bits (``verify="estimate"``) or
       the sorted 32-bit hashes of every shingle (``verify="exact"``: the exact Jaccard of the shingle
       hash sets).
+    - ``passages``: also index every stored document for passage search (which stored texts contain
+      passages of a text, where; docs/design.md, "Passages"). Costs memory per stored document.
     - ``expected_documents``: optional capacity hint; the store sizes its band table for that many
       documents at creation, so it need not grow by splitting while the collection stays below it
       (about a third less server work per insertion; a collection far smaller than its hint uses
@@ -116,6 +118,7 @@ class CollectionParams:
     sketch_format: int = 1
     verify: Verify = "estimate"
     bins: int = 0
+    passages: bool = False
     site_field: str | None = None
 
     def __post_init__(self) -> None:
@@ -137,6 +140,7 @@ class CollectionParams:
         expected_documents: int | None = None,
         sketch_format: int = DEFAULT_SKETCH_FORMAT,
         verify: Verify = "estimate",
+        passages: bool = False,
         site_field: str | None = None,
     ) -> CollectionParams:
         """Validate and fill bands/rows (``sketch.optimal_bands``) when not given; raises
@@ -176,6 +180,7 @@ class CollectionParams:
             sketch_format,
             verify,
             bins,
+            passages,
             site_field,
         )
 
@@ -186,6 +191,8 @@ class CollectionParams:
         if self.sketch_format == 1:
             for name in ("sketch_format", "verify", "bins"):
                 del data[name]
+        if not self.passages:  # likewise: an entry without passages is read as it always was
+            del data["passages"]
         if data["site_field"] is None:  # entries written before sites existed look the same
             del data["site_field"]
         return data
@@ -355,6 +362,8 @@ def _validate(p: CollectionParams) -> None:
         _check_positive("max_documents", p.max_documents)
         if p.max_documents > MAX_DOCUMENTS:
             raise InvalidParameters(f"max_documents must be at most {MAX_DOCUMENTS}, got {p.max_documents}")
+    if not isinstance(p.passages, bool):
+        raise InvalidParameters(f"passages must be true or false, got {p.passages!r}")
     if p.expected_documents is not None:
         _check_positive("expected_documents", p.expected_documents)
         if p.expected_documents > MAX_EXPECTED_DOCUMENTS:

@@ -44,6 +44,7 @@ from neardup.storage.store import (
     CheckReply,
     Mode,
     NeedOldBands,
+    PassageReply,
     SiteCounts,
     StoredVersion,
     each,
@@ -60,6 +61,9 @@ class ClusterStore(ClusterRetention):
     """The store on a Redis Cluster: collections and the check protocol here, retention in
     ``ClusterRetention``, routing and failure handling in ``ClusterRouting``. Build with
     :meth:`from_url`."""
+
+    #: Passages are not supported on a cluster yet: the domain refuses such collections (a 4xx).
+    supports_passages = False
 
     #: Sites are not counted here (yet): the domain refuses a site_field at creation on a cluster, so
     #: the three methods below are never called.
@@ -86,6 +90,7 @@ class ClusterStore(ClusterRetention):
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
+        passages: bool = False,
     ) -> bytes | None:
         """The state first, atomically on the collection's slot (cluster_init.lua: created, or what
         exists), then the registry entry, written again by any later creation that finds it missing
@@ -528,3 +533,9 @@ class ClusterStore(ClusterRetention):
             reply = await self._state_call("cluster_advance", k, [k.gen, 0, 1, ordinal])
             self._status([reply])
         return True
+
+    async def passages(
+        self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int, common_at: int
+    ) -> PassageReply:
+        """Never called: collections with passages are refused on a cluster (``supports_passages``)."""
+        raise NotImplementedError("passages are not supported on a Redis Cluster")

@@ -13,6 +13,17 @@ created again never meets the old one's keys while they are being unlinked)::
     nd:c:g:s:<ord // 120>   hash  ord % 120 -> signature (4 * num_perm raw bytes)
     nd:c:g:d:<ord // 120>   hash  ord % 120 -> record "<inserted_ms>:<id bytes>:<id><metadata JSON>"
 
+With passages on (a collection created with ``passages: true``; docs/design.md, "Passages")::
+
+    nd:{c}:state            hash  ... pL pS pN                                  passage index shape
+    nd:c:g:f:<n>            hash  fingerprint key (8 raw bytes) -> ordinals (ow bytes each, big-endian),
+                                  at most POSTING_CAP; grouped by linear hashing like the band table
+    nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (format version 1, neardup.domain.fingerprints)
+
+check.lua writes a document's blob and postings with its bands; remove_document (_common.lua) removes
+them wherever a document goes (replace, delete, reclaim), in the same script. A Redis Cluster refuses
+collections with passages (not supported there yet).
+
 The band table is written by check.lua's band step: in Lua (``scripts/_bands_lua.lua``), or by the
 ``ND.BANDS`` command of neardup's server module where the server has it (``native/valkey/bands.cpp``);
 both follow this layout byte for byte.
@@ -130,6 +141,13 @@ def stamp_scale(width: int) -> int:
     return 2**20 if width == LEGACY_ORDINAL_WIDTH else 2**12
 
 
+#: Passages: target keys per index group, most ordinals one posting keeps, blobs per hash. The Lua
+#: scripts hold the same numbers (scripts/_common.lua; tests/storage/test_passages_store.py pins them).
+PASSAGE_GROUP_TARGET = 16
+POSTING_CAP = 64
+PASSAGE_GROUP = 120
+
+
 #: Fixed group counts of a collection's band and id tables on a cluster when no capacity sizes
 #: them: 2^14 band groups hold ~250,000 documents at 16 bands before groups pass 256 fields.
 CLUSTER_BAND_GROUPS = 2**14
@@ -191,6 +209,10 @@ class CollectionKeys:
         self.id_prefix = f"{base}:i:"
         self.sig_prefix = f"{base}:s:"
         self.doc_prefix = f"{base}:d:"
+        self.passage_index_prefix = f"{base}:f:"
+        self.passage_blob_prefix = f"{base}:p:"
+        #: The passage index's and blobs' keys of this generation (names hold no glob characters).
+        self.passage_pattern = f"{base}:[fp]:*"
         # Sites (collections with a site_field, standalone only): see the module docstring.
         self.site_names = f"{base}:sn"
         self.site_ids = f"{base}:si"
@@ -219,7 +241,9 @@ class CollectionKeys:
     def edge_group(self, n: int) -> str:
         return f"{self.edge_prefix}{n}"
 
-    def data_keys(self, seq: int, band_groups: int, id_groups: int, sites: int = 0) -> Iterator[str]:
+    def data_keys(
+        self, seq: int, band_groups: int, id_groups: int, passage_groups: int = 0, sites: int = 0
+    ) -> Iterator[str]:
         """Every name a data key of the generation can have, from its state (no keyspace scan), lazily:
         a table sized by a large capacity hint has millions of names, most of them never written (the
         stores scan for the keys instead when that is cheaper, see ``named_cost``)."""
@@ -227,13 +251,19 @@ class CollectionKeys:
         yield from (self.id_group(n) for n in range(id_groups))
         yield from (self.sig_group(n) for n in range(seq // SIG_GROUP + 1))
         yield from (self.doc_group(n) for n in range(seq // DOC_GROUP + 1))
+        if passage_groups:
+            yield from (f"{self.passage_index_prefix}{n}" for n in range(passage_groups))
+            yield from (f"{self.passage_blob_prefix}{n}" for n in range(seq // PASSAGE_GROUP + 1))
         if sites:  # ``sites``: the site ids ever issued (the state's sseq)
             yield from (self.site_names, self.site_ids, self.site_pages)
             yield from (self.shared(n) for n in range(1, sites + 1))
             yield from (self.edge_group(n) for n in range(seq // EDGE_GROUP + 1))
 
     @staticmethod
-    def named_cost(seq: int, band_groups: int, id_groups: int, sites: int = 0) -> int:
+    def named_cost(
+        seq: int, band_groups: int, id_groups: int, passage_groups: int = 0, sites: int = 0
+    ) -> int:
         """How many names ``data_keys`` yields."""
-        named = band_groups + id_groups + seq // SIG_GROUP + seq // DOC_GROUP + 2
-        return named + (3 + sites + seq // EDGE_GROUP + 1 if sites else 0)
+        passages = passage_groups + seq // PASSAGE_GROUP + 1 if passage_groups else 0
+        site_keys = 3 + sites + seq // EDGE_GROUP + 1 if sites else 0
+        return band_groups + id_groups + seq // SIG_GROUP + seq // DOC_GROUP + 2 + passages + site_keys

@@ -16,7 +16,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
-_NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "link", "site"}
+_NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages", "link", "site"}
 
 
 #: The name neardup's Valkey module (native/valkey/bands.cpp) registers under.
@@ -81,6 +81,7 @@ class Scripts:
         self.drop_collection = Script("drop_collection")
         self.due = Script("due")
         self.reclaim = Script("reclaim")
+        self.passages = Script("passages")
         self.link = Script("link")
         self.site = Script("site")
         self._loaded = False
@@ -95,7 +96,7 @@ class Scripts:
             self.check = Script("check", "module" if self.uses_module else "lua")
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
-                self.due, self.reclaim, self.link, self.site,
+                self.due, self.reclaim, self.passages, self.link, self.site,
             )  # fmt: skip
             for script in every:
                 await script.load(client)

@@ -74,6 +74,9 @@ class CheckBatch:
     old_bands: list[bytes] = field(default_factory=list)
     #: Per document its site's name as UTF-8 (b"": none), for collections with a ``site_field``.
     sites: list[bytes] = field(default_factory=list)
+    #: Per document its passage blob (neardup.domain.fingerprints), or none at all: the collection has
+    #: passages off.
+    passages: Sequence[bytes] = ()
     #: n + 1 offsets into ``signatures`` when the sketches differ in size (exact mode), else None
     signature_offsets: list[int] | None = None
 
@@ -86,6 +89,8 @@ class CheckBatch:
 
     def __post_init__(self) -> None:
         n = len(self.ids)
+        if self.passages and len(self.passages) != n:
+            raise ValueError("a check batch with passages needs one passage blob per id")
         self.expected = self.expected or [b""] * n
         self.old_bands = self.old_bands or [b""] * n
         self.sites = self.sites or [b""] * n
@@ -119,6 +124,17 @@ class NeedOldBands:
 
 
 @dataclass(frozen=True)
+class PassageReply:
+    """Stored documents sharing fingerprints with a text, best first: (ordinal, passage blob, record);
+    ``now_ms``: the store server's time (for expiry)."""
+
+    sources: list[tuple[int, bytes, bytes]]
+    now_ms: int
+    #: keys of the text whose postings hold at least ``common_at`` documents (8 raw bytes each)
+    common: bytes = b""
+
+
+@dataclass(frozen=True)
 class SiteCounts:
     """One site's page count and, per other site it shares pages with: (other's name, other's pages,
     shared: this site's pages with a partner there, the other's pages with a partner here)."""
@@ -131,6 +147,9 @@ class SiteCounts:
 class Store(Protocol):
     """What the domain needs from a store; :class:`RedisStore` (one server, one script per batch) and
     ``neardup.storage.cluster.ClusterStore`` (Redis Cluster, the three-phase protocol) implement it."""
+
+    #: Whether collections with passages can live here (docs/design.md, "Passages").
+    supports_passages: bool
 
     async def close(self) -> None: ...
     async def ping(self) -> None: ...
@@ -149,6 +168,7 @@ class Store(Protocol):
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
+        passages: bool = False,
     ) -> bytes | None: ...
     async def get_collection(self, name: str) -> tuple[bytes, int] | None: ...
     async def list_collections(self) -> list[tuple[bytes, int]]: ...
@@ -163,6 +183,9 @@ class Store(Protocol):
     ) -> bool | StoredVersion: ...
     async def due(self, k: keys.CollectionKeys, *, now_ms: int, limit: int) -> list[tuple[int, bytes]]: ...
     async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int: ...
+    async def passages(
+        self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int, common_at: int
+    ) -> PassageReply: ...
 
     #: Whether the store counts sites (``link``, ``site``, ``site_pairs``): a standalone server does,
     #: in the same scripts that add and remove documents; the cluster protocol does not (yet).
@@ -187,6 +210,7 @@ class RedisStore:
     """Wraps one ``redis.asyncio.Redis`` client (never subclassed). Build with :meth:`from_url`."""
 
     supports_sites = True
+    supports_passages = True
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
@@ -260,6 +284,7 @@ class RedisStore:
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
+        passages: bool = False,
     ) -> bytes | None:
         """Register; returns None if created, else the stored parameters JSON of that name.
         ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`);
@@ -269,7 +294,16 @@ class RedisStore:
         reply = await self._call(
             "create_collection",
             [keys.REGISTRY, keys.state(name)],
-            [name, params_json, gen, ttl_ms, max_documents, *shape, keys.ORDINAL_WIDTH],
+            [
+                name,
+                params_json,
+                gen,
+                ttl_ms,
+                max_documents,
+                *shape,
+                keys.ORDINAL_WIDTH,
+                "1" if passages else "0",
+            ],
         )
         return None if reply[0] == b"created" else bytes(reply[1])
 
@@ -298,11 +332,12 @@ class RedisStore:
         if reply[0] == b"absent":
             return False
         gen, seq, band_groups, id_groups = reply[1].decode(), int(reply[2]), int(reply[3]), int(reply[4])
-        sites = int(reply[5]) if len(reply) > 5 else 0
+        passage_groups = int(reply[5]) if len(reply) > 5 else 0
+        sites = int(reply[6]) if len(reply) > 6 else 0
         if gen:
             async with self._guard():
                 await self._unlink_generation(
-                    keys.CollectionKeys(name, gen), seq, band_groups, id_groups, sites
+                    keys.CollectionKeys(name, gen), seq, band_groups, id_groups, passage_groups, sites
                 )
                 await self._client.hdel(keys.DROPPED, keys.dropped_entry(name, gen))
         return True
@@ -323,24 +358,34 @@ class RedisStore:
                 if now - ms < min_age_ms:
                     continue
                 if await self._client.hget(keys.state(name), "gen") != gen.encode():
-                    await self._unlink_generation(
-                        keys.CollectionKeys(name, gen), seq, band_groups, id_groups, more[0] if more else 0
-                    )
+                    k = keys.CollectionKeys(name, gen)
+                    # a collection with sites adds the site ids it issued (drop_collection.lua)
+                    await self._unlink_generation(k, seq, band_groups, id_groups, 0, more[0] if more else 0)
+                    # The passage index and blobs (collections with passages): the entry does not hold
+                    # their shape, so they are found by a scan (sweeps are rare: a drop that died).
+                    async for key in self._client.scan_iter(match=k.passage_pattern, count=_UNLINK_CHUNK):
+                        await self._client.unlink(key)
                 await self._client.hdel(keys.DROPPED, entry)
                 done += 1
         return done
 
     async def _unlink_generation(
-        self, k: keys.CollectionKeys, seq: int, band_groups: int, id_groups: int, sites: int = 0
+        self,
+        k: keys.CollectionKeys,
+        seq: int,
+        band_groups: int,
+        id_groups: int,
+        passage_groups: int = 0,
+        sites: int = 0,
     ) -> None:
         """Unlink every data key of a dropped generation, in chunks: by their names when there are fewer
         names than keys on the server, else by scanning for the generation's prefix (a table sized for
         a large capacity hint has far more names than keys)."""
         names: AsyncIterator[Any] | Iterator[str]
-        if k.named_cost(seq, band_groups, id_groups, sites) > await self._client.dbsize():
+        if k.named_cost(seq, band_groups, id_groups, passage_groups, sites) > await self._client.dbsize():
             names = self._client.scan_iter(match=k.data_pattern, count=_UNLINK_CHUNK)
         else:
-            names = k.data_keys(seq, band_groups, id_groups, sites)
+            names = k.data_keys(seq, band_groups, id_groups, passage_groups, sites)
         chunk: list[Any] = []
         async for key in each(names):
             chunk.append(key)
@@ -382,6 +427,9 @@ class RedisStore:
             args += (b.ids[i], b.records[i], b.expected[i], b.old_bands[i], b.sites[i])
         if b.signature_offsets is not None:  # sketches of different sizes: where each one starts
             args.append(struct.pack(f"<{len(b.signature_offsets)}I", *b.signature_offsets))
+        elif b.passages:
+            args.append(b"")  # no offsets: the passage blobs follow
+        args += b.passages
         reply = await self._call("check", [k.state], args)
         self._status(reply)
         if reply[0] == b"replace":
@@ -433,6 +481,20 @@ class RedisStore:
         reply = await self._call("reclaim", [k.state], args)
         self._status(reply)
         return int(reply[1])
+
+    # --- passages -------------------------------------------------------------------------------------
+
+    async def passages(
+        self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int, common_at: int
+    ) -> PassageReply:
+        """The ``limit`` stored documents sharing the most (rarity-weighted) of these fingerprint keys
+        (8 raw bytes each), with their passage blobs and records, and which of the keys are in
+        ``common_at`` documents or more: one read-only script call."""
+        reply = await self._call("passages", [k.state], [*self._head(k), fingerprint_keys, limit, common_at])
+        self._status(reply)
+        flat = reply[1]
+        sources = [(int(flat[j]), bytes(flat[j + 1]), bytes(flat[j + 2])) for j in range(0, len(flat), 3)]
+        return PassageReply(sources, int(reply[2]), bytes(reply[3]))
 
     # --- sites ----------------------------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 // neardup's try-it page: lists the collections, shows the chosen one's parameters and S-curve, and
-// sends the pasted text to POST /v1/collections/{name}/query. For a collection with a site_field, the
-// Mirrors panel shows a site's mirrors (GET .../sites/{site}) or the top pairs (GET .../mirrors). Every value from the service goes into
+// sends the pasted text to POST /v1/collections/{name}/query; in a collection with passages on, also to
+// .../passages, and highlights the text's passages found in stored documents, with their sources. For a
+// collection with a site_field, the Mirrors panel shows a site's mirrors (GET .../sites/{site}) or the
+// top pairs (GET .../mirrors). Every value from the service goes into
 // the page as text (textContent), never as HTML.
 "use strict";
 
@@ -94,7 +96,9 @@ function showParams(c) {
     ["bands x rows", c.bands + " x " + c.rows],
     ["P(t)", candidateProbability(c.threshold, c.bands, c.rows).toFixed(3)],
     ["verified on", verifiedOn(c)],
+    ["passages", c.passages ? "indexed" : "off"],
   ];
+  $("find-passages").hidden = !c.passages;
   for (const [k, v] of rows) {
     list.append(Object.assign(document.createElement("dt"), { textContent: k }));
     list.append(Object.assign(document.createElement("dd"), { textContent: String(v) }));
@@ -194,6 +198,74 @@ function showMatches(matches) {
   $("no-matches").hidden = matches.length !== 0;
 }
 
+// The text with each span of a source in a <mark>. Offsets are Unicode code points (Python str
+// indexing), so the text is cut as an array of code points, not of UTF-16 units.
+function highlight(text, sources) {
+  const chars = Array.from(text);
+  const owner = new Array(chars.length + 1).fill(-1);
+  sources.forEach((source, i) => {
+    for (const span of source.spans) {
+      for (let k = span.start; k < Math.min(span.end, chars.length); k++) if (owner[k] < 0) owner[k] = i;
+    }
+  });
+  const box = $("highlighted");
+  box.replaceChildren();
+  let from = 0;
+  for (let k = 1; k <= chars.length; k++) {
+    if (k < chars.length && owner[k] === owner[from]) continue;
+    const piece = chars.slice(from, k).join("");
+    if (owner[from] < 0) {
+      box.append(document.createTextNode(piece));
+    } else {
+      const source = sources[owner[from]];
+      box.append(Object.assign(document.createElement("mark"), {
+        className: "src-" + (owner[from] % 6), textContent: piece, title: source.id,
+      }));
+    }
+    from = k;
+  }
+}
+
+function showPassages(text, data) {
+  $("coverage").textContent = data.sources.length
+    ? (100 * data.coverage).toFixed(1) + "% of the text is in passages of " + data.sources.length + " stored document"
+      + (data.sources.length === 1 ? "" : "s") + "."
+    : "No passage of this text was found in the stored documents.";
+  const list = $("sources");
+  list.replaceChildren();
+  data.sources.forEach((source, i) => {
+    const li = document.createElement("li");
+    li.className = "source";
+    li.dataset.id = source.id;
+    li.append(Object.assign(document.createElement("span"), { className: "swatch src-" + (i % 6), textContent: source.id }));
+    const spans = source.spans.map((s) => s.source_start + "-" + s.source_end).join(", ");
+    li.append(document.createTextNode(" " + (100 * source.containment).toFixed(1) + "% of the text; at "
+      + spans + " in the source" + (source.metadata ? " " + JSON.stringify(source.metadata) : "")));
+    list.append(li);
+  });
+  highlight(text, data.sources);
+  $("passages").hidden = false;
+}
+
+async function onPassages() {
+  const name = $("collection").value;
+  const text = $("text").value;
+  $("find-passages").disabled = true;
+  setStatus("Searching for passages…");
+  const started = performance.now();
+  try {
+    const body = { text, limit: Number($("limit").value) || 10 };
+    const data = await api("POST", "/v1/collections/" + encodeURIComponent(name) + "/passages", body);
+    showPassages(text, data);
+    setStatus(data.sources.length + " source" + (data.sources.length === 1 ? "" : "s") + " in "
+      + Math.round(performance.now() - started) + " ms");
+  } catch (error) {
+    setStatus(error.message, true);
+  } finally {
+    $("find-passages").disabled = false;
+  }
+}
+
 async function onSubmit(event) {
   event.preventDefault();
   const name = $("collection").value;
@@ -229,6 +301,7 @@ function start() {
     refreshCollection(e.target.value).catch((err) => setStatus(err.message, true));
   });
   $("query-form").addEventListener("submit", onSubmit);
+  $("find-passages").addEventListener("click", onPassages);
   $("site-form").addEventListener("submit", onSite);
   loadCollections().catch((e) => setStatus("Could not list collections: " + e.message, true));
 }

@@ -34,7 +34,7 @@ ENV = {
     "NEARDUP_MAX_BATCH_DOCUMENTS": "50",
     "NEARDUP_MAX_QUERY_LIMIT": "100",
 }
-#: Examples per operation and phase (15 operations).
+#: Examples per operation and phase (16 operations).
 EXAMPLES = 40
 
 
@@ -75,7 +75,7 @@ def test_schemathesis_with_every_check_and_phase_reports_nothing(contract_servic
     report = done.stdout + done.stderr
     assert done.returncode == 0, report[-12000:]
     # It did test: every operation, every phase, and the stateful phase followed links.
-    assert "Tested: 15" in report, report[-3000:]
+    assert "Tested: 16" in report, report[-3000:]
     for phase in ("Examples", "Coverage", "Fuzzing", "Stateful"):
         assert f"✅ {phase}" in report, report[-3000:]
     assert "No issues found" in report or " passed" in report, report[-3000:]

@@ -153,3 +153,17 @@ def test_the_service_sweeps_at_start(tmp_path: Path, redis_url: str) -> None:
         assert httpx.get(f"{service.url}/readyz").status_code == 200
     finally:
         service.stop()
+
+
+async def test_the_sweep_also_unlinks_a_half_dropped_collections_passages(
+    standalone_store: RedisStore,
+) -> None:
+    index = Index(standalone_store)
+    await index.create_collection(CollectionParams.create("gone", passages=True))
+    await index.check("gone", [Document(f"d{i}", text(i)) for i in range(300)])
+    k = (await index._collection("gone")).keys
+    client = standalone_store.client
+    assert await client.keys(k.passage_pattern)  # the passage index and blobs
+    await die_half_way_through_a_drop(standalone_store, "gone", k)
+    assert await standalone_store.sweep_dropped(min_age_ms=0) == 1
+    assert await client.keys(k.data_pattern) == [] and await client.hgetall(keys.DROPPED) == {}

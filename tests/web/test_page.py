@@ -150,3 +150,29 @@ def test_a_sites_mirrors(service: Any, browser: Any) -> None:
     browser.get(f"{service.url}/?collection=plain-page")  # a collection without a site_field: no panel
     wait.until(ec.text_to_be_present_in_element((By.ID, "params-name"), "plain-page"))
     assert not browser.find_element(By.ID, "sites").is_displayed()
+
+
+def test_paste_and_see_the_copied_passage_highlighted(service: Any, browser: Any) -> None:
+    stored = ORIGINAL + " " + PASTED.split(".")[0]
+    copied = " ".join(ORIGINAL.split()[8:44]).rstrip(",.")
+    # Characters outside the BMP before the passage: offsets are code points, JavaScript's are not.
+    essay = "🙂🙂 My own words come first, then a copy: " + copied + ". And my own ending 🙂."
+    with Client(service.url) as nd:
+        with contextlib.suppress(NotFound):
+            nd.delete_collection("web-passages")
+        nd.create_collection("web-passages", passages=True)
+        nd.check("web-passages", "lighthouse", stored, metadata={"url": "https://example.org/lighthouse"})
+
+    browser.get(f"{service.url}/?collection=web-passages")
+    wait = WebDriverWait(browser, 15)
+    wait.until(ec.text_to_be_present_in_element((By.ID, "params-name"), "web-passages"))
+    button = wait.until(ec.visibility_of_element_located((By.ID, "find-passages")))
+    browser.find_element(By.ID, "text").send_keys(essay)
+    button.click()
+    mark = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#highlighted mark")))
+    assert mark.text == copied and mark.get_attribute("title") == "lighthouse"
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#highlighted mark")) == 1
+    assert browser.find_element(By.ID, "highlighted").text == essay
+    [source] = browser.find_elements(By.CSS_SELECTOR, "#sources li.source")
+    assert source.get_attribute("data-id") == "lighthouse" and "example.org/lighthouse" in source.text
+    assert "of the text is in passages of 1 stored document." in browser.find_element(By.ID, "coverage").text

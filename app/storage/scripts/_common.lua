@@ -12,6 +12,11 @@ local SIG_GROUP, DOC_GROUP = tonumber(ARGV[8]), tonumber(ARGV[9])
 -- The collection's ordinal width in bytes (the state's `ow`; 4 where a layout-1 state has none), set by
 -- load_state: band values hold ordinals of OW bytes each, big-endian.
 local OW, OW_FORMAT, MAX_ORDINAL = 4, '>I4', 4294967295
+-- Passages (keys.py: PASSAGE_GROUP_TARGET, POSTING_CAP, PASSAGE_GROUP): the index and blob prefixes sit
+-- beside the band prefix ("nd:c:g:b:" -> "nd:c:g:f:", "nd:c:g:p:").
+local PASSAGE_TARGET, POSTING_CAP, PASSAGE_GROUP = 16, 64, 120
+local PASSAGE_INDEX = string.sub(BAND, 1, #BAND - 2) .. 'f:'
+local PASSAGE_BLOBS = string.sub(BAND, 1, #BAND - 2) .. 'p:'
 
 -- A document's record, as neardup/storage/records.py defines it: "<inserted_ms>:<id length>:<id><metadata>".
 local function record_ms(record)
@@ -96,7 +101,7 @@ end
 -- Returns the state table, or nil and the status to return ('nocollection' or 'stale').
 local function load_state()
   local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN',
-    'ttl', 'maxd', 'low', 'ow')
+    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN')
   if not v[1] then return nil, 'nocollection' end
   if v[1] ~= GEN then return nil, 'stale' end
   OW = tonumber(v[13]) or 4
@@ -108,6 +113,10 @@ local function load_state()
             N = tonumber(v[6]), target = BAND_TARGET, hash = band_hash, names = {}},
     id = {prefix = IDS, L = tonumber(v[7]), n = 2 ^ tonumber(v[7]), S = tonumber(v[8]),
           N = tonumber(v[9]), target = ID_TARGET, hash = id_hash, names = {}},
+    -- the passage index (keys.py): only in collections created with passages on (pL set at creation)
+    pas = {prefix = PASSAGE_INDEX, L = tonumber(v[14]) or 0, n = 2 ^ (tonumber(v[14]) or 0),
+           S = tonumber(v[15]) or 0, N = tonumber(v[16]) or 0, target = PASSAGE_TARGET, hash = band_hash,
+           names = {}, on = v[14] ~= false},
   }
 end
 
@@ -122,6 +131,7 @@ local function save_state(st)
   redis.call('HSET', KEYS[1], 'seq', string.format('%d', st.seq), 'docs', st.docs,
     'low', string.format('%d', st.low),
     'bL', st.band.L, 'bS', st.band.S, 'bN', st.band.N, 'iL', st.id.L, 'iS', st.id.S, 'iN', st.id.N)
+  if st.pas.on then redis.call('HSET', KEYS[1], 'pL', st.pas.L, 'pS', st.pas.S, 'pN', st.pas.N) end
 end
 
 local function sig_key(ord) return SIG .. string.format('%d', math.floor(ord / SIG_GROUP)) end
@@ -225,6 +235,59 @@ local function remove_site_page(ord)
   pages_add(a, -1)
 end
 
+-- Passages (docs/design.md, "Passages"; keys.py): a collection created with passages on keeps each
+-- document's passage blob (format version 1: byte 1 = version, bytes 2..5 word count, 6..9 entry count
+-- m, then m fingerprint keys of 8 raw bytes, then positions the scripts never read) in p:<ord // 120>,
+-- and an inverted index f:<group>: fingerprint key -> ordinals (OW bytes each, big-endian), at most
+-- POSTING_CAP of them (a full posting takes no more: see the design document for what is lost). The
+-- index has the band table's layout, so check.lua's band step (ND.BANDS where the server has
+-- neardup's module, else Lua) appends to it and passages.lua reads it.
+local function passage_blob_key(ord) return PASSAGE_BLOBS .. string.format('%d', math.floor(ord / PASSAGE_GROUP)) end
+
+-- The distinct fingerprint keys of a passage blob, in order, as a list.
+local function passage_keys(blob)
+  if not blob or #blob < 9 then return {} end
+  if string.byte(blob, 1) ~= 1 then error('unknown passage blob format ' .. string.byte(blob, 1)) end
+  local m = struct.unpack('<I4', blob, 6)
+  local seen, out = {}, {}
+  for q = 10, 9 + 8 * m, 8 do
+    local key = string.sub(blob, q, q + 7)
+    if not seen[key] then
+      seen[key] = true
+      out[#out + 1] = key
+    end
+  end
+  return out
+end
+
+-- Remove a document's postings and its passage blob (none stored: nothing to do).
+local function remove_passages(st, ord)
+  if not st.pas.on then return end
+  local blob_key, field = passage_blob_key(ord), slot(ord, PASSAGE_GROUP)
+  local blob = redis.call('HGET', blob_key, field)
+  if not blob then return end
+  local o4 = ordinal_bytes(ord)
+  for _, key in ipairs(passage_keys(blob)) do
+    local group = group_of(st.pas, band_hash(key))
+    local value = redis.call('HGET', group, key)
+    if value then
+      for q = 1, #value, OW do
+        if string.sub(value, q, q + OW - 1) == o4 then
+          value = string.sub(value, 1, q - 1) .. string.sub(value, q + OW)
+          if #value == 0 then
+            redis.call('HDEL', group, key)
+            st.pas.N = st.pas.N - 1
+          else
+            redis.call('HSET', group, key, value)
+          end
+          break
+        end
+      end
+    end
+  end
+  redis.call('HDEL', blob_key, field)
+end
+
 -- Remove a stored document's band entries, signature and record (the id field is the caller's).
 local function remove_document(st, ord, old_bands)
   local o4 = ordinal_bytes(ord)
@@ -247,6 +310,7 @@ local function remove_document(st, ord, old_bands)
       end
     end
   end
+  remove_passages(st, ord)
   redis.call('HDEL', sig_key(ord), slot(ord, SIG_GROUP))
   redis.call('HDEL', doc_key(ord), slot(ord, DOC_GROUP))
   remove_site_page(ord)

@@ -12,6 +12,8 @@
 --   ARGV[18 + 5*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys,
 --     its site ('' = none; only collections with a site_field send any: see _common.lua's sites)
 --   ARGV[18 + 5*n] (optional) n + 1 uint32 LE offsets of the signatures in ARGV[15], when they differ in size
+--   ARGV[18 + 5*n + i] (optional) document i's passage blob, indexed where the collection has passages on
+--     (then ARGV[18 + 5*n] is sent, '' when the signatures are all of one size)
 -- Returns one of
 --   {'ok', {ordinal per doc (0 in read mode)}, {{candidate ordinals} per doc},
 --    {ordinal, signature, record, ...} for candidates that are not documents of this batch,
@@ -30,6 +32,7 @@ local band_blob, sig_blob, empties = ARGV[14], ARGV[15], ARGV[16]
 local bucket_cap = tonumber(ARGV[17])
 local sig_bytes = #sig_blob / math.max(n, 1)
 local sig_offsets = ARGV[18 + 5 * n]
+if sig_offsets == '' then sig_offsets = nil end
 local function sig_of(i)
   if sig_offsets then
     local from = struct.unpack('<I4', sig_offsets, 4 * (i - 1) + 1)
@@ -99,6 +102,11 @@ for i = 1, n do
     redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
     local site = arg(i, 4)
     if site ~= '' then add_site_page(ord, site) end
+    local blob = ARGV[18 + 5 * n + i]
+    if st.pas.on and blob and #blob >= 9 then
+      redis.call('HSET', passage_blob_key(ord), slot(ord, PASSAGE_GROUP), blob)
+      band_step({band = st.pas}, table.concat(passage_keys(blob)), o4, 'put', POSTING_CAP, 0, 1)
+    end
     st.docs = st.docs + 1
     batch_index[ord] = i
   end

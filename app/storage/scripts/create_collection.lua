@@ -6,6 +6,7 @@
 -- ARGV[6..9] initial L and S of the band table, then of the id table (2^L + S groups, sized for the
 --   collection's capacity; all 0: one group each, grown by splits)
 -- ARGV[10] ordinal width in bytes (keys.ORDINAL_WIDTH), fixed for the collection's life
+-- ARGV[11] '1': passages on (the passage index's shape pL, pS, pN is created with the state)
 -- Returns {'created'} or {'exists', stored parameters JSON}
 
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
@@ -16,4 +17,5 @@ redis.call('HSET', KEYS[2], 'gen', ARGV[3], 'seq', 0, 'docs', 0,
   'bL', tonumber(ARGV[6]) or 0, 'bS', tonumber(ARGV[7]) or 0, 'bN', 0,
   'iL', tonumber(ARGV[8]) or 0, 'iS', tonumber(ARGV[9]) or 0, 'iN', 0,
   'ttl', tonumber(ARGV[4]) or 0, 'maxd', tonumber(ARGV[5]) or 0, 'low', 0, 'ow', ARGV[10])
+if ARGV[11] == '1' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0) end
 return {'created'}

@@ -1,0 +1,86 @@
+"""``neardup passages FILE --collection C``: which stored texts contain passages of a file, where, and how
+much, as a readable report (or the API's JSON with --json), from a running service."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+
+from neardup.client import AuthError, Client, NeardupError, NotFound, Passages, Unavailable
+from neardup.commands.common import CliError, ExitCode, plural
+
+#: Characters of each end of a span shown in the report.
+_SHOWN = 40
+
+
+def _read(name: str) -> tuple[str, str]:
+    if name == "-":
+        return sys.stdin.read(), "stdin"
+    try:
+        return Path(name).read_text("utf-8", errors="surrogateescape"), name
+    except OSError as exc:
+        raise CliError(f"cannot read {name}: {exc.strerror or exc}", ExitCode.USAGE) from None
+
+
+def _excerpt(text: str, start: int, end: int) -> str:
+    piece = " ".join(text[start:end].split())
+    if len(piece) <= 2 * _SHOWN + 5:
+        return piece
+    return f"{piece[:_SHOWN]} ... {piece[-_SHOWN:]}"
+
+
+def report(text: str, label: str, collection: str, found: Passages) -> str:
+    """The readable report of one search."""
+    words = len(text.split())
+    if not found.sources:
+        return f"{label}: {plural(words, 'word')}; no passage found in collection {collection!r}\n"
+    lines = [
+        f"{label}: {plural(words, 'word')}; {found.coverage:.1%} of the text is in passages of "
+        f"{plural(len(found.sources), 'stored document')} (collection {collection!r})",
+        "",
+    ]
+    for rank, source in enumerate(found.sources, 1):
+        meta = f"  {orjson.dumps(source.metadata).decode()}" if source.metadata else ""
+        lines.append(f"{rank:>2}. {source.id}  containment {source.containment:.1%}{meta}")
+        for span in source.spans:
+            lines.append(
+                f"      text {span.start:,}-{span.end:,}  <->  source {span.source_start:,}-"
+                f"{span.source_end:,}  ({plural(len(text[span.start : span.end].split()), 'word')})"
+            )
+            lines.append(f'        "{_excerpt(text, span.start, span.end)}"')
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    text, label = _read(args.input)
+    with Client(args.url, api_key=args.api_key, timeout=args.timeout) as client:
+        try:
+            found = client.passages(args.collection, text, limit=args.limit, min_words=args.min_words)
+        except NotFound as exc:
+            raise CliError(exc.message, ExitCode.USAGE) from None
+        except AuthError as exc:
+            raise CliError(f"{exc.message} (give the key with --api-key or NEARDUP_API_KEY)") from None
+        except (Unavailable, NeardupError) as exc:
+            if isinstance(exc, Unavailable) or exc.status == 0:
+                raise CliError(f"{args.url}: {exc.message}", ExitCode.UNAVAILABLE) from None
+            raise CliError(exc.message) from None
+    if args.json:
+        payload = {
+            "coverage": found.coverage,
+            "sources": [
+                {
+                    "id": s.id,
+                    "metadata": s.metadata,
+                    "containment": s.containment,
+                    "spans": [vars(span) for span in s.spans],
+                }
+                for s in found.sources
+            ],
+        }
+        sys.stdout.write(orjson.dumps(payload).decode() + "\n")
+    else:
+        sys.stdout.write(report(text, label, args.collection, found))
+    return ExitCode.OK

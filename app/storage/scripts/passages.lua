@@ -1,0 +1,51 @@
+-- passages.lua: read-only; the stored documents that share fingerprints with a text, best first, with
+-- their passage blobs and records (docs/design.md, "Passages").
+--
+-- KEYS[1]  collection state hash
+-- ARGV[1..9] shared head (see _common.lua), then ARGV[10] the text's distinct fingerprint keys (8 raw
+--   bytes each), ARGV[11] most documents to return, ARGV[12] postings of at least this many documents
+--   make their key "common"
+-- A document scores sum over the keys it shares of 1 / (documents in that key's posting): a key in
+-- every template page counts little, a rare one fully. Documents evicted by max_documents are left
+-- out (expiry by time is the caller's check, with the returned time).
+-- Returns {'ok', {ordinal, passage blob, record, ...} best first, this server's time in ms, the common
+--   keys (8 raw bytes each)} or {'nocollection'} / {'stale'}
+
+local st, status = load_state()
+if not st then return {status} end
+local wanted, limit, common_at = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
+local out, common = {}, {}
+if not st.pas.on then return {'ok', out, server_ms(), ''} end
+local floor = floor_of(st)
+local score, order = {}, {}
+for q = 1, #wanted - 7, 8 do
+  local key = string.sub(wanted, q, q + 7)
+  local value = redis.call('HGET', group_of(st.pas, band_hash(key)), key)
+  if value then
+    local size = #value / OW
+    if size >= common_at then common[#common + 1] = key end
+    local weight = 1 / size
+    for p = 1, #value, OW do
+      local ord = struct.unpack(OW_FORMAT, value, p)
+      if ord > floor then
+        local s = score[ord]
+        if not s then
+          order[#order + 1] = ord
+          s = 0
+        end
+        score[ord] = s + weight
+      end
+    end
+  end
+end
+table.sort(order, function(a, b)
+  if score[a] ~= score[b] then return score[a] > score[b] end
+  return a < b
+end)
+for j = 1, math.min(limit, #order) do
+  local ord = order[j]
+  out[#out + 1] = ord
+  out[#out + 1] = redis.call('HGET', passage_blob_key(ord), slot(ord, PASSAGE_GROUP)) or ''
+  out[#out + 1] = redis.call('HGET', doc_key(ord), slot(ord, DOC_GROUP)) or ''
+end
+return {'ok', out, server_ms(), table.concat(common)}

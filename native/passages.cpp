@@ -1,0 +1,189 @@
+// Passage fingerprints (docs/design.md, "Passages"): the words of a text with their code point offsets
+// in the text *as given* (no NFKC here, so an offset is a Python str index), the hash of every word
+// k-gram, and the k-grams winnowing selects. Part of the passage format (passage blobs, version 1):
+// changing anything here changes stored fingerprints (pinned by tests/native/test_passages.py).
+//
+//   words    maximal runs of alphanumerics (str.isalnum), combining marks continue a word, each
+//            alphanumeric of a script written without spaces is a word of its own (as in text.cpp)
+//   token    T(w) = fmix64 of a fold of w's code points, each lower-cased by the one-to-one part of
+//            str.lower() (the lower_delta of the Unicode tables)
+//   k-gram   K_j = fmix64(sum_i T(w_{j+i}) * P^(k-1-i) mod 2^64), words j .. j+k-1
+//   nibble   the top 4 bits of each word's T
+//   winnow   in every window of w consecutive k-grams the smallest K (the rightmost on ties) is
+//            selected; each selected k-gram once (robust winnowing, Schleimer et al. 2003)
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <deque>
+#include <vector>
+
+#include "neardup.hpp"
+#include "unicode_tables.inc"
+
+namespace py = pybind11;
+
+namespace {
+
+constexpr uint64_t kTokenSeed = 0x9E3779B97F4A7C15ULL;
+constexpr uint64_t kTokenMul = 0xC2B2AE3D27D4EB4FULL;
+constexpr uint64_t kGramMul = 0x100000001B3ULL * 2 + 1;  // odd
+
+inline const neardup::unicode::Props& props(uint32_t cp) {
+  namespace u = neardup::unicode;
+  if (cp >= 0x110000) cp = 0xFFFF;
+  return u::kProps[u::kStage2[(static_cast<uint32_t>(u::kStage1[cp >> u::kBlockShift]) << u::kBlockShift) |
+                              (cp & ((1u << u::kBlockShift) - 1))]];
+}
+
+struct Words {
+  std::vector<uint32_t> starts, ends;
+  std::vector<uint64_t> hashes;
+};
+
+template <typename CU>
+void words_of(const CU* s, size_t n, Words& out) {
+  namespace u = neardup::unicode;
+  bool in_word = false, single = false;
+  uint64_t h = 0;
+  auto finish = [&](size_t end) {
+    out.ends.push_back(static_cast<uint32_t>(end));
+    out.hashes.push_back(neardup::fmix64(h));
+    in_word = false;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t cp = static_cast<uint32_t>(s[i]);
+    const auto& p = props(cp);
+    const uint8_t f = p.flags;
+    if (f & u::ALNUM) {
+      if (in_word && (single || (f & u::NOSPACE))) finish(i);
+      if (!in_word) {
+        out.starts.push_back(static_cast<uint32_t>(i));
+        h = kTokenSeed;
+        in_word = true;
+        single = (f & u::NOSPACE) != 0;
+      }
+    } else if (!(in_word && (f & u::MARK))) {
+      if (in_word) finish(i);
+      continue;
+    }
+    const uint32_t lower = static_cast<uint32_t>(static_cast<int64_t>(cp) + p.lower_delta);
+    h = (h ^ lower) * kTokenMul;
+    h ^= h >> 29;
+  }
+  if (in_word) finish(n);
+}
+
+struct Fingerprints {
+  Words words;
+  std::vector<uint64_t> grams;
+  std::vector<uint32_t> selected;
+};
+
+void fingerprint(const py::str& text, int k, int w, Fingerprints& out) {
+  if (k < 1 || k > 64 || w < 1 || w > 255) throw py::value_error("need 1 <= k <= 64 and 1 <= w <= 255");
+  PyObject* o = text.ptr();
+  const Py_ssize_t n = PyUnicode_GET_LENGTH(o);
+  if (n >= (Py_ssize_t{1} << 32) - 1) throw py::value_error("text too long for 32-bit offsets");
+  Words& words = out.words;
+  const void* data = PyUnicode_DATA(o);
+  switch (PyUnicode_KIND(o)) {
+    case PyUnicode_1BYTE_KIND: words_of(static_cast<const uint8_t*>(data), n, words); break;
+    case PyUnicode_2BYTE_KIND: words_of(static_cast<const uint16_t*>(data), n, words); break;
+    default: words_of(static_cast<const uint32_t*>(data), n, words); break;
+  }
+  const size_t nw = words.starts.size();
+  const size_t m = nw >= static_cast<size_t>(k) ? nw - k + 1 : 0;
+  out.grams.resize(m);
+  uint64_t* g = out.grams.data();
+  uint64_t top = 1;  // P^(k-1)
+  for (int i = 1; i < k; ++i) top *= kGramMul;
+  uint64_t roll = 0;
+  for (size_t i = 0; i < nw; ++i) {
+    if (i >= static_cast<size_t>(k)) roll -= words.hashes[i - k] * top;
+    roll = roll * kGramMul + words.hashes[i];
+    if (i + 1 >= static_cast<size_t>(k)) g[i + 1 - k] = neardup::fmix64(roll);
+  }
+  // Winnowing with a monotone deque: indices of increasing hashes; the front is the window's
+  // rightmost minimum (a later equal hash pushes out earlier ones).
+  std::deque<size_t> dq;
+  const size_t win = static_cast<size_t>(w);
+  size_t last = static_cast<size_t>(-1);
+  for (size_t j = 0; j < m; ++j) {
+    while (!dq.empty() && g[dq.back()] >= g[j]) dq.pop_back();
+    dq.push_back(j);
+    if (dq.front() + win <= j) dq.pop_front();
+    if ((j + 1 >= win || j + 1 == m) && dq.front() != last) {
+      last = dq.front();
+      out.selected.push_back(static_cast<uint32_t>(last));
+    }
+  }
+}
+
+template <typename T>
+py::array_t<T> array_of(const std::vector<T>& v) {
+  py::array_t<T> a(v.size());
+  std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+
+// (word starts, word ends, k-gram hashes, selected k-gram indices, word nibbles) of a str.
+py::tuple passage_features(const py::str& text, int k, int w) {
+  Fingerprints f;
+  fingerprint(text, k, w, f);
+  const size_t nw = f.words.starts.size();
+  py::array_t<uint8_t> nibbles(nw);  // the top 4 bits of each word's T: edges are found word by word
+  uint8_t* nb = nibbles.mutable_data();
+  for (size_t i = 0; i < nw; ++i) nb[i] = static_cast<uint8_t>(f.words.hashes[i] >> 60);
+  return py::make_tuple(array_of(f.words.starts), array_of(f.words.ends), array_of(f.grams), array_of(f.selected),
+                        nibbles);
+}
+
+template <typename T>
+void put_le(std::string& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xFF));
+}
+
+// The passage blob, format version 1 (neardup.domain.fingerprints documents it); b"" below k words.
+py::bytes passage_blob(const py::str& text, int k, int w) {
+  Fingerprints f;
+  {
+    fingerprint(text, k, w, f);
+  }
+  const auto& sel = f.selected;
+  if (sel.empty()) return py::bytes();
+  const size_t m = sel.size(), nw = f.words.starts.size();
+  std::string out;
+  out.reserve(9 + 15 * m + (nw + 1) / 2);
+  out.push_back(1);
+  put_le<uint32_t>(out, static_cast<uint32_t>(nw));
+  put_le<uint32_t>(out, static_cast<uint32_t>(m));
+  for (uint32_t j : sel) put_le<uint64_t>(out, f.grams[j]);
+  uint32_t previous = 0;
+  for (uint32_t j : sel) {
+    out.push_back(static_cast<char>(j - previous));  // winnowing keeps steps <= w <= 255
+    previous = j;
+  }
+  for (uint32_t j : sel) put_le<uint32_t>(out, f.words.starts[j]);
+  for (uint32_t j : sel) {
+    const uint32_t length = f.words.ends[j + k - 1] - f.words.starts[j];
+    put_le<uint16_t>(out, static_cast<uint16_t>(std::min<uint32_t>(length, 65535)));
+  }
+  for (size_t i = 0; i < nw; i += 2) {
+    const uint8_t lo = static_cast<uint8_t>(f.words.hashes[i] >> 60);
+    const uint8_t hi = i + 1 < nw ? static_cast<uint8_t>(f.words.hashes[i + 1] >> 60) : 0;
+    out.push_back(static_cast<char>(lo | (hi << 4)));
+  }
+  return py::bytes(out);
+}
+
+}  // namespace
+
+void register_passages(py::module_& m) {
+  m.def("passage_blob", &passage_blob, py::arg("text"), py::arg("k"), py::arg("w"),
+        "the passage blob (format version 1) of a str; b'' below k words");
+  m.def("passage_features", &passage_features, py::arg("text"), py::arg("k"), py::arg("w"),
+        "(word starts, word ends, k-gram hashes, winnowed k-gram indices, word nibbles) of a str; offsets in code points");
+}

@@ -1,0 +1,263 @@
+"""Passage search in the domain against a real valkey-server (and the cluster's refusal): spans in both
+texts, containment and coverage, and the passage index following every way a document goes (replace,
+delete, retention, max_documents, dropping the collection)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+import redis
+
+from neardup.domain import (
+    CollectionConflict,
+    CollectionParams,
+    Document,
+    Index,
+    InvalidInput,
+    InvalidParameters,
+)
+from neardup.domain.fingerprints import GUARANTEE_WORDS
+from neardup.storage import EmbeddedValkey, RedisStore, Store
+from tests.conftest import StoreTarget
+
+pytestmark = pytest.mark.anyio
+
+_RNG = random.Random(15)
+VOCABULARY = sorted(
+    {"".join(_RNG.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7)) for _ in range(4000)}
+)
+
+
+def words(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    return [rng.choice(VOCABULARY) for _ in range(n)]
+
+
+def essay(parts: list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """The parts joined by blank lines, and where each part is in the result."""
+    text, where = "", []
+    for part in parts:
+        if text:
+            text += "\n\n"
+        where.append((len(text), len(text) + len(part)))
+        text += part
+    return text, where
+
+
+def near(found: int, expected: int, text: str, words_off: int = 3) -> bool:
+    """Within ``words_off`` words of the expected offset."""
+    lo, hi = sorted((found, expected))
+    return len(text[lo:hi].split()) <= words_off
+
+
+@pytest.fixture
+async def index(standalone_store: RedisStore) -> Index:
+    ix = Index(standalone_store)
+    await ix.create_collection(CollectionParams.create("p", passages=True))
+    return ix
+
+
+def passage_keys(client: redis.Redis, collection: str) -> list[bytes]:
+    return [k for k in client.keys(f"nd:{collection}:*") if k.split(b":")[3] in (b"f", b"p")]
+
+
+async def test_three_copied_paragraphs_are_found_in_both_texts(index: Index) -> None:
+    sources = {f"src{i}": " ".join(words(i, 600)) for i in range(20)}
+    await index.check("p", [Document(i, t, {"n": i}) for i, t in sources.items()])
+    copied = [
+        (sources["src3"].split()[100:180], "src3"),
+        (sources["src8"].split()[300:340], "src8"),
+        (sources["src13"].split()[10:260], "src13"),
+    ]
+    parts = [" ".join(words(100, 300))]
+    for chunk, _ in copied:
+        parts += [" ".join(chunk), " ".join(words(101 + len(parts), 150))]
+    text, where = essay(parts)
+    result = await index.passages("p", text)
+
+    assert [s.id for s in result.sources] == ["src13", "src3", "src8"]  # by containment
+    for source in result.sources:
+        [span] = source.spans
+        chunk, _ = next(c for c in copied if c[1] == source.id)
+        start, end = where[1 + 2 * [c[1] for c in copied].index(source.id)]
+        assert near(span.start, start, text) and near(span.end, end, text)
+        stored = sources[source.id]
+        s_start = stored.index(" ".join(chunk))
+        assert near(span.source_start, s_start, stored)
+        assert near(span.source_end, s_start + len(" ".join(chunk)), stored)
+        assert source.metadata == {"n": source.id}
+    grams = len(text.split()) - 4
+    assert result.sources[0].containment == pytest.approx((250 - 4) / grams, abs=0.03)
+    copied_chars = sum(end - start for start, end in where[1::2])
+    assert result.coverage == pytest.approx(copied_chars / len(text), abs=0.03)
+
+
+async def test_offsets_are_code_points_of_the_texts_as_given(index: Index) -> None:
+    stored = "Ünïcode prefix 日本 — " + " ".join(words(7, 80)) + " ✓ suffix"
+    await index.check("p", [Document("u", stored)])
+    chunk = " ".join(stored.split()[10:60])
+    text = "Ça commence: " + chunk.upper().replace(" ", "  \n ") + " ... fin"
+    [source] = (await index.passages("p", text)).sources
+    [span] = source.spans
+    assert text[span.start : span.end].split()[0].lower() == chunk.split()[0]
+    assert text[span.start : span.end].split()[-1].lower() == chunk.split()[-1]
+    assert stored[span.source_start : span.source_end] == chunk
+
+
+async def test_a_verbatim_passage_of_the_guaranteed_length_is_always_found(index: Index) -> None:
+    docs = [Document(f"d{i}", " ".join(words(1000 + i, 400))) for i in range(30)]
+    await index.check("p", docs)
+    rng = random.Random(3)
+    for trial in range(40):
+        doc = rng.choice(docs)
+        at = rng.randrange(0, 400 - GUARANTEE_WORDS)
+        chunk = " ".join(doc.text.split()[at : at + GUARANTEE_WORDS])
+        text = " ".join(words(5000 + trial, 200)) + " " + chunk + " " + " ".join(words(6000 + trial, 200))
+        result = await index.passages("p", text, min_words=1)
+        assert doc.id in [s.id for s in result.sources], (trial, at)
+
+
+async def test_a_text_with_nothing_copied_gets_no_span(index: Index) -> None:
+    await index.check("p", [Document(f"d{i}", " ".join(words(i, 500))) for i in range(30)])
+    for seed in range(20):
+        result = await index.passages("p", " ".join(words(9000 + seed, 1500)))
+        assert result.sources == [] and result.coverage == 0.0
+
+
+async def test_lightly_edited_passage_is_one_span(index: Index) -> None:
+    source = " ".join(words(1, 800))
+    await index.check("p", [Document("s", source)])
+    chunk = source.split()[200:500]
+    rng = random.Random(4)
+    for i in rng.sample(range(len(chunk)), 24):  # 8% of the words substituted
+        chunk[i] = rng.choice(VOCABULARY)
+    del chunk[50], chunk[150]
+    text = " ".join(words(2, 200)) + " " + " ".join(chunk) + " " + " ".join(words(3, 200))
+    [found] = (await index.passages("p", text)).sources
+    assert len(found.spans) == 1
+
+
+async def test_replacing_and_deleting_remove_the_old_passages(
+    index: Index, standalone_store: RedisStore, redis_url: str
+) -> None:
+    first, second = " ".join(words(1, 300)), " ".join(words(2, 300))
+    await index.check("p", [Document("a", first)])
+    assert [s.id for s in (await index.passages("p", first)).sources] == ["a"]
+    await index.put("p", Document("a", second))
+    assert (await index.passages("p", first)).sources == []
+    assert [s.id for s in (await index.passages("p", second)).sources] == ["a"]
+    await index.check("p", [Document("b", first)])
+    await index.delete_document("p", "a")
+    assert [s.id for s in (await index.passages("p", first + " " + second)).sources] == ["b"]
+    await index.delete_document("p", "b")
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert passage_keys(client, "p") == []  # no posting and no blob left behind
+        await index.check("p", [Document("c", first)])
+        assert passage_keys(client, "p") != []
+        await index.delete_collection("p")
+        assert client.keys("nd:p:*") == []
+    finally:
+        client.close()
+
+
+async def test_max_documents_evicts_passages_too(standalone_store: RedisStore, redis_url: str) -> None:
+    index = Index(standalone_store)
+    await index.create_collection(CollectionParams.create("m", passages=True, max_documents=2))
+    texts = [" ".join(words(i, 200)) for i in range(70)]
+    for i, t in enumerate(texts):
+        await index.check("m", [Document(f"d{i}", t)])
+    assert (await index.passages("m", texts[0])).sources == []  # evicted at once
+    assert [s.id for s in (await index.passages("m", texts[-1])).sources] == ["d69"]
+    client = redis.Redis.from_url(redis_url)
+    try:  # reclaimed: blobs of at most the live documents (and those not reclaimed yet) remain
+        blobs = sum(client.hlen(k) for k in client.keys("nd:m:*:p:*"))
+        assert blobs <= 2 + 64
+    finally:
+        client.close()
+
+
+async def test_expired_documents_lose_their_passages(standalone_store: RedisStore, redis_url: str) -> None:
+    index = Index(standalone_store)
+    await index.create_collection(CollectionParams.create("t", passages=True, ttl_seconds=1))
+    old = " ".join(words(1, 200))
+    await index.check("t", [Document("old", old)])
+    assert [s.id for s in (await index.passages("t", old)).sources] == ["old"]
+    await asyncio.sleep(1.2)
+    assert (await index.passages("t", old)).sources == []  # expired: gone for clients at once
+    await index.check("t", [Document("new", " ".join(words(2, 200)))])  # a write reclaims
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert sum(client.hlen(k) for k in client.keys("nd:t:*:p:*")) == 1
+    finally:
+        client.close()
+
+
+async def test_collections_without_passages_refuse_the_search(standalone_store: RedisStore) -> None:
+    index = Index(standalone_store)
+    await index.create_collection(CollectionParams.create("plain"))
+    with pytest.raises(CollectionConflict, match="without passages"):
+        await index.passages("plain", "some text")
+    with pytest.raises(InvalidInput, match="min_words"):
+        await index.passages("plain", "x", min_words=0)
+
+
+async def test_old_registry_entries_read_without_passages() -> None:
+    params = CollectionParams.create("old").to_dict()
+    assert "passages" not in params  # an entry without passages is written as before they existed
+    assert CollectionParams.from_dict(params).passages is False
+    on = CollectionParams.create("on", passages=True)
+    assert CollectionParams.from_dict(on.to_dict()) == on
+    with pytest.raises(InvalidParameters, match="passages"):
+        CollectionParams.create("x", passages="yes")  # type: ignore[arg-type]
+
+
+async def test_a_cluster_refuses_passages_with_a_clear_error(store_target: StoreTarget) -> None:
+    store: Store = store_target.open()
+    try:
+        index = Index(store)
+        if not store_target.cluster:
+            created, _ = await index.create_collection(CollectionParams.create("q", passages=True))
+            assert created.passages
+            return
+        with pytest.raises(InvalidParameters, match="not supported on a Redis Cluster"):
+            await index.create_collection(CollectionParams.create("q", passages=True))
+    finally:
+        await store.close()
+
+
+async def test_module_and_lua_paths_write_the_same_passage_index(tmp_path: Path) -> None:
+    """The passage index goes through the band step: ND.BANDS on the embedded server, Lua elsewhere."""
+    servers = [EmbeddedValkey(tmp_path / "module"), EmbeddedValkey(tmp_path / "lua", module=False)]
+    answers, dumps = [], []
+    for server in servers:
+        server.start()
+        store = RedisStore.from_url(server.url)
+        try:
+            index = Index(store)
+            await index.create_collection(CollectionParams.create("p", passages=True))
+            docs = [Document(f"d{i % 80}", " ".join(words(i, 300))) for i in range(120)]  # 40 replaced
+            for start in range(0, len(docs), 25):
+                await index.check("p", docs[start : start + 25])
+            await index.delete_document("p", "d7")
+            found = await index.passages("p", docs[3].text + " " + docs[83].text + " " + docs[89].text)
+            answers.append([(s.id, s.containment, s.spans) for s in found.sources])
+            client = redis.Redis.from_url(server.url)
+            try:
+                dumps.append(  # key names without the collection's random generation
+                    {
+                        tuple(k.split(b":")[3:]): client.hgetall(k)
+                        for k in client.keys("nd:p:*")
+                        if k.split(b":")[3] in (b"f", b"p")
+                    }
+                )
+            finally:
+                client.close()
+        finally:
+            await store.close()
+            server.stop()
+    assert answers[0] == answers[1] and sorted(a[0] for a in answers[0]) == ["d3", "d9"]
+    assert dumps[0] == dumps[1] and dumps[0]

@@ -1,0 +1,133 @@
+"""The passage fingerprint format (native/passages.cpp, neardup.domain.fingerprints, blob version 1):
+a pure-Python twin of the definition, golden blobs, and the winnowing guarantee."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import unicodedata
+
+import numpy as np
+import pytest
+
+from neardup.domain import fingerprints
+from neardup.domain.fingerprints import GUARANTEE_WORDS, K, W
+
+M64 = 2**64 - 1
+TOKEN_SEED, TOKEN_MUL = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
+GRAM_MUL = 0x100000001B3 * 2 + 1
+
+
+def fmix64(h: int) -> int:
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & M64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & M64
+    return h ^ (h >> 33)
+
+
+def is_word_char(ch: str) -> bool:
+    return ch.isalnum()
+
+
+def reference(text: str) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Words, k-gram hashes and winnowing, written from the definition in native/passages.cpp (texts
+    of alphanumerics and separators only: no combining marks, no scripts without spaces)."""
+    starts, ends, tokens = [], [], []
+    i = 0
+    while i < len(text):
+        if not is_word_char(text[i]):
+            i += 1
+            continue
+        j = i
+        h = TOKEN_SEED
+        while j < len(text) and is_word_char(text[j]):
+            lower = text[j].lower()
+            cp = ord(lower) if len(lower) == 1 else ord(text[j])
+            h = ((h ^ cp) * TOKEN_MUL) & M64
+            h ^= h >> 29
+            j += 1
+        starts.append(i)
+        ends.append(j)
+        tokens.append(fmix64(h))
+        i = j
+    grams = []
+    for j in range(len(tokens) - K + 1):
+        s = 0
+        for t in tokens[j : j + K]:
+            s = (s * GRAM_MUL + t) & M64
+        grams.append(fmix64(s))
+    selected: list[int] = []
+    windows = range(max(1, len(grams) - W + 1)) if grams else range(0)
+    for a in windows:
+        window = grams[a : a + W]
+        low = min(window)
+        pick = a + max(k for k, g in enumerate(window) if g == low)  # the rightmost minimum
+        if not selected or selected[-1] != pick:
+            selected.append(pick)
+    return starts, ends, grams, selected
+
+
+TEXTS = {
+    "empty": "",
+    "short": "Only four words here.",
+    "ascii": " ".join(f"word{i % 37} Alpha{i % 11}" for i in range(120)),
+    "accents": "Ça été très CURIEUX: l'élève naïve à Zürich, Ölmühle und Straße. " * 12,
+    "mixed": "Prices: 12.50 EUR (VAT 20%)\n\ttabs\tand  spaces; état-major, O'Brien's 3rd try. " * 9,
+}
+#: sha256 of pack(features(text)) (blob format 1): changing any of them changes stored passages.
+GOLDEN = {
+    "empty": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "short": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "ascii": "b554e6a5f350d9ca6c05f0b90b45aa7bf2ad7dde97a464f0aa0af3216b189f1a",
+    "accents": "4c6ef1e453db9601e0266a81c04122701cf9ad8fb69ba6614d2c3f6a61f7c7d7",
+    "mixed": "1422934641804ba0b9fc296f98ccf2b4a4787578b8d65121e588a4b4e4244f04",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_the_native_core_follows_the_definition(name: str) -> None:
+    text = TEXTS[name]
+    f = fingerprints.features(text)
+    starts, ends, grams, selected = reference(text)
+    assert f.starts.tolist() == starts and f.ends.tolist() == ends
+    assert f.grams.tolist() == grams
+    assert f.selected.tolist() == selected
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_golden_blobs(name: str) -> None:
+    blob = fingerprints.blob(TEXTS[name])  # what the service stores, built in C++
+    assert blob == fingerprints.pack(fingerprints.features(TEXTS[name]))  # the documented layout
+    assert hashlib.sha256(blob).hexdigest() == GOLDEN[name]
+    if blob:
+        assert blob[0] == fingerprints.BLOB_VERSION
+        source = fingerprints.unpack(blob)
+        f = fingerprints.features(TEXTS[name])
+        assert source.words == len(f.starts)
+        assert source.keys.tolist() == f.grams[f.selected].tolist()
+        assert source.word.tolist() == f.selected.tolist()
+        assert source.start.tolist() == f.starts[f.selected].tolist()
+        assert source.end.tolist() == f.ends[f.selected + K - 1].tolist()
+        assert source.nibbles.tolist() == f.nibbles.tolist()
+
+
+def test_offsets_are_code_points_of_the_text_as_given() -> None:
+    text = "🙂 Ǆemal ﬁne e\u0301te 日本語 x"  # no NFKC: ligatures and combining marks stay where they are
+    f = fingerprints.features(text)
+    assert [text[a:b] for a, b in zip(f.starts, f.ends, strict=True)] == [
+        "Ǆemal", "ﬁne", "e\u0301te", "日", "本", "語", "x",
+    ]  # fmt: skip
+    assert unicodedata.normalize("NFKC", "ﬁ") == "fi"  # (what the signature path would have done)
+
+
+def test_a_shared_run_of_the_guaranteed_length_shares_a_selected_fingerprint() -> None:
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(3000)]
+    for trial in range(300):
+        shared = [rng.choice(vocabulary) for _ in range(GUARANTEE_WORDS)]
+        a = [rng.choice(vocabulary) for _ in range(rng.randrange(0, 60))] + shared
+        b = shared + [rng.choice(vocabulary) for _ in range(rng.randrange(0, 60))]
+        fa, fb = fingerprints.features(" ".join(a)), fingerprints.features(" ".join(b))
+        common = np.intersect1d(fa.grams[fa.selected], fb.grams[fb.selected])
+        assert len(common) >= 1, trial

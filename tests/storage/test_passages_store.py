@@ -1,0 +1,19 @@
+"""The passage layout constants: the Lua scripts hold the same numbers as keys.py."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+from neardup.storage import keys
+
+
+def test_lua_and_python_agree_on_the_passage_layout() -> None:
+    common = resources.files("neardup.storage").joinpath("scripts", "_common.lua").read_text("utf-8")
+    found = re.search(r"local PASSAGE_TARGET, POSTING_CAP, PASSAGE_GROUP = (\d+), (\d+), (\d+)", common)
+    assert found is not None
+    assert tuple(int(x) for x in found.groups()) == (
+        keys.PASSAGE_GROUP_TARGET,
+        keys.POSTING_CAP,
+        keys.PASSAGE_GROUP,
+    )
