@@ -17,6 +17,7 @@ word changed (Jaccard ~0.98). Printed as JSON:
     python bench/bench_crowds.py                     # 20,000 variants, 100 pairs (~2 min)
     python bench/bench_crowds.py --variants 5000 --no-datasketch
     python bench/bench_crowds.py --no-module         # the band step in Lua, as on an external server
+    python bench/bench_crowds.py --cluster --no-datasketch   # on a 3-node Redis Cluster
 
 Ratios come from one run; absolute rates only as context (a shared 2-core machine).
 """
@@ -34,14 +35,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import redis
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_service import process_cpu_seconds  # noqa: E402
 from machine import cpu_model, git_commit  # noqa: E402
 
 from neardup.domain import CollectionParams, Document, Index  # noqa: E402
-from neardup.storage import EmbeddedValkey, RedisStore  # noqa: E402
+from neardup.storage import ClusterStore, EmbeddedValkey, RedisStore, Store  # noqa: E402
 from neardup.storage.keys import BUCKET_CAP  # noqa: E402
+from neardup.testing import LocalCluster  # noqa: E402
 
 WORDS = 400
 WINDOW = 1000
@@ -85,26 +89,49 @@ def windows(times: list[tuple[int, float]], sizes: list[int]) -> dict[str, Any]:
     }
 
 
+def used_memory(servers: list[EmbeddedValkey]) -> int:
+    """The servers' used_memory together."""
+    total = 0
+    for server in servers:
+        client = redis.Redis.from_url(server.url)
+        try:
+            total += int(client.info("memory")["used_memory"])
+        finally:
+            client.close()
+    return total
+
+
 async def neardup(
-    crowd: list[str], ps: list[str], p2s: list[str], batch: int, module: bool
+    crowd: list[str], ps: list[str], p2s: list[str], batch: int, module: bool, cluster: bool = False
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        server = EmbeddedValkey(Path(tmp) / "valkey", fsync="everysec", module=module)
-        store = RedisStore.from_url(server.start(), timeout=600)
+        store: Store
+        if cluster:  # 3 nodes; the server CPU below is theirs together
+            local = LocalCluster(Path(tmp) / "cluster", module=module)
+            store = ClusterStore.from_url(local.start(), timeout=600)
+            servers = local.nodes
+        else:
+            server = EmbeddedValkey(Path(tmp) / "valkey", fsync="everysec", module=module)
+            store = RedisStore.from_url(server.start(), timeout=600)
+            servers = [server]
         index = Index(store)
         try:
             await index.create_collection(CollectionParams.create("crowd", threshold=0.8))
-            memory0 = (await store.client.info("memory"))["used_memory"]
+            memory0 = used_memory(servers)
             times: list[tuple[int, float]] = []
             server_cpu: list[tuple[int, float]] = []
-            assert server.pid is not None
+            pids = [s.pid for s in servers if s.pid is not None]
+
+            def server_seconds() -> float:
+                return sum(process_cpu_seconds(pid) for pid in pids)
+
             for start in range(0, len(crowd), batch):
                 docs = [Document(f"v{i}", t) for i, t in enumerate(crowd[start : start + batch], start)]
-                began, cpu = time.perf_counter(), process_cpu_seconds(server.pid)
+                began, cpu = time.perf_counter(), server_seconds()
                 await index.check("crowd", docs)
                 times.append((len(docs), time.perf_counter() - began))
-                server_cpu.append((len(docs), process_cpu_seconds(server.pid) - cpu))
-            memory = (await store.client.info("memory"))["used_memory"] - memory0
+                server_cpu.append((len(docs), server_seconds() - cpu))
+            memory = used_memory(servers) - memory0
             await index.check("crowd", [Document(f"p{j}", t) for j, t in enumerate(ps)])
             results = await index.check(
                 "crowd", [Document(f"q{j}", t) for j, t in enumerate(p2s)], insert=False
@@ -112,7 +139,10 @@ async def neardup(
             found = sum(f"p{j}" in [m.id for m in r.matches] for j, r in enumerate(results))
         finally:
             await store.close()
-            server.stop()
+            if cluster:
+                local.stop()
+            else:
+                server.stop()
     return {
         "times": times,
         "server_cpu": server_cpu,
@@ -154,10 +184,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=250)
     parser.add_argument("--no-module", action="store_true", help="the band step in Lua")
     parser.add_argument("--no-datasketch", action="store_true")
+    parser.add_argument("--cluster", action="store_true", help="a 3-node Redis Cluster instead of one server")
     args = parser.parse_args()
     sizes = [s for s in (1000, 2000, 5000, 10_000, 20_000, 50_000) if s <= args.variants]
     crowd, ps, p2s = workload(args.variants, args.pairs)
-    ours = asyncio.run(neardup(crowd, ps, p2s, args.batch, module=not args.no_module))
+    ours = asyncio.run(neardup(crowd, ps, p2s, args.batch, module=not args.no_module, cluster=args.cluster))
     out: dict[str, Any] = {
         "benchmark": "crowds",
         "git_commit": git_commit(),
@@ -167,6 +198,7 @@ def main() -> None:
         "batch": args.batch,
         "bucket_cap": BUCKET_CAP,
         "module": not args.no_module,
+        "store": "3-node cluster" if args.cluster else "one server",
         "neardup": {
             **windows(ours["times"], sizes),
             "valkey_cpu_us_per_doc": {

@@ -305,3 +305,38 @@ async def test_a_server_restarted_without_the_module_is_used_through_the_lua_ban
     finally:
         await store.close()
         first.stop()
+
+
+async def test_module_and_lua_rank_a_crowd_the_same(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey], stores: tuple[RedisStore, RedisStore]
+) -> None:
+    # Candidates cut to a few: those the most buckets hold, then the smallest ordinal; the Lua band
+    # step groups them by count and must give the module's answer, order included.
+    rng = np.random.default_rng(7)
+    template = rng.integers(1, 2**64 - 1, size=BANDS, dtype=np.uint64)
+    replies = []
+    for store in stores:
+        assert await store.create_collection("crowd", b"{}", "g") is None
+        k = CollectionKeys("crowd", "g")
+        w = Workload(8)
+        out = []
+        for _ in range(6):
+            ids, sigs, bands = w.documents(60)
+            keep = rng.random(size=bands.shape) < 0.5  # each shares about half the template's bands
+            bands = np.where(keep, template, bands)
+            batch = CheckBatch(
+                bands=BANDS,
+                band_keys=bands.astype("<u8").tobytes(),
+                signatures=sigs.astype("<u4").tobytes(),
+                empties=b"0" * len(ids),
+                ids=[f"{len(out)}-{i}".encode() for i in ids],
+                records=[b"0:1:x"] * len(ids),
+            )
+            reply = await store.check(k, "insert", batch, max_candidates=5)
+            assert isinstance(reply, CheckReply)
+            out.append(reply.candidates)
+        replies.append(out)
+        rng = np.random.default_rng(7)  # the same documents for the other store
+        template = rng.integers(1, 2**64 - 1, size=BANDS, dtype=np.uint64)
+    assert replies[0] == replies[1]
+    assert any(len(c) == 5 for batch in replies[0] for c in batch)  # cut to the limit
