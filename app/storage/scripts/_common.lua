@@ -260,6 +260,26 @@ local function passage_keys(blob)
   return out
 end
 
+-- Take ordinal o4 out of the bucket `key` of table t (the band table or the passage index: the same
+-- layout); a bucket left empty is deleted and the table's field count goes down.
+local function unbucket(t, key, o4)
+  local group = group_of(t, band_hash(key))
+  local value = redis.call('HGET', group, key)
+  if not value then return end
+  for q = 1, #value, OW do
+    if string.sub(value, q, q + OW - 1) == o4 then
+      value = string.sub(value, 1, q - 1) .. string.sub(value, q + OW)
+      if #value == 0 then
+        redis.call('HDEL', group, key)
+        t.N = t.N - 1
+      else
+        redis.call('HSET', group, key, value)
+      end
+      return
+    end
+  end
+end
+
 -- Remove a document's postings and its passage blob (none stored: nothing to do).
 local function remove_passages(st, ord)
   if not st.pas.on then return end
@@ -267,49 +287,14 @@ local function remove_passages(st, ord)
   local blob = redis.call('HGET', blob_key, field)
   if not blob then return end
   local o4 = ordinal_bytes(ord)
-  for _, key in ipairs(passage_keys(blob)) do
-    local group = group_of(st.pas, band_hash(key))
-    local value = redis.call('HGET', group, key)
-    if value then
-      for q = 1, #value, OW do
-        if string.sub(value, q, q + OW - 1) == o4 then
-          value = string.sub(value, 1, q - 1) .. string.sub(value, q + OW)
-          if #value == 0 then
-            redis.call('HDEL', group, key)
-            st.pas.N = st.pas.N - 1
-          else
-            redis.call('HSET', group, key, value)
-          end
-          break
-        end
-      end
-    end
-  end
+  for _, key in ipairs(passage_keys(blob)) do unbucket(st.pas, key, o4) end
   redis.call('HDEL', blob_key, field)
 end
 
 -- Remove a stored document's band entries, signature and record (the id field is the caller's).
 local function remove_document(st, ord, old_bands)
   local o4 = ordinal_bytes(ord)
-  for p = 1, #old_bands, 8 do
-    local field = string.sub(old_bands, p, p + 7)
-    local key = group_of(st.band, band_hash(field))
-    local value = redis.call('HGET', key, field)
-    if value then
-      for q = 1, #value, OW do
-        if string.sub(value, q, q + OW - 1) == o4 then
-          value = string.sub(value, 1, q - 1) .. string.sub(value, q + OW)
-          if #value == 0 then
-            redis.call('HDEL', key, field)
-            st.band.N = st.band.N - 1
-          else
-            redis.call('HSET', key, field, value)
-          end
-          break
-        end
-      end
-    end
-  end
+  for p = 1, #old_bands, 8 do unbucket(st.band, string.sub(old_bands, p, p + 7), o4) end
   remove_passages(st, ord)
   redis.call('HDEL', sig_key(ord), slot(ord, SIG_GROUP))
   redis.call('HDEL', doc_key(ord), slot(ord, DOC_GROUP))
