@@ -79,6 +79,30 @@ def redis_url(valkey_server: EmbeddedValkey) -> str:
     return valkey_server.url
 
 
+@pytest.fixture(scope="session")
+def lua_valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
+    """A second server, without neardup's module: stores on it take the Lua versions of the module's
+    steps (the band step, the site links), as on an external server without the module."""
+    server = EmbeddedValkey(tmp_path_factory.mktemp("valkey-lua"), module=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def lua_redis_url(lua_valkey_server: EmbeddedValkey) -> str:
+    """URL of the server without the module, emptied for this test."""
+    client = redis.Redis.from_url(lua_valkey_server.url)
+    try:
+        client.flushall()
+        client.script_flush()
+    finally:
+        client.close()
+    return lua_valkey_server.url
+
+
 @pytest.fixture
 def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
     """A plain client on the emptied server, to look at what the store wrote."""

@@ -5,7 +5,9 @@ check.lua's band step comes in two versions with one contract: ``_bands_lua.lua`
 ``_bands_module.lua``, one call of ``ND.BANDS`` where the server has neardup's module loaded (the
 embedded one always has). The store asks the server which once, when it loads the scripts. The
 cluster's ``cluster_ops.lua`` likewise applies its band records with ``_cluster_buckets_lua.lua`` or
-one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node."""
+one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node. ``link.lua``'s loop over a
+batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one ``ND.LINK``
+(``_link_module.lua``) where the module is version 2 or later."""
 
 from __future__ import annotations
 
@@ -23,17 +25,31 @@ _NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages", "lin
 MODULE_NAME = b"neardup"
 
 
-async def has_module(client: aioredis.Redis) -> bool:
-    """Whether the server has neardup's module loaded (False where MODULE LIST is refused)."""
+#: The module version that brought ``ND.LINK`` (version 1 has ``ND.BANDS`` and ``ND.BUCKETS`` only: a
+#: server may run a module built from an earlier release).
+LINK_MODULE_VERSION = 2
+
+
+async def module_version(client: aioredis.Redis) -> int:
+    """The version of neardup's module on the server: 0 when it is not loaded (or MODULE LIST is
+    refused)."""
     try:
         modules = await client.module_list()
     except ResponseError:
-        return False
-    return any(m.get(b"name") == MODULE_NAME for m in modules)
+        return 0
+    for m in modules:
+        if m.get(b"name") == MODULE_NAME:
+            return int(m.get(b"ver", 1))
+    return 0
 
 
-#: Scripts whose band loops come in a Lua and a module version, and the file that holds them.
-_VARIANTS = {"check": "_bands_{}.lua", "cluster_ops": "_cluster_buckets_{}.lua"}
+async def has_module(client: aioredis.Redis) -> bool:
+    """Whether the server has neardup's module loaded (False where MODULE LIST is refused)."""
+    return await module_version(client) > 0
+
+
+#: Scripts whose loops come in a Lua and a module version, and the file that holds them.
+_VARIANTS = {"check": "_bands_{}.lua", "cluster_ops": "_cluster_buckets_{}.lua", "link": "_link_{}.lua"}
 
 
 def _source(name: str, bands: str) -> str:
@@ -92,8 +108,10 @@ class Scripts:
 
     async def ensure_loaded(self, client: aioredis.Redis) -> None:
         if not self._loaded:
-            self.uses_module = await has_module(client)
+            version = await module_version(client)
+            self.uses_module = version > 0
             self.check = Script("check", "module" if self.uses_module else "lua")
+            self.link = Script("link", "module" if version >= LINK_MODULE_VERSION else "lua")
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
                 self.due, self.reclaim, self.passages, self.link, self.site,

@@ -36,6 +36,7 @@ struct Api {
   VmKey* (*OpenKey)(VmCtx*, VmString*, int);
   void (*CloseKey)(VmKey*);
   int (*KeyType)(VmKey*);
+  size_t (*ValueLength)(VmKey*);
   int (*HashGet)(VmKey*, int, ...);
   int (*HashSet)(VmKey*, int, ...);
   VmScanCursor* (*ScanCursorCreate)();
@@ -70,6 +71,7 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_OpenKey", api.OpenKey);
   get("RedisModule_CloseKey", api.CloseKey);
   get("RedisModule_KeyType", api.KeyType);
+  get("RedisModule_ValueLength", api.ValueLength);
   get("RedisModule_HashGet", api.HashGet);
   get("RedisModule_HashSet", api.HashSet);
   get("RedisModule_ScanCursorCreate", api.ScanCursorCreate);

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import random
 from collections import defaultdict
+from collections.abc import AsyncIterator
 
 import pytest
 import redis
@@ -65,12 +66,24 @@ async def test_cluster_refuses_site_field(store_target: StoreTarget, store: Stor
         assert (await index.create_collection(params))[1]
 
 
+@pytest.fixture(params=["module", "lua"])
+async def site_store(request: pytest.FixtureRequest) -> AsyncIterator[RedisStore]:
+    """An emptied standalone store whose server has neardup's module (the link step is one ND.LINK
+    command) or has not (the Lua link step): the site tests run on both."""
+    url = request.getfixturevalue("redis_url" if request.param == "module" else "lua_redis_url")
+    store = RedisStore.from_url(url, timeout=5.0)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
 def page(site: str, path: str) -> dict[str, str]:
     return {"url": f"https://{site.upper()}/{path}"}
 
 
-async def test_full_mirror_partial_mirror_and_common_page(standalone_store: RedisStore) -> None:
-    index = Index(standalone_store)
+async def test_full_mirror_partial_mirror_and_common_page(site_store: RedisStore) -> None:
+    index = Index(site_store)
     await index.create_collection(CollectionParams.create("web", threshold=0.7, site_field="url"))
     docs = []
     for k in range(10):  # a.example: 10 pages; b.example mirrors all; c.example 4 of them
@@ -121,8 +134,8 @@ async def test_full_mirror_partial_mirror_and_common_page(standalone_store: Redi
         await index.site("plain", "a.example")
 
 
-async def test_a_retried_check_records_its_edges_once(standalone_store: RedisStore) -> None:
-    index = Index(standalone_store)
+async def test_a_retried_check_records_its_edges_once(site_store: RedisStore) -> None:
+    index = Index(site_store)
     await index.create_collection(CollectionParams.create("retry", threshold=0.7, site_field="url"))
     await index.check("retry", [Document("a", text(1), page("a.example", "1"))])
     copy = Document("b", variant(text(1), 1), page("b.example", "1"))
@@ -131,7 +144,7 @@ async def test_a_retried_check_records_its_edges_once(standalone_store: RedisSto
     assert first[0].duplicate_of == again[0].duplicate_of == "a"
     a = await index.site("retry", "a.example")
     assert [(m.site, m.shared, m.other_shared) for m in a.mirrors] == [("b.example", 1, 1)]
-    assert await stored_edges_agree(standalone_store, index, "retry")
+    assert await stored_edges_agree(site_store, index, "retry")
 
 
 async def stored_edges_agree(store: RedisStore, index: Index, name: str) -> bool:
@@ -264,10 +277,10 @@ async def compare(index: Index, store: RedisStore, name: str, recount: Recount) 
 
 
 @pytest.mark.parametrize("ttl", [None, 4])
-async def test_counts_never_drift(standalone_store: RedisStore, ttl: int | None) -> None:
+async def test_counts_never_drift(site_store: RedisStore, ttl: int | None) -> None:
     """Checks in batches with replacements and deletes (and, with a TTL, documents expiring halfway):
     the counts equal a recount from scratch after each phase."""
-    index = Index(standalone_store)
+    index = Index(site_store)
     name = f"drift{ttl or 0}"
     await index.create_collection(
         CollectionParams.create(name, threshold=THRESHOLD, site_field="url", ttl_seconds=ttl)
@@ -275,20 +288,20 @@ async def test_counts_never_drift(standalone_store: RedisStore, ttl: int | None)
     rng = random.Random(17)
     recount = Recount()
     await replay(index, name, recount, rng, 60)
-    await compare(index, standalone_store, name, recount)
+    await compare(index, site_store, name, recount)
     if ttl:
         await asyncio.sleep(ttl + 0.3)  # every document so far expires
         await replay(index, name, recount, rng, 25)
-        await compare(index, standalone_store, name, recount)
+        await compare(index, site_store, name, recount)
         counted = [(await index.site(name, s)).pages for s in SITES]
         assert 0 < sum(counted) < len(recount.version)  # the expired ones left, the new ones count
     else:
         await replay(index, name, recount, rng, 60)
-        await compare(index, standalone_store, name, recount)
+        await compare(index, site_store, name, recount)
 
 
-async def test_evicted_documents_leave_the_counts(standalone_store: RedisStore) -> None:
-    index = Index(standalone_store)
+async def test_evicted_documents_leave_the_counts(site_store: RedisStore) -> None:
+    index = Index(site_store)
     await index.create_collection(
         CollectionParams.create("evict", threshold=0.7, site_field="url", max_documents=4)
     )
@@ -301,13 +314,13 @@ async def test_evicted_documents_leave_the_counts(standalone_store: RedisStore) 
     b = await index.site("evict", "b.example")
     assert a.pages == 0 and b.pages == 4
     assert b.mirrors == []
-    assert await stored_edges_agree(standalone_store, index, "evict")
+    assert await stored_edges_agree(site_store, index, "evict")
 
 
-async def test_bounds_hold_for_a_page_on_every_site(standalone_store: RedisStore) -> None:
+async def test_bounds_hold_for_a_page_on_every_site(site_store: RedisStore) -> None:
     """One license text on 40 sites: each copy keeps at most SITE_PARTNERS partners, and the counts
     stay consistent with the edges kept."""
-    index = Index(standalone_store)
+    index = Index(site_store)
     await index.create_collection(CollectionParams.create("crowd", threshold=0.7, site_field="url"))
     license_text = text(4242)
     for s in range(40):
@@ -316,7 +329,7 @@ async def test_bounds_hold_for_a_page_on_every_site(standalone_store: RedisStore
             Document(f"s{s}/{k}", text(5000 + 100 * s + k), page(f"s{s}.example", str(k))) for k in range(5)
         ]
         await index.check("crowd", docs)
-    assert await stored_edges_agree(standalone_store, index, "crowd")
+    assert await stored_edges_agree(site_store, index, "crowd")
     first = await index.site("crowd", "s0.example")
     assert 0 < len(first.mirrors) <= keys.SITE_PARTNERS
     assert all(m.share == pytest.approx(1 / 6) for m in first.mirrors)
@@ -340,11 +353,11 @@ async def test_dropping_a_collection_unlinks_its_site_keys(
     assert sync_redis.keys("nd:gone:*") == []
 
 
-async def test_a_site_keeps_at_most_site_others_other_sites(standalone_store: RedisStore) -> None:
+async def test_a_site_keeps_at_most_site_others_other_sites(site_store: RedisStore) -> None:
     """Site a's 20 pages each copied onto 15 sites of their own: 300 other sites, more than
     keys.SITE_OTHERS; a keeps that many, each of those sites still counts its page, and every count
     agrees with the edges kept."""
-    index = Index(standalone_store)
+    index = Index(site_store)
     await index.create_collection(CollectionParams.create("wide", threshold=0.7, site_field="url"))
     for k in range(20):
         docs = [Document(f"a{k}", text(7000 + k), page("a.example", str(k)))]
@@ -356,7 +369,7 @@ async def test_a_site_keeps_at_most_site_others_other_sites(standalone_store: Re
     a = await index.site("wide", "a.example")
     assert a.pages == 20 and len(a.mirrors) == keys.SITE_OTHERS
     assert all(m.share_of_other == 1.0 for m in a.mirrors)
-    assert await stored_edges_agree(standalone_store, index, "wide")
+    assert await stored_edges_agree(site_store, index, "wide")
 
 
 async def test_a_half_dropped_site_collection_is_swept_with_its_site_keys(
@@ -378,3 +391,64 @@ async def test_a_half_dropped_site_collection_is_swept_with_its_site_keys(
     )
     assert await standalone_store.sweep_dropped(min_age_ms=0) == 1
     assert sync_redis.keys("nd:halfgone:*") == []
+
+
+def site_dump(url: str) -> dict[tuple[bytes, ...], dict[bytes, bytes]]:
+    """Every hash of a server's collections, comparable across servers: key names without the
+    collection's random generation, records without their insertion time (each server's own clock),
+    the state without its generation."""
+    client = redis.Redis.from_url(url)
+    try:
+        out: dict[tuple[bytes, ...], dict[bytes, bytes]] = {}
+        for key in client.scan_iter(match="nd:*", count=1000):
+            parts = key.split(b":")
+            if key == keys.REGISTRY.encode():
+                continue
+            fields = client.hgetall(key)
+            if parts[1].startswith(b"{"):
+                fields.pop(b"gen")
+                out[tuple(parts)] = fields
+                continue
+            if parts[3] == b"d":
+                fields = {f: value[value.index(b":") :] for f, value in fields.items()}
+            out[(parts[1], *parts[3:])] = fields
+        return out
+    finally:
+        client.close()
+
+
+async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redis_url: str) -> None:
+    """The same stream on a server with neardup's module (ND.LINK) and on one without (the Lua loop):
+    the same answers and the same keys, byte for byte. The stream has replacements, deletes and
+    evictions (max_documents), a page copied onto 40 sites, and then a link call of every pair of
+    ordinals under tight bounds, so that both bounds refuse edges."""
+    dumps, answers = [], []
+    for url in (redis_url, lua_redis_url):
+        store = RedisStore.from_url(url, timeout=30.0)
+        try:
+            index = Index(store)
+            name = "same"
+            params = CollectionParams.create(name, threshold=THRESHOLD, site_field="url", max_documents=150)
+            await index.create_collection(params)
+            recount = Recount()
+            await replay(index, name, recount, random.Random(5), 80)
+            for s in range(40):
+                copy = Document(f"s{s}/license", variant(text(4242), s), page(f"s{s}.example", "license"))
+                await index.check(name, [copy], min_similarity=THRESHOLD)
+            k = (await index._collection(name)).keys
+            seq = int(await store.client.hget(k.state, "seq"))
+            pairs = [(x, y) for x in range(seq - 60, seq + 1) for y in range(seq - 200, seq + 1)]
+            blob = b"".join(x.to_bytes(8, "big") + y.to_bytes(8, "big") for x, y in pairs)
+            reply = await store._call("link", [k.state], [*store._head(k), 3, 2, blob])  # tight bounds
+            answers.append((int(reply[1]), int(reply[2])))
+            answers.append(await store.link(k, pairs))  # again, with the real bounds
+            stats = await store.client.info("commandstats")
+            dumps.append(site_dump(url))
+            assert ("cmdstat_nd.link" in stats) == (url == redis_url)
+            assert await stored_edges_agree(store, index, name)
+        finally:
+            await store.close()
+    assert answers[:2] == answers[2:]
+    assert all(added > 0 and refused > 0 for added, refused in answers[:2]), answers
+    assert dumps[0] == dumps[1]
+    assert any(key[1] == b"x" for key in dumps[0]) and any(key[1] == b"e" for key in dumps[0])

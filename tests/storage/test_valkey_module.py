@@ -340,3 +340,86 @@ async def test_module_and_lua_rank_a_crowd_the_same(
         template = rng.integers(1, 2**64 - 1, size=BANDS, dtype=np.uint64)
     assert replies[0] == replies[1]
     assert any(len(c) == 5 for batch in replies[0] for c in batch)  # cut to the limit
+
+
+def link_args(pairs: list[tuple[int, int]], **change: object) -> list[object]:
+    """ND.LINK's arguments on the keys e:<n> (entries), x:<site> (shared) and d:<n> (records)."""
+    args: dict[str, object] = {
+        "version": "1", "edges": "e:", "shared": "x:", "records": "d:", "width": 5, "edge_group": 32,
+        "record_group": 120, "floor": 0, "cutoff": -1, "max_partners": 16, "max_others": 256,
+        "pairs": b"".join(x.to_bytes(8, "big") + y.to_bytes(8, "big") for x, y in pairs),
+    } | change  # fmt: skip
+    return list(args.values())
+
+
+def test_nd_link_checks_its_arguments_and_records_an_edge(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey],
+) -> None:
+    client = redis.Redis.from_url(servers[0].url)
+    try:
+        modules = {m[b"name"]: m[b"ver"] for m in client.module_list()}
+        assert modules[b"neardup"] == 2  # the version that brought ND.LINK (scripts.LINK_MODULE_VERSION)
+        cases = [
+            ("wrong number", link_args([(1, 2)])[:-1]),
+            ("protocol version", link_args([(1, 2)], version="2")),
+            ("out of range", link_args([(1, 2)], width=6)),
+            ("out of range", link_args([(1, 2)], edge_group=0)),
+            ("out of range", link_args([(1, 2)], cutoff=-2)),
+            ("out of range", link_args([(1, 2)], floor=-1)),
+            ("16 bytes", [*link_args([])[:-1], b"\0" * 15]),
+        ]
+        for message, args in cases:
+            with pytest.raises(redis.ResponseError, match=message):
+                client.execute_command("ND.LINK", *args)
+        assert client.dbsize() == 0
+        # Documents 1 (site 7) and 2 (site 9): one edge, on both entries, each site counting a page.
+        client.hset("e:0", mapping={"1": (7).to_bytes(4, "big"), "2": (9).to_bytes(4, "big")})
+        assert client.execute_command("ND.LINK", *link_args([(1, 2), (1, 2), (2, 1)])) == [1, 0]
+        assert client.hgetall("e:0") == {
+            b"1": (7).to_bytes(4, "big") + (2).to_bytes(5, "big") + (9).to_bytes(4, "big"),
+            b"2": (9).to_bytes(4, "big") + (1).to_bytes(5, "big") + (7).to_bytes(4, "big"),
+        }
+        assert client.hgetall("x:7") == {b"9": b"1"} and client.hgetall("x:9") == {b"7": b"1"}
+        # Retention: a record older than the cutoff is gone, so its edges are not recorded.
+        client.hset("e:0", "3", (11).to_bytes(4, "big"))
+        client.hset("d:0", mapping={"1": b"5000:1:a", "3": b"100:1:c"})
+        assert client.execute_command("ND.LINK", *link_args([(1, 3)], cutoff=1000)) == [0, 0]
+        assert client.hget("x:7", "11") is None
+        client.set("x:11", "not a hash")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("ND.LINK", *link_args([(1, 3)]))
+        assert client.ping()
+    finally:
+        client.close()
+
+
+async def test_nd_link_replays_from_the_append_only_file(tmp_path: Path) -> None:
+    from neardup.domain import CollectionParams, Document, Index
+
+    server = EmbeddedValkey(tmp_path / "data")
+    server.start()
+    store = RedisStore.from_url(server.url)
+    try:
+        index = Index(store)
+        await index.create_collection(CollectionParams.create("m", threshold=0.7, site_field="url"))
+        words = [f"w{i}" for i in range(400)]
+        for site in range(4):
+            docs = [
+                Document(
+                    f"{site}/{k}",
+                    " ".join(words[k * 20 : k * 20 + 200]) + f" s{site}",
+                    {"url": f"https://s{site}.example/{k}"},
+                )
+                for k in range(8)
+            ]
+            await index.check("m", docs)
+        assert (await index.site("m", "s0.example")).mirrors
+        before = dump(server.url)
+        aof = b"".join(p.read_bytes() for p in (server.data_dir / "appendonlydir").glob("*.incr.aof"))
+        assert b"nd.link" in aof.lower()
+        server.stop()
+        server.start()
+        assert dump(server.url) == before
+    finally:
+        await store.close()
+        server.stop()

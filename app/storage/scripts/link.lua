@@ -1,7 +1,8 @@
 -- link.lua: record verified matches between documents of different sites (docs/design.md "Sites"),
 -- after the check that found them returned. Idempotent: an edge already there is skipped, so a retried
 -- check converges; an edge whose document is gone (deleted, replaced, expired or evicted since) is
--- skipped too, so nothing comes back to life.
+-- skipped too, so nothing comes back to life. The loop over the pairs is link_step: _link_module.lua
+-- (one ND.LINK command) where the server has neardup's module, else _link_lua.lua (the same data).
 --
 -- KEYS[1]  collection state hash
 -- ARGV[1..9] shared head (see _common.lua), then ARGV[10] most partners per document (keys.SITE_PARTNERS),
@@ -13,77 +14,9 @@
 local st, status = load_state()
 if not st then return {status} end
 
-local max_partners, max_others = tonumber(ARGV[10]), tonumber(ARGV[11])
-local floor = floor_of(st)
+-- The TTL cutoff is taken here, once, from this server's clock: the module command gets it as an
+-- argument, so the command replays from the append-only file with the same answer.
 local cutoff = -1
 if st.ttl > 0 then cutoff = tonumber(server_ms()) - st.ttl end
-
-local function live(ord)
-  if ord <= floor then return false end
-  if cutoff < 0 then return true end
-  local record = redis.call('HGET', doc_key(ord), slot(ord, DOC_GROUP))
-  return record ~= false and record_ms(record) >= cutoff
-end
-
--- Count a page of site a with a first partner on site b: true, or false (nothing changed) when that
--- would add b to a's `shared` and a has max_others other sites already.
-local function count(a, b)
-  local key = shared_key(a)
-  if redis.call('HINCRBY', key, b, 1) == 1 and redis.call('HLEN', key) > max_others then
-    redis.call('HDEL', key, b)
-    return false
-  end
-  return true
-end
-local function uncount(a, b)
-  shared_add(a, b, -1)
-end
-
-local added, refused = 0, 0
-local step = OW + 4
-local cur, vx, xkey, xfield, a, xsites, xlive, dirty = nil, nil, nil, nil, nil, nil, false, false
-local function flush()
-  if dirty then redis.call('HSET', xkey, xfield, vx) end
-  dirty = false
-end
-local blob = ARGV[12]
-for p = 1, #blob, 16 do
-  local xh, xl, yh, yl = struct.unpack('>I4>I4>I4>I4', blob, p)
-  local x, y = xh * 4294967296 + xl, yh * 4294967296 + yl
-  if x ~= cur then
-    flush()
-    cur, xkey, xfield = x, edge_key(x), slot(x, EDGE_GROUP)
-    vx = redis.call('HGET', xkey, xfield)
-    if vx then
-      a, xsites, xlive = struct.unpack('>I4', vx, 1), {}, live(x)
-      for q = 5 + OW, #vx, step do xsites[struct.unpack('>I4', vx, q)] = true end
-    end
-  end
-  if vx and xlive and x ~= y then
-    local ykey, yfield = edge_key(y), slot(y, EDGE_GROUP)
-    local vy = redis.call('HGET', ykey, yfield)
-    local y4 = ordinal_bytes(y)
-    if vy and struct.unpack('>I4', vy, 1) ~= a and not partner_at(vx, y4) and live(y) then
-      local b = struct.unpack('>I4', vy, 1)
-      local new_x, new_y = not xsites[b], not has_site(vy, a)
-      local ok = (#vx - 4) / step < max_partners and (#vy - 4) / step < max_partners
-      -- count first (HINCRBY answers whether the pair of sites is new), undo if a bound says no
-      local counted_x = ok and new_x and count(a, b)
-      if ok and new_x and not counted_x then ok = false end
-      if ok and new_y and not count(b, a) then
-        ok = false
-        if counted_x then uncount(a, b) end
-      end
-      if ok then
-        vx = vx .. y4 .. struct.pack('>I4', b)
-        xsites[b], dirty = true, true
-        redis.call('HSET', ykey, yfield, vy .. ordinal_bytes(x) .. struct.pack('>I4', a))
-        added = added + 1
-      else
-        refused = refused + 1
-      end
-    end
-  end
-end
-flush()
+local added, refused = link_step(st, floor_of(st), cutoff, tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12])
 return {'ok', added, refused}

@@ -1,0 +1,271 @@
+// ND.LINK: the loop of link.lua (_link_lua.lua) in C++. A batch's verified cross-site matches become
+// edges between the two documents' site entries and counts of the sites' shared pages
+// (docs/design.md "Sites"). From Lua each pair costs several redis.call's of a few microseconds of
+// plumbing each; here the whole batch is one command, propagated once (verbatim: deterministic given
+// the data and its arguments, the TTL cutoff included). It writes exactly what the Lua loop writes,
+// so either path reads what the other wrote.
+//
+//   ND.LINK 1 <edges> <shared> <records> <width> <edge group> <record group> <floor> <cutoff>
+//             <max partners> <max others> <pairs>
+//     1             protocol version
+//     edges         entry key prefix: an ordinal's entry is in edges + decimal(ord / edge group), field
+//                   decimal(ord % edge group); an entry is its site id (4 bytes big-endian), then per
+//                   partner its ordinal (<width> bytes big-endian) and site id (4 bytes)
+//     shared        a site's shared hash is shared + decimal site id: other site id -> shared pages
+//     records       record key prefix: an ordinal's record is in records + decimal(ord / record group),
+//                   field decimal(ord % record group); it starts with "<inserted ms>:"
+//     width         bytes of one ordinal (4 or 5: the collection's `ow`)
+//     floor         ordinals at or below it are gone (evicted by max_documents; 0 for none)
+//     cutoff        documents inserted before this (Unix ms) have expired; -1 for no retention
+//     max partners  most partners an entry keeps (keys.SITE_PARTNERS)
+//     max others    most other sites a shared hash keeps (keys.SITE_OTHERS)
+//     pairs         per pair the checked document's ordinal and its match's, 8 bytes big-endian each,
+//                   in the order to try them
+//   -> [edges added, edges refused by a bound]
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_set>
+
+#include "group.hpp"
+#include "module_api.hpp"
+
+namespace neardup::vm {
+namespace {
+
+uint64_t big_endian(const char* p, size_t width) {
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  uint64_t out = 0;
+  for (size_t i = 0; i < width; ++i) out = out << 8 | b[i];
+  return out;
+}
+
+void append_big_endian(std::string& out, uint64_t value, size_t width) {
+  for (size_t i = width; i-- > 0;) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+// "<digits>:" at the start of a record: its insertion time; 0 otherwise (record_ms in _common.lua).
+long long record_ms(const char* v, size_t len) {
+  size_t i = 0;
+  long long ms = 0;
+  while (i < len && v[i] >= '0' && v[i] <= '9') {
+    ms = ms * 10 + (v[i] - '0');
+    if (ms > (1LL << 53)) return 0;  // no clock gets there: not a record this module wrote
+    ++i;
+  }
+  return i > 0 && i < len && v[i] == ':' ? ms : 0;
+}
+
+class Linker {
+ public:
+  Linker(VmCtx* ctx, size_t width) : ctx_(ctx), width_(width), step_(width + 4) {}
+
+  std::string edges, shared, records;
+  uint64_t edge_group = 32, record_group = 120, floor = 0;
+  long long cutoff = -1, max_partners = 16, max_others = 256;
+  long long added = 0, refused = 0;
+  bool wrote = false, wrong_type = false;
+
+  // The value of a field, as HGET: false when the key or the field is absent.
+  bool get(const std::string& prefix, uint64_t number, uint64_t field, std::string& out) {
+    Group group(ctx_, prefix, number, kRead);
+    if (group.wrong_type()) wrong_type = true;
+    VmString* name = decimal(field);
+    VmString* value = group.get(name);
+    api.FreeString(ctx_, name);
+    if (!value) return false;
+    size_t len = 0;
+    const char* v = api.StringPtrLen(value, &len);
+    out.assign(v, len);
+    api.FreeString(ctx_, value);
+    return true;
+  }
+
+  void set(const std::string& prefix, uint64_t number, uint64_t field, const std::string& value) {
+    Group group(ctx_, prefix, number, kRead | kWrite);
+    if (group.wrong_type()) {
+      wrong_type = true;
+      return;
+    }
+    VmString* name = decimal(field);
+    VmString* v = api.CreateString(ctx_, value.data(), value.size());
+    group.set(name, v);
+    api.FreeString(ctx_, v);
+    api.FreeString(ctx_, name);
+    wrote = true;
+  }
+
+  // HINCRBY shared(a) b d, then what link.lua does with the answer: a count that falls to 0 goes
+  // (shared_add); a new field past max_others goes again and the call answers false (count).
+  bool add_shared(uint64_t a, uint64_t b, long long d) {
+    Group group(ctx_, shared, a, kRead | kWrite);
+    if (group.wrong_type()) {
+      wrong_type = true;
+      return false;
+    }
+    VmString* name = decimal(b);
+    long long n = d;
+    if (VmString* old = group.get(name)) {
+      long long before = 0;
+      if (api.StringToLongLong(old, &before) == kOk) n += before;
+      api.FreeString(ctx_, old);
+    }
+    bool kept = true;
+    if (n <= 0) {
+      group.set(name, kHashDelete);
+    } else {
+      const std::string text = std::to_string(n);
+      VmString* v = api.CreateString(ctx_, text.data(), text.size());
+      group.set(name, v);
+      api.FreeString(ctx_, v);
+      if (d > 0 && n == 1 && static_cast<long long>(api.ValueLength(group.key())) > max_others) {
+        group.set(name, kHashDelete);
+        kept = false;
+      }
+    }
+    api.FreeString(ctx_, name);
+    wrote = true;
+    return kept;
+  }
+
+  bool live(uint64_t ord) {
+    if (ord <= floor) return false;
+    if (cutoff < 0) return true;
+    std::string record;
+    if (!get(records, ord / record_group, ord % record_group, record)) return false;
+    return record_ms(record.data(), record.size()) >= cutoff;
+  }
+
+  static uint64_t site_of(const std::string& entry) { return big_endian(entry.data(), 4); }
+
+  bool has_site(const std::string& entry, uint64_t site) const {
+    for (size_t q = 4 + width_; q + 4 <= entry.size(); q += step_)
+      if (big_endian(entry.data() + q, 4) == site) return true;
+    return false;
+  }
+
+  bool has_partner(const std::string& entry, const char* ordinal) const {
+    for (size_t q = 4; q + width_ <= entry.size(); q += step_)
+      if (std::memcmp(entry.data() + q, ordinal, width_) == 0) return true;
+    return false;
+  }
+
+  size_t partners(const std::string& entry) const { return (entry.size() - 4) / step_; }
+
+  // link.lua's loop over the pairs, step for step.
+  void run(const char* pairs, size_t len) {
+    bool have_cur = false, have_x = false, x_live = false, dirty = false;
+    uint64_t cur = 0, a = 0;
+    std::string vx, vy, x_bytes, y_bytes;
+    std::unordered_set<uint64_t> x_sites;
+    const auto flush = [&] {
+      if (dirty) set(edges, cur / edge_group, cur % edge_group, vx);
+      dirty = false;
+    };
+    for (size_t p = 0; p + 16 <= len && !wrong_type; p += 16) {
+      const uint64_t x = big_endian(pairs + p, 8), y = big_endian(pairs + p + 8, 8);
+      if (!have_cur || x != cur) {
+        flush();
+        have_cur = true;
+        cur = x;
+        have_x = get(edges, x / edge_group, x % edge_group, vx);
+        if (have_x) {
+          a = site_of(vx);
+          x_sites.clear();
+          for (size_t q = 4 + width_; q + 4 <= vx.size(); q += step_) x_sites.insert(big_endian(vx.data() + q, 4));
+          x_live = live(x);
+          x_bytes.clear();
+          append_big_endian(x_bytes, x, width_);
+        }
+      }
+      if (!have_x || !x_live || x == y) continue;
+      if (!get(edges, y / edge_group, y % edge_group, vy) || vy.size() < 4 || site_of(vy) == a) continue;
+      y_bytes.clear();
+      append_big_endian(y_bytes, y, width_);
+      if (has_partner(vx, y_bytes.data()) || !live(y)) continue;
+      const uint64_t b = site_of(vy);
+      const bool new_x = x_sites.count(b) == 0, new_y = !has_site(vy, a);
+      const long long cap = max_partners;
+      bool ok = static_cast<long long>(partners(vx)) < cap && static_cast<long long>(partners(vy)) < cap;
+      // count first (the increment answers whether the pair of sites is new), undo if a bound says no
+      const bool counted_x = ok && new_x && add_shared(a, b, 1);
+      if (ok && new_x && !counted_x) ok = false;
+      if (ok && new_y && !add_shared(b, a, 1)) {
+        ok = false;
+        if (counted_x) add_shared(a, b, -1);
+      }
+      if (ok) {
+        vx += y_bytes;
+        append_big_endian(vx, b, 4);
+        x_sites.insert(b);
+        dirty = true;
+        vy += x_bytes;
+        append_big_endian(vy, a, 4);
+        set(edges, y / edge_group, y % edge_group, vy);
+        ++added;
+      } else {
+        ++refused;
+      }
+    }
+    if (!wrong_type) flush();
+  }
+
+ private:
+  VmString* decimal(uint64_t n) {
+    const std::string text = std::to_string(n);
+    return api.CreateString(ctx_, text.data(), text.size());
+  }
+
+  VmCtx* ctx_;
+  size_t width_, step_;
+};
+
+bool integer(VmString* s, long long lo, long long hi, long long& out) {
+  return api.StringToLongLong(s, &out) == kOk && out >= lo && out <= hi;
+}
+
+std::string text_of(VmString* s) {
+  size_t len = 0;
+  const char* p = api.StringPtrLen(s, &len);
+  return {p, len};
+}
+
+int link_command(VmCtx* ctx, VmString** argv, int argc) {
+  if (argc != 13) return api.WrongArity(ctx);
+  if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.LINK: unknown protocol version");
+  long long width = 0, edge_group = 0, record_group = 0, floor = 0, cutoff = 0, max_partners = 0, max_others = 0;
+  if (!integer(argv[5], 4, 5, width) || !integer(argv[6], 1, 1LL << 20, edge_group) ||
+      !integer(argv[7], 1, 1LL << 20, record_group) || !integer(argv[8], 0, 1LL << 40, floor) ||
+      !integer(argv[9], -1, 1LL << 53, cutoff) || !integer(argv[10], 0, 1LL << 20, max_partners) ||
+      !integer(argv[11], 0, 1LL << 30, max_others))
+    return api.ReplyWithError(ctx, "ERR ND.LINK: width, groups, floor, cutoff or bounds out of range");
+  size_t len = 0;
+  const char* pairs = api.StringPtrLen(argv[12], &len);
+  if (len % 16 != 0) return api.ReplyWithError(ctx, "ERR ND.LINK: pairs are 16 bytes each");
+  Linker linker(ctx, static_cast<size_t>(width));
+  linker.edges = text_of(argv[2]);
+  linker.shared = text_of(argv[3]);
+  linker.records = text_of(argv[4]);
+  linker.edge_group = static_cast<uint64_t>(edge_group);
+  linker.record_group = static_cast<uint64_t>(record_group);
+  linker.floor = static_cast<uint64_t>(floor);
+  linker.cutoff = cutoff;
+  linker.max_partners = max_partners;
+  linker.max_others = max_others;
+  linker.run(pairs, len);
+  // Propagated only when it wrote: a replay runs on the same data, so it writes the same.
+  if (linker.wrote) api.ReplicateVerbatim(ctx);
+  if (linker.wrong_type) return api.ReplyWithError(ctx, "WRONGTYPE ND.LINK: a site key holds a non-hash value");
+  api.ReplyWithArray(ctx, 2);
+  api.ReplyWithLongLong(ctx, linker.added);
+  api.ReplyWithLongLong(ctx, linker.refused);
+  return kOk;
+}
+
+}  // namespace
+
+int register_link_command(VmCtx* ctx) {
+  return api.CreateCommand(ctx, "nd.link", link_command, "write deny-oom", 0, 0, 0);
+}
+
+}  // namespace neardup::vm
