@@ -423,3 +423,26 @@ async def test_nd_link_replays_from_the_append_only_file(tmp_path: Path) -> None
     finally:
         await store.close()
         server.stop()
+
+
+async def test_a_module_older_than_nd_link_gets_the_lua_link_step(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server running the module of an earlier release (version 1: ND.BANDS, no ND.LINK), played by
+    # asking for a version above this module's: the band step still uses the module, links take Lua.
+    from neardup.domain import CollectionParams, Document, Index
+    from neardup.storage import scripts
+
+    monkeypatch.setattr(scripts, "LINK_MODULE_VERSION", 3)
+    store = RedisStore.from_url(servers[0].url)
+    try:
+        index = Index(store)
+        await index.create_collection(CollectionParams.create("old", threshold=0.7, site_field="url"))
+        body = " ".join(f"w{i}" for i in range(200))
+        await index.check("old", [Document("a", body, {"url": "https://a.example/1"})])
+        await index.check("old", [Document("b", body + " x", {"url": "https://b.example/1"})])
+        assert [m.site for m in (await index.site("old", "a.example")).mirrors] == ["b.example"]
+        stats = await store.client.info("commandstats")
+        assert "cmdstat_nd.bands" in stats and "cmdstat_nd.link" not in stats
+    finally:
+        await store.close()
