@@ -9,9 +9,12 @@ import contextlib
 import random
 from collections import defaultdict
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neardup.domain import (
     CollectionParams,
@@ -43,6 +46,46 @@ def test_site_of() -> None:
     assert site_of(None, "url") is None
     assert site_of({"url": "x"}, None) is None
     assert len(site_of({"s": "é" * 500}, "s").encode()) <= 256  # type: ignore[union-attr]
+
+
+def site_by_whole_url(value: str) -> str | None:
+    """The definition site_of had when sites were first stored (urlsplit of the whole URL): stored
+    site names depend on it, so it must not change."""
+    text = value.strip()
+    if "://" in text:
+        try:
+            host = urlsplit(text).hostname
+        except ValueError:
+            host = None
+        if host:
+            text = host.rstrip(".")
+    if not text:
+        return None
+    raw = text.encode("utf-8", "surrogatepass")
+    return raw[:256].decode("utf-8", "ignore") if len(raw) > 256 else text
+
+
+URL_PIECES = st.sampled_from([*"aZ9.-_:/?#@[]%\t\n \x01é", "://", "https://", "//", "Example.ORG"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(URL_PIECES, max_size=10).map("".join))
+def test_site_of_a_url_is_its_host_as_urlsplit_finds_it_in_the_whole_url(value: str) -> None:
+    # site_of splits only the head of a URL, up to its authority (cached per site): the same answer.
+    assert site_of({"url": value}, "url") == site_by_whole_url(value)
+
+
+def test_site_of_urls_of_one_site() -> None:
+    for url, host in [
+        ("https://User:pw@Example.ORG.:8080/a/b?c#d", "example.org"),
+        ("http://[::1]:80/x", "::1"),
+        ("//example.org/x://y", "example.org"),
+        ("x:y://host/z", "x:y://host/z"),
+        ("https://exa\tmple.org/p", "example.org"),
+        ("https://...", None),
+        ("http://[::1/x", "http://[::1/x"),
+    ]:
+        assert site_of({"url": url}, "url") == site_by_whole_url(url) == host, url
 
 
 def test_site_field_is_validated_and_old_entries_read() -> None:
