@@ -657,17 +657,18 @@ class Index:
                 rows = [r for r in rows if r[2] != doc.id]
             matches: list[tuple[float, int, Match]] = []
             linked: list[tuple[float, int, str]] = []  # (similarity, ordinal, site) of other sites
+            # a document of no site, or one the store did not give an ordinal, links nothing
+            own_site = site_of(doc.metadata, site_field) if site_field is not None and own_ordinal else None
             if rows and not batch.empty[i]:
                 sims = score(i, [r[0] for r in rows], min(floors[i], site_floor) - _EPSILON)
                 for (_, stamp, cand_id, metadata, ordinal), sim in zip(rows, sims, strict=True):
                     if sim >= floors[i] - _EPSILON:
                         matches.append((sim, stamp, Match(cand_id, sim, metadata)))
-                    if site_field is not None and ordinal and sim >= site_floor - _EPSILON:
+                    if own_site is not None and ordinal and sim >= site_floor - _EPSILON:
                         site = site_of(metadata, site_field)
-                        if site is not None:
+                        if site is not None and site != own_site:
                             linked.append((sim, ordinal, site))
-            if linked and links is not None and own_ordinal:
-                own_site = site_of(doc.metadata, site_field)
+            if linked and links is not None:
                 links.extend(_site_links(own_ordinal, own_site, linked)[:MAX_LINKS_PER_DOCUMENT])
             self._observer.candidates_verified(len(rows), len(rows) - len(matches))
             matches.sort(key=lambda m: (-m[0], m[1]))

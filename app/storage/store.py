@@ -7,6 +7,7 @@ Every redis failure leaves this module as :class:`StoreDown`.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -501,7 +502,7 @@ class RedisStore:
     async def link(self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]]) -> tuple[int, int]:
         """Record these (checked document, matched document) ordinal pairs as edges between sites
         (link.lua, one call): returns (edges added, edges refused by a bound)."""
-        blob = b"".join(x.to_bytes(8, "big") + y.to_bytes(8, "big") for x, y in pairs)
+        blob = struct.pack(f">{2 * len(pairs)}Q", *itertools.chain.from_iterable(pairs))
         reply = await self._call(
             "link", [k.state], [*self._head(k), keys.SITE_PARTNERS, keys.SITE_OTHERS, blob]
         )
