@@ -5,9 +5,10 @@ check.lua's band step comes in two versions with one contract: ``_bands_lua.lua`
 ``_bands_module.lua``, one call of ``ND.BANDS`` where the server has neardup's module loaded (the
 embedded one always has). The store asks the server which once, when it loads the scripts. The
 cluster's ``cluster_ops.lua`` likewise applies its band records with ``_cluster_buckets_lua.lua`` or
-one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node. ``link.lua``'s loop over a
-batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one ``ND.LINK``
-(``_link_module.lua``) where the module is version 2 or later."""
+one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node. The site steps come the
+same two ways where the module is version 2 or later: check.lua's counting of new pages
+(``_pages_lua.lua``, or one ``ND.PAGES``: ``_pages_module.lua``) and ``link.lua``'s loop over a batch's
+cross-site pairs (``_link_lua.lua``, or one ``ND.LINK``: ``_link_module.lua``)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ _NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages", "lin
 MODULE_NAME = b"neardup"
 
 
-#: The module version that brought ``ND.LINK`` (version 1 has ``ND.BANDS`` and ``ND.BUCKETS`` only: a
-#: server may run a module built from an earlier release).
+#: The module version that brought the site steps ``ND.PAGES`` and ``ND.LINK`` (version 1 has
+#: ``ND.BANDS`` and ``ND.BUCKETS`` only: a server may run a module built from an earlier release).
 LINK_MODULE_VERSION = 2
 
 
@@ -48,19 +49,24 @@ async def has_module(client: aioredis.Redis) -> bool:
     return await module_version(client) > 0
 
 
-#: Scripts whose loops come in a Lua and a module version, and the file that holds them.
-_VARIANTS = {"check": "_bands_{}.lua", "cluster_ops": "_cluster_buckets_{}.lua", "link": "_link_{}.lua"}
+#: Scripts whose loops come in a Lua and a module version, and the files that hold them: ``{bands}``
+#: is the band step's choice (the module of any version), ``{sites}`` the site steps' (version 2 on).
+_VARIANTS = {
+    "check": ["_bands_{bands}.lua", "_pages_{sites}.lua"],
+    "cluster_ops": ["_cluster_buckets_{bands}.lua"],
+    "link": ["_link_{sites}.lua"],
+}
 
 
-def _source(name: str, bands: str) -> str:
+def _source(name: str, bands: str, sites: str) -> str:
     folder = resources.files("neardup.storage").joinpath("scripts")
     main = folder.joinpath(f"{name}.lua").read_text("utf-8")
     shebang = ""
     if main.startswith("#!"):  # flags must stay on the first line
         shebang, main = main.split("\n", 1)
     parts = [main]
-    if name in _VARIANTS:
-        parts.insert(0, folder.joinpath(_VARIANTS[name].format(bands)).read_text("utf-8"))
+    for variant in reversed(_VARIANTS.get(name, [])):
+        parts.insert(0, folder.joinpath(variant.format(bands=bands, sites=sites)).read_text("utf-8"))
     if name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
     return "\n".join([shebang, *parts] if shebang else parts)
@@ -69,9 +75,9 @@ def _source(name: str, bands: str) -> str:
 class Script:
     """One Lua script called by SHA; a NOSCRIPT answer loads it and retries once."""
 
-    def __init__(self, name: str, bands: str = "lua") -> None:
+    def __init__(self, name: str, bands: str = "lua", sites: str = "lua") -> None:
         self.name = name
-        self.source = _source(name, bands)
+        self.source = _source(name, bands, sites)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def load(self, client: aioredis.Redis) -> None:
@@ -110,8 +116,9 @@ class Scripts:
         if not self._loaded:
             version = await module_version(client)
             self.uses_module = version > 0
-            self.check = Script("check", "module" if self.uses_module else "lua")
-            self.link = Script("link", "module" if version >= LINK_MODULE_VERSION else "lua")
+            sites = "module" if version >= LINK_MODULE_VERSION else "lua"
+            self.check = Script("check", "module" if self.uses_module else "lua", sites)
+            self.link = Script("link", sites=sites)
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
                 self.due, self.reclaim, self.passages, self.link, self.site,

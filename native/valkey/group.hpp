@@ -1,5 +1,5 @@
 // A hash key of the band table (one group), opened for one operation: shared by ND.BANDS (bands.cpp)
-// and the cluster's bucket commands (buckets.cpp); ND.LINK (links.cpp) opens site keys with it.
+// and the cluster's bucket commands (buckets.cpp); ND.LINK (sites.cpp) opens site keys with it.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,7 @@ class Group {
 // Registers ND.BUCKETS and ND.BUCKETSGET (buckets.cpp).
 int register_bucket_commands(VmCtx* ctx);
 
-// Registers ND.LINK (links.cpp).
-int register_link_command(VmCtx* ctx);
+// Registers ND.PAGES and ND.LINK (sites.cpp).
+int register_site_commands(VmCtx* ctx);
 
 }  // namespace neardup::vm

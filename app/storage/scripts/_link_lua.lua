@@ -1,5 +1,5 @@
 -- _link_lua.lua: link.lua's loop over the pairs in Lua, for a server without neardup's module. Same
--- contract and the same data as _link_module.lua (one ND.LINK command, native/valkey/links.cpp).
+-- contract and the same data as _link_module.lua (one ND.LINK command, native/valkey/sites.cpp).
 --
 -- link_step(st, floor, cutoff, max_partners, max_others, blob) records the pairs of `blob` (per pair
 -- the checked document's ordinal, then its match's, each 8 bytes big-endian) in order; returns
