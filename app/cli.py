@@ -480,10 +480,10 @@ def serve(args: argparse.Namespace) -> int:
                 raise CliError(f"could not start the embedded Valkey in {settings.data_dir}: {exc}") from None
             os.environ["NEARDUP_REDIS_URL"] = url
             log.info(
-                "embedded valkey on %s (malloc: %s), data in %s",
+                "embedded valkey on %s, data in %s (malloc: %s)",
                 url,
-                embedded.malloc,
                 settings.data_dir.resolve(),
+                embedded.malloc,
             )
         with metrics_dir(settings.workers):
             uvicorn.run(
