@@ -16,10 +16,11 @@ a true near-duplicate on B / pages of A; a true mirror pair reaches share >= 0.5
 Measured: the pairs of ``GET /mirrors?min_share=0.5`` against the true pairs (precision, recall); for
 each true pair and each direction, |reported share - true share| from ``GET /sites/{site}`` (median,
 p90, max); documents/s of the same stream into a collection with ``site_field`` and one without
-(alternated, ``--rounds`` each, fresh collections), and the CPU of the service and of Valkey per
-document; the memory of the site keys (MEMORY USAGE) per page and per site; and, in process on an
-embedded Valkey, the server's time per document in the check scripts with and without site_field and
-in the link scripts (``server_cost``).
+(alternated, which one first alternating by round, ``--rounds`` each, fresh collections), and the CPU
+of the service and of Valkey per document; the memory of the site keys (MEMORY USAGE) per page and per
+site; and, in process on an embedded Valkey, the server's time per document in the check scripts with
+and without site_field and in the link scripts (``server_cost``), with the module's site steps
+(ND.PAGES, ND.LINK) and with the Lua ones, interleaved.
 
     python bench/bench_mirrors.py                  # ~3-4 minutes on 2 cores
     python bench/bench_mirrors.py --originals 60 --full 10 --partial 10 --rounds 1   # quick
@@ -189,29 +190,45 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
     """The store's share of the counting, in process on an embedded Valkey (no HTTP): Valkey's own time
     in EVALSHA (INFO commandstats) per document for the check scripts of a collection without and
     with site_field, and for the link scripts alone (recorded during the checks, then sent in the
-    same order: the same work as inline, measured apart)."""
+    same order: the same work as inline, measured apart); with the module's site steps and, on a second
+    store that takes the Lua ones, with those."""
     import tempfile
 
     import redis as redis_sync
 
     from neardup.domain import CollectionParams, Document, Index
-    from neardup.storage import EmbeddedValkey, RedisStore
+    from neardup.storage import EmbeddedValkey, RedisStore, scripts
 
-    out: dict[str, list[float]] = {"check_without": [], "check_with_site_field": [], "link": []}
+    out: dict[str, list[float]] = {
+        "check_without": [], "check_with_site_field": [], "link": [],
+        "check_with_site_field_lua": [], "link_lua": [],
+    }  # fmt: skip
     pairs = 0
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedValkey(Path(tmp) / "valkey", fsync="everysec")
         url = server.start()
         store = RedisStore.from_url(url, timeout=600)
+        # A second store on the same server that takes the Lua site steps (as where the module is
+        # older than version 2): the module's ND.PAGES and ND.LINK against the Lua loops, same run.
+        lua_store = RedisStore.from_url(url, timeout=600)
+        version = scripts.LINK_MODULE_VERSION
+        scripts.LINK_MODULE_VERSION = version + 1
+        await lua_store._scripts.ensure_loaded(lua_store.client)
+        scripts.LINK_MODULE_VERSION = version
         sync = redis_sync.Redis.from_url(url)
 
         def evalsha_us() -> float:
             return float(sync.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
 
+        variants = (
+            ("check_without", None, store, ""),
+            ("check_with_site_field", "url", store, "link"),
+            ("check_with_site_field_lua", "url", lua_store, "link_lua"),
+        )
         try:
             for rep in range(reps):
-                for label, site_field in (("check_without", None), ("check_with_site_field", "url")):
-                    index = Index(store)
+                for label, site_field, on, link_label in variants:
+                    index = Index(on)
                     recorded: list[tuple[Any, list[tuple[int, int]]]] = []
 
                     async def record(
@@ -221,7 +238,7 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
                             into.append((collection, list(links)))
 
                     index._link = record  # type: ignore[method-assign]
-                    name = f"cost{rep}{label[-1]}"
+                    name = f"cost{rep}{label.rsplit('_', 1)[-1]}"
                     await index.create_collection(
                         CollectionParams.create(name, threshold=THRESHOLD, site_field=site_field)
                     )
@@ -237,12 +254,13 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
                         sync.config_resetstat()
                         pairs = 0
                         for collection, links in recorded:
-                            await store.link(collection.keys, links)
+                            await on.link(collection.keys, links)
                             pairs += len(links)
-                        out["link"].append(evalsha_us() / len(crawl))
+                        out[link_label].append(evalsha_us() / len(crawl))
                     await index.delete_collection(name)
         finally:
             await store.close()
+            await lua_store.close()
             sync.close()
             server.stop()
     median = {k: round(statistics.median(v), 1) for k, v in out.items()}
@@ -254,6 +272,10 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
         "counting_us_per_doc": round(
             median["check_with_site_field"] - median["check_without"] + median["link"], 1
         ),
+        "counting_us_per_doc_lua": round(
+            median["check_with_site_field_lua"] - median["check_without"] + median["link_lua"], 1
+        ),
+        "link_us_per_pair_lua": round(median["link_lua"] * len(crawl) / max(pairs, 1), 1),
     }
 
 
@@ -303,7 +325,12 @@ def main() -> None:
         base = f"http://{HOST}:{service.port}"
         pids = service.process.pid if service.process else None
         for r in range(args.rounds):
-            for label, extra in (("without", {}), ("with_site_field", {"site_field": "url"})):
+            order: list[tuple[str, dict[str, str]]] = [
+                ("without", {}), ("with_site_field", {"site_field": "url"}),
+            ]  # fmt: skip
+            if r % 2:  # alternate which runs first, so a drift of the machine's other load favours neither
+                order.reverse()
+            for label, extra in order:
                 name = f"crawl{r}{'s' if extra else 'p'}"
                 reply = httpx.post(
                     f"{base}/v1/collections", json={"name": name, "threshold": THRESHOLD, **extra}

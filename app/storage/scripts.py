@@ -44,11 +44,6 @@ async def module_version(client: aioredis.Redis) -> int:
     return 0
 
 
-async def has_module(client: aioredis.Redis) -> bool:
-    """Whether the server has neardup's module loaded (False where MODULE LIST is refused)."""
-    return await module_version(client) > 0
-
-
 #: Scripts whose loops come in a Lua and a module version, and the files that hold them: ``{bands}``
 #: is the band step's choice (the module of any version), ``{sites}`` the site steps' (version 2 on).
 _VARIANTS = {
