@@ -19,8 +19,8 @@ p90, max); documents/s of the same stream into a collection with ``site_field`` 
 (alternated, which one first alternating by round, ``--rounds`` each, fresh collections), and the CPU
 of the service and of Valkey per document; the memory of the site keys (MEMORY USAGE) per page and per
 site; and, in process on an embedded Valkey, the server's time per document in the check scripts with
-and without site_field and in the link scripts (``server_cost``), with the module's site steps
-(ND.PAGES, ND.LINK) and with the Lua ones, interleaved.
+and without site_field and in the link scripts (``server_cost``), with the module's link step (ND.LINK)
+and with the Lua one, interleaved.
 
     python bench/bench_mirrors.py                  # ~3-4 minutes on 2 cores
     python bench/bench_mirrors.py --originals 60 --full 10 --partial 10 --rounds 1   # quick
@@ -190,8 +190,8 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
     """The store's share of the counting, in process on an embedded Valkey (no HTTP): Valkey's own time
     in EVALSHA (INFO commandstats) per document for the check scripts of a collection without and
     with site_field, and for the link scripts alone (recorded during the checks, then sent in the
-    same order: the same work as inline, measured apart); with the module's site steps and, on a second
-    store that takes the Lua ones, with those."""
+    same order: the same work as inline, measured apart); with the module's link step and, on a second
+    store that takes the Lua one, with that."""
     import tempfile
 
     import redis as redis_sync
@@ -209,7 +209,7 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
         url = server.start()
         store = RedisStore.from_url(url, timeout=600)
         # A second store on the same server that takes the Lua site steps (as where the module is
-        # older than version 2): the module's ND.PAGES and ND.LINK against the Lua loops, same run.
+        # older than version 2): the module's ND.LINK against the Lua loop, same run.
         lua_store = RedisStore.from_url(url, timeout=600)
         version = scripts.LINK_MODULE_VERSION
         scripts.LINK_MODULE_VERSION = version + 1

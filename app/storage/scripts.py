@@ -5,10 +5,9 @@ check.lua's band step comes in two versions with one contract: ``_bands_lua.lua`
 ``_bands_module.lua``, one call of ``ND.BANDS`` where the server has neardup's module loaded (the
 embedded one always has). The store asks the server which once, when it loads the scripts. The
 cluster's ``cluster_ops.lua`` likewise applies its band records with ``_cluster_buckets_lua.lua`` or
-one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node. The site steps come the
-same two ways where the module is version 2 or later: check.lua's counting of new pages
-(``_pages_lua.lua``, or one ``ND.PAGES``: ``_pages_module.lua``) and ``link.lua``'s loop over a batch's
-cross-site pairs (``_link_lua.lua``, or one ``ND.LINK``: ``_link_module.lua``)."""
+one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node. ``link.lua``'s loop over a
+batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one ``ND.LINK``
+(``_link_module.lua``) where the module is version 2 or later."""
 
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ _NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages", "lin
 MODULE_NAME = b"neardup"
 
 
-#: The module version that brought the site steps ``ND.PAGES`` and ``ND.LINK`` (version 1 has
-#: ``ND.BANDS`` and ``ND.BUCKETS`` only: a server may run a module built from an earlier release).
+#: The module version that brought ``ND.LINK`` (version 1 has ``ND.BANDS`` and ``ND.BUCKETS`` only: a
+#: server may run a module built from an earlier release).
 LINK_MODULE_VERSION = 2
 
 
@@ -45,9 +44,9 @@ async def module_version(client: aioredis.Redis) -> int:
 
 
 #: Scripts whose loops come in a Lua and a module version, and the files that hold them: ``{bands}``
-#: is the band step's choice (the module of any version), ``{sites}`` the site steps' (version 2 on).
+#: is the band step's choice (the module of any version), ``{sites}`` the link step's (version 2 on).
 _VARIANTS = {
-    "check": ["_bands_{bands}.lua", "_pages_{sites}.lua"],
+    "check": ["_bands_{bands}.lua"],
     "cluster_ops": ["_cluster_buckets_{bands}.lua"],
     "link": ["_link_{sites}.lua"],
 }
@@ -112,7 +111,7 @@ class Scripts:
             version = await module_version(client)
             self.uses_module = version > 0
             sites = "module" if version >= LINK_MODULE_VERSION else "lua"
-            self.check = Script("check", "module" if self.uses_module else "lua", sites)
+            self.check = Script("check", "module" if self.uses_module else "lua")
             self.link = Script("link", sites=sites)
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,

@@ -48,7 +48,7 @@ class Group {
 // Registers ND.BUCKETS and ND.BUCKETSGET (buckets.cpp).
 int register_bucket_commands(VmCtx* ctx);
 
-// Registers ND.PAGES and ND.LINK (sites.cpp).
+// Registers ND.LINK (sites.cpp).
 int register_site_commands(VmCtx* ctx);
 
 }  // namespace neardup::vm

@@ -37,7 +37,6 @@ struct Api {
   void (*CloseKey)(VmKey*);
   int (*KeyType)(VmKey*);
   size_t (*ValueLength)(VmKey*);
-  int (*DeleteKey)(VmKey*);
   int (*HashGet)(VmKey*, int, ...);
   int (*HashSet)(VmKey*, int, ...);
   VmScanCursor* (*ScanCursorCreate)();
@@ -73,7 +72,6 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_CloseKey", api.CloseKey);
   get("RedisModule_KeyType", api.KeyType);
   get("RedisModule_ValueLength", api.ValueLength);
-  get("RedisModule_DeleteKey", api.DeleteKey);
   get("RedisModule_HashGet", api.HashGet);
   get("RedisModule_HashSet", api.HashSet);
   get("RedisModule_ScanCursorCreate", api.ScanCursorCreate);

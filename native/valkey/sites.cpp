@@ -1,22 +1,9 @@
-// The site steps of collections with a site_field (docs/design.md "Sites") in C++: ND.PAGES counts a
-// batch's new pages (check.lua, _pages_lua.lua in Lua) and ND.LINK records its verified cross-site
-// matches (link.lua, _link_lua.lua in Lua). From Lua each page or pair costs several redis.call's of a
-// few microseconds of plumbing each; here a batch is one command, propagated once (verbatim:
-// deterministic given the data and its arguments, the TTL cutoff included). Both write exactly what
-// the Lua loops write, so either path reads what the other wrote.
-//
-//   ND.PAGES 1 <state> <names> <ids> <pages> <shared> <edges> <edge group> <entries>
-//     1             protocol version
-//     state         the collection's state hash (its field `sseq`: the last site id handed out)
-//     names ids     site name -> id, site id -> name
-//     pages         site id -> pages
-//     shared        a site's shared hash is shared + decimal site id (deleted with a site)
-//     edges         entry key prefix: an ordinal's entry is in edges + decimal(ord / edge group), field
-//                   decimal(ord % edge group)
-//     entries       per new page: its ordinal (8 bytes big-endian), the length of its site's name
-//                   (4 bytes big-endian) and the name: in order, each as _common.lua's add_site_page
-//                   (the name interned, the page counted, an entry with the site id and no partners)
-//   -> the number of pages counted
+// ND.LINK: the loop of link.lua (_link_lua.lua) in C++. A batch's verified cross-site matches become
+// edges between the two documents' site entries and counts of the sites' shared pages
+// (docs/design.md "Sites"). From Lua each pair costs several redis.call's of a few microseconds of
+// plumbing each; here the whole batch is one command, propagated once (verbatim: deterministic given
+// the data and its arguments, the TTL cutoff included). It writes exactly what the Lua loop writes,
+// so either path reads what the other wrote.
 //
 //   ND.LINK 1 <edges> <shared> <records> <width> <edge group> <record group> <floor> <cutoff>
 //             <max partners> <max others> <pairs>
@@ -36,7 +23,6 @@
 //                   in the order to try them
 //   -> [edges added, edges refused by a bound]
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unordered_set>
@@ -244,130 +230,6 @@ std::string text_of(VmString* s) {
   return {p, len};
 }
 
-// One hash key by its full name, opened for reading and writing for one operation.
-class Hash {
- public:
-  Hash(VmCtx* ctx, const std::string& name) : ctx_(ctx) {
-    name_ = api.CreateString(ctx, name.data(), name.size());
-    key_ = api.OpenKey(ctx, name_, kRead | kWrite);
-  }
-  ~Hash() {
-    if (key_) api.CloseKey(key_);
-    api.FreeString(ctx_, name_);
-  }
-  Hash(const Hash&) = delete;
-  Hash& operator=(const Hash&) = delete;
-
-  bool wrong_type() const {
-    const int type = api.KeyType(key_);
-    return type != kKeyTypeEmpty && type != kKeyTypeHash;
-  }
-  bool get(const std::string& field, std::string& out) {
-    if (api.KeyType(key_) != kKeyTypeHash) return false;
-    VmString* f = api.CreateString(ctx_, field.data(), field.size());
-    VmString* value = nullptr;
-    api.HashGet(key_, kHashNone, f, &value, nullptr);
-    api.FreeString(ctx_, f);
-    if (!value) return false;
-    size_t len = 0;
-    const char* v = api.StringPtrLen(value, &len);
-    out.assign(v, len);
-    api.FreeString(ctx_, value);
-    return true;
-  }
-  void set(const std::string& field, const std::string& value) {
-    VmString* f = api.CreateString(ctx_, field.data(), field.size());
-    VmString* v = api.CreateString(ctx_, value.data(), value.size());
-    api.HashSet(key_, kHashNone, f, v, nullptr);
-    api.FreeString(ctx_, v);
-    api.FreeString(ctx_, f);
-  }
-  void del(const std::string& field) {
-    VmString* f = api.CreateString(ctx_, field.data(), field.size());
-    api.HashSet(key_, kHashNone, f, kHashDelete, nullptr);
-    api.FreeString(ctx_, f);
-  }
-  // HINCRBY: the new value (a value that is not an integer counts as 0).
-  long long add(const std::string& field, long long d) {
-    std::string old;
-    long long n = d;
-    if (get(field, old)) n += std::strtoll(old.c_str(), nullptr, 10);
-    set(field, std::to_string(n));
-    return n;
-  }
-  void remove() { api.DeleteKey(key_); }
-
- private:
-  VmCtx* ctx_;
-  VmString* name_;
-  VmKey* key_;
-};
-
-int pages_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 10) return api.WrongArity(ctx);
-  if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.PAGES: unknown protocol version");
-  long long edge_group = 0;
-  if (!integer(argv[8], 1, 1LL << 20, edge_group))
-    return api.ReplyWithError(ctx, "ERR ND.PAGES: edge group out of range");
-  const std::string state = text_of(argv[2]), names = text_of(argv[3]), ids = text_of(argv[4]),
-                    pages = text_of(argv[5]), shared = text_of(argv[6]), edges = text_of(argv[7]);
-  size_t len = 0;
-  const char* entries = api.StringPtrLen(argv[9], &len);
-  // The whole list is checked before anything is written.
-  for (size_t p = 0; p < len;) {
-    if (len - p < 12 || big_endian(entries + p + 8, 4) > len - p - 12)
-      return api.ReplyWithError(ctx, "ERR ND.PAGES: an entry is an 8-byte ordinal, a 4-byte length and a name");
-    p += 12 + big_endian(entries + p + 8, 4);
-  }
-  for (const std::string* key : {&state, &names, &ids, &pages}) {
-    Hash hash(ctx, *key);
-    if (hash.wrong_type()) return api.ReplyWithError(ctx, "WRONGTYPE ND.PAGES: a site key holds a non-hash value");
-  }
-  long long counted = 0;
-  const auto g = static_cast<uint64_t>(edge_group);
-  for (size_t p = 0; p < len;) {
-    const uint64_t ord = big_endian(entries + p, 8);
-    const size_t name_len = big_endian(entries + p + 8, 4);
-    const std::string name(entries + p + 12, name_len);
-    p += 12 + name_len;
-    // site_id(): the name's id, interned from the state's `sseq` when new
-    std::string id;
-    {
-      Hash by_name(ctx, names);
-      if (!by_name.get(name, id)) {
-        Hash st(ctx, state);
-        id = std::to_string(st.add("sseq", 1));
-        by_name.set(name, id);
-        Hash by_id(ctx, ids);
-        by_id.set(id, name);
-      }
-    }
-    const uint64_t site = std::strtoull(id.c_str(), nullptr, 10);
-    // pages_add(site, 1): a site whose count is not above 0 after it is forgotten (as in Lua)
-    {
-      Hash count(ctx, pages);
-      if (count.add(id, 1) <= 0) {
-        count.del(id);
-        Hash by_id(ctx, ids);
-        std::string old;
-        const bool named = by_id.get(id, old);
-        by_id.del(id);
-        if (named) {
-          Hash by_name(ctx, names);
-          by_name.del(old);
-        }
-        Hash(ctx, shared + id).remove();
-      }
-    }
-    std::string entry;
-    append_big_endian(entry, site, 4);
-    Hash(ctx, edges + std::to_string(ord / g)).set(std::to_string(ord % g), entry);
-    ++counted;
-  }
-  if (counted > 0) api.ReplicateVerbatim(ctx);
-  return api.ReplyWithLongLong(ctx, counted);
-}
-
 int link_command(VmCtx* ctx, VmString** argv, int argc) {
   if (argc != 13) return api.WrongArity(ctx);
   if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.LINK: unknown protocol version");
@@ -403,7 +265,6 @@ int link_command(VmCtx* ctx, VmString** argv, int argc) {
 }  // namespace
 
 int register_site_commands(VmCtx* ctx) {
-  if (api.CreateCommand(ctx, "nd.pages", pages_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;
   return api.CreateCommand(ctx, "nd.link", link_command, "write deny-oom", 0, 0, 0);
 }
 

@@ -416,7 +416,7 @@ async def test_nd_link_replays_from_the_append_only_file(tmp_path: Path) -> None
         assert (await index.site("m", "s0.example")).mirrors
         before = dump(server.url)
         aof = b"".join(p.read_bytes() for p in (server.data_dir / "appendonlydir").glob("*.incr.aof"))
-        assert b"nd.link" in aof.lower() and b"nd.pages" in aof.lower()
+        assert b"nd.link" in aof.lower()
         server.stop()
         server.start()
         assert dump(server.url) == before
@@ -444,42 +444,6 @@ async def test_a_module_older_than_nd_link_gets_the_lua_link_step(
         assert [m.site for m in (await index.site("old", "a.example")).mirrors] == ["b.example"]
         stats = await store.client.info("commandstats")
         assert "cmdstat_nd.bands" in stats
-        assert "cmdstat_nd.link" not in stats and "cmdstat_nd.pages" not in stats
+        assert "cmdstat_nd.link" not in stats
     finally:
         await store.close()
-
-
-def test_nd_pages_checks_its_arguments_and_counts_pages(
-    servers: tuple[EmbeddedValkey, EmbeddedValkey],
-) -> None:
-    client = redis.Redis.from_url(servers[0].url)
-
-    def entries(*pages: tuple[int, bytes]) -> bytes:
-        return b"".join(o.to_bytes(8, "big") + len(n).to_bytes(4, "big") + n for o, n in pages)
-
-    head = ["1", "st", "sn", "si", "sp", "x:", "e:", 32]
-    try:
-        for message, args in [
-            ("wrong number", head),
-            ("protocol version", ["2", *head[1:], b""]),
-            ("edge group", [*head[:7], 0, b""]),
-            ("8-byte ordinal", [*head, entries((1, b"a.example"))[:-1]]),
-            ("8-byte ordinal", [*head, b"\0" * 11]),
-        ]:
-            with pytest.raises(redis.ResponseError, match=message):
-                client.execute_command("ND.PAGES", *args)
-        assert client.dbsize() == 0
-        pages = entries((1, b"a.example"), (2, b"b.example"), (40, b"a.example"))
-        assert client.execute_command("ND.PAGES", *head, pages) == 3
-        assert client.hgetall("sn") == {b"a.example": b"1", b"b.example": b"2"}
-        assert client.hgetall("si") == {b"1": b"a.example", b"2": b"b.example"}
-        assert client.hgetall("sp") == {b"1": b"2", b"2": b"1"}
-        assert client.hget("st", "sseq") == b"2"
-        assert client.hgetall("e:0") == {b"1": b"\0\0\0\1", b"2": b"\0\0\0\2"}
-        assert client.hgetall("e:1") == {b"8": b"\0\0\0\1"}
-        client.set("sp", "not a hash")
-        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            client.execute_command("ND.PAGES", *head, entries((3, b"c.example")))
-        assert client.hget("sn", "c.example") is None
-    finally:
-        client.close()

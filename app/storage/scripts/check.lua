@@ -76,17 +76,6 @@ if writes then
   if #missing > 0 then return {'replace', missing} end
 end
 
--- New pages of sites wait here and are counted together (site_pages: one ND.PAGES command where the
--- server has the module), at the end of the batch, or before a replacement removes a document: a
--- removal sees every page added before it, as if each had been counted at once.
-local new_pages = {}
-local function count_pages()
-  if #new_pages > 0 then
-    site_pages(new_pages)
-    new_pages = {}
-  end
-end
-
 local now = server_ms()
 local ordinals, candidates, fetched = {}, {}, {}
 local batch_index, seen_fetched = {}, {}
@@ -102,7 +91,6 @@ for i = 1, n do
     local cur = current[id]
     current[id] = ord
     if cur then
-      count_pages()
       local earlier = batch_index[cur]
       remove_document(st, cur, earlier and bands_of(earlier) or arg(i, 3))
     else
@@ -113,10 +101,7 @@ for i = 1, n do
       sig_of(i))
     redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
     local site = arg(i, 4)
-    if site ~= '' then
-      new_pages[#new_pages + 1] = ord
-      new_pages[#new_pages + 1] = site
-    end
+    if site ~= '' then add_site_page(ord, site) end
     local blob = ARGV[18 + 5 * n + i]
     if st.pas.on and blob and #blob >= 9 then
       redis.call('HSET', passage_blob_key(ord), slot(ord, PASSAGE_GROUP), blob)
@@ -146,8 +131,5 @@ for i = 1, n do
   if writes then grow(st.id) end
 end
 
-if writes then
-  count_pages()
-  save_state(st)
-end
+if writes then save_state(st) end
 return {'ok', ordinals, candidates, fetched, now}
