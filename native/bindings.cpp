@@ -170,12 +170,10 @@ py::tuple sketch_estimate(const py::list& texts, int num_perm, bool char_mode, i
     const neardup::HashFamily family = neardup::make_hash_family(num_perm, seed);
     for_each_document(n, threads, [&](size_t i, neardup::TextScratch& scratch, std::vector<uint32_t>& hashes) {
       thread_local std::vector<uint32_t> value;
-      thread_local std::vector<uint64_t> filled;
-      thread_local std::vector<uint64_t> aligned;
       neardup::text_signature(views[i], options, family, kernels, scratch, hashes, sig_dst + i * k);
-      aligned.resize(stride / 8 + 1);
-      neardup::oph_bins(hashes.data(), hashes.size(), oph, value, filled, reinterpret_cast<uint8_t*>(aligned.data()));
-      std::memcpy(bin_dst + i * stride, aligned.data(), stride);
+      alignas(64) uint8_t bins_out[4096];  // bins * bits / 8 <= 4096 bytes
+      neardup::oph_bins(hashes.data(), hashes.size(), oph, kernels, value, bins_out);
+      std::memcpy(bin_dst + i * stride, bins_out, stride);
     });
   }
   return py::make_tuple(sigs, packed);

@@ -79,7 +79,8 @@ inline uint64_t load_upto8(const uint8_t* p, size_t len, const uint8_t* end) {
   return load_le64(tail);
 }
 
-// T over bytes [p, p+len) of a buffer ending at `end`; ASCII bytes are lower-cased first when asked.
+// T over bytes [p, p+len) of a buffer ending at `end`, before its final fmix64 (which the shingle
+// step applies, 8 tokens at a time where it can); ASCII bytes are lower-cased first when asked.
 // Words of up to 16 bytes (nearly all) take no data-dependent branch: both steps are computed and
 // the right one kept, which is the same value as the loop below.
 template <bool kLower>
@@ -120,42 +121,65 @@ inline uint64_t token_hash(const uint8_t* p, size_t len, const uint8_t* end) {
       h = token_step(h, v);
     }
   }
-  return fmix64(h);
+  return h;
 }
 
 inline uint32_t shingle_key(uint64_t s) { return static_cast<uint32_t>(fmix64(s) >> 32); }
 
-// Turns the stream of token hashes into shingle keys as the tokens arrive: the rolling polynomial over
-// the last n tokens (n <= 64, kept in a ring), so no list of tokens is built and read back.
+// Turns the stream of token hashes into shingle keys: a block of up to 256 tokens at a time, after the
+// last n - 1 tokens of the block before, goes to the ISA's shingle_keys kernel (native/neardup.hpp),
+// which finishes the token hashes and computes the key of every window of n tokens ending in the block:
+// the polynomial sum_j t[i + j] * P^(n - 1 - j) mod 2^64, the same number as rolling it token by token.
+// Per word this leaves only the word's own hash on the scalar path.
 class ShingleRoller {
  public:
-  ShingleRoller(size_t n, std::vector<uint32_t>& out) : n_(n), out_(out) {}
-  inline void push(uint64_t t) {
-    if (count_ < n_) {
-      ring_[count_ & kMask] = t;
-      s_ = s_ * kShingleP + t;
-      power_ *= kShingleP;
-      if (++count_ == n_) out_.push_back(shingle_key(s_));
-      return;
+  ShingleRoller(size_t n, std::vector<uint32_t>& out, const Kernels& kernels)
+      : n_(n), out_(&out), keys_(kernels.shingle_keys) {
+    uint64_t p = 1;
+    for (size_t j = n; j-- > 0;) {
+      powers_[j] = p;
+      p *= kShingleP;
     }
-    const uint64_t oldest = ring_[(count_ - n_) & kMask];
-    ring_[count_ & kMask] = t;
-    ++count_;
-    s_ = s_ * kShingleP + t - oldest * power_;
-    out_.push_back(shingle_key(s_));
   }
-  // Fewer tokens than n: one shingle of all of them.
-  inline void finish() {
-    if (count_ > 0 && count_ < n_) out_.push_back(shingle_key(s_));
+  ShingleRoller(const ShingleRoller&) = delete;
+  ShingleRoller& operator=(const ShingleRoller&) = delete;
+  inline void push(uint64_t raw) {
+    tokens_[held_ + fresh_++] = raw;
+    if (__builtin_expect(fresh_ == kBlock, 0)) drain();
+  }
+  // Fewer tokens than n: one shingle of all of them. Every key is in `out` after this.
+  void finish() {
+    drain();
+    if (count_ > 0 && count_ < n_) {
+      uint64_t s = 0;
+      for (size_t j = 0; j < held_; ++j) s = s * kShingleP + tokens_[j];
+      out_->push_back(shingle_key(s));
+    }
   }
 
  private:
-  static constexpr size_t kMask = 127;  // ring of 128 >= 2 * max n: the oldest is read before overwritten
+  static constexpr size_t kBlock = 256;
+  __attribute__((noinline)) void drain() {
+    if (fresh_ == 0) return;
+    const size_t total = held_ + fresh_;
+    const size_t windows = total >= n_ ? total - n_ + 1 : 0;
+    keys_(tokens_, held_, fresh_, n_, powers_, block_);
+    out_->insert(out_->end(), block_, block_ + windows);
+    count_ += fresh_;
+    // keep the last n - 1 tokens (fewer at the start) for the windows of the next block
+    const size_t keep = std::min(total, n_ - 1);
+    std::memmove(tokens_, tokens_ + total - keep, keep * sizeof(uint64_t));
+    held_ = keep;
+    fresh_ = 0;
+  }
   size_t n_;
-  std::vector<uint32_t>& out_;
-  uint64_t ring_[kMask + 1];
-  size_t count_ = 0;
-  uint64_t s_ = 0, power_ = 1;
+  std::vector<uint32_t>* out_;
+  ShingleKeysKernel keys_;
+  size_t count_ = 0;  // tokens drained so far
+  size_t held_ = 0, fresh_ = 0;
+  uint64_t powers_[64];
+  uint64_t tokens_[64 + kBlock];
+  uint32_t block_[kBlock];
 };
 
 // ---- ASCII tables, derived from the generated ones so both paths agree ---------------------------
@@ -453,7 +477,10 @@ inline size_t classify_block(const uint8_t* s, size_t n, size_t base, size_t fro
 
 // kLower: lower-case ASCII bytes while hashing (only for pure ASCII text; UTF-8 arrives lowered).
 template <bool kLower>
-void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, ShingleRoller& tokens) {
+void word_hashes(const uint8_t* s, size_t n, const Kernels& kernels, size_t shingle_size,
+                 std::vector<uint32_t>& out) {
+  const AsciiWordMaskKernel word_mask = kernels.ascii_word_mask;
+  ShingleRoller tokens(shingle_size, out, kernels);
   const uint8_t* end = s + n;
   size_t open = SIZE_MAX;  // start of a word that runs into the next block
   uint64_t carry = 0;      // was the last byte of the previous block inside a word
@@ -498,6 +525,7 @@ void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, Shin
     }
   }
   if (open != SIZE_MAX) tokens.push(token_hash<kLower>(s + open, n - open, end));
+  tokens.finish();
 }
 
 inline uint8_t* put_utf8(uint8_t* o, uint32_t cp) {
@@ -609,14 +637,14 @@ bool needs_nfkc(const CU* s, size_t n) {
 // Word tokens of a non-ASCII text: NFKC only if some character needs it, lower + UTF-8, then words.
 template <typename CU>
 void general_word_hashes(const CU* s, size_t n, const TextOptions& o, const Kernels& kernels,
-                         TextScratch& sc, ShingleRoller& tokens) {
+                         TextScratch& sc, std::vector<uint32_t>& out) {
   if (o.normalize && needs_nfkc(s, n)) {
     nfkc(s, n, sc.tmp, sc.seg, sc.a);
     lower_encode(sc.a.data(), sc.a.size(), o.lowercase, sc.utf8);
   } else {
     lower_encode(s, n, o.lowercase, sc.utf8);
   }
-  word_hashes<false>(sc.utf8.data.get(), sc.utf8.size, kernels.ascii_word_mask, tokens);
+  word_hashes<false>(sc.utf8.data.get(), sc.utf8.size, kernels, static_cast<size_t>(o.size), out);
 }
 
 template <typename Tokenizer>
@@ -680,25 +708,26 @@ void run_tokenizer(const TextView& t, const TextOptions& o, TextScratch& sc, Sin
 void shingle_hashes(const TextView& text, const TextOptions& options, const Kernels& kernels,
                     TextScratch& scratch, std::vector<uint32_t>& out) {
   out.reserve(out.size() + text.length / 4 + 16);
-  ShingleRoller roller(static_cast<size_t>(options.size), out);
+  const size_t size = static_cast<size_t>(options.size);
   if (!options.char_shingles && text.ascii) {
     const uint8_t* s = static_cast<const uint8_t*>(text.data);
     if (options.lowercase)
-      word_hashes<true>(s, text.length, kernels.ascii_word_mask, roller);
+      word_hashes<true>(s, text.length, kernels, size, out);
     else
-      word_hashes<false>(s, text.length, kernels.ascii_word_mask, roller);
+      word_hashes<false>(s, text.length, kernels, size, out);
   } else if (!options.char_shingles) {
     if (text.kind == 1)
-      general_word_hashes(static_cast<const uint8_t*>(text.data), text.length, options, kernels, scratch, roller);
+      general_word_hashes(static_cast<const uint8_t*>(text.data), text.length, options, kernels, scratch, out);
     else if (text.kind == 2)
-      general_word_hashes(static_cast<const uint16_t*>(text.data), text.length, options, kernels, scratch, roller);
+      general_word_hashes(static_cast<const uint16_t*>(text.data), text.length, options, kernels, scratch, out);
     else
-      general_word_hashes(static_cast<const uint32_t*>(text.data), text.length, options, kernels, scratch, roller);
+      general_word_hashes(static_cast<const uint32_t*>(text.data), text.length, options, kernels, scratch, out);
   } else {
+    ShingleRoller roller(size, out, kernels);
     HashSink sink{roller, scratch.bytes};
     run_tokenizer(text, options, scratch, sink);
+    roller.finish();
   }
-  roller.finish();
 }
 
 std::u32string normalized_text(const TextView& text, const TextOptions& options) {
@@ -721,6 +750,22 @@ std::u32string normalized_text(const TextView& text, const TextOptions& options)
 }
 
 const char* unicode_version() { return unicode::kUnicodeVersion; }
+
+void shingle_keys_serial(uint64_t* tokens, size_t held, size_t fresh, size_t n, const uint64_t* powers,
+                         uint32_t* out) {
+  for (size_t j = held; j < held + fresh; ++j) tokens[j] = fmix64(tokens[j]);
+  const size_t total = held + fresh;
+  if (total < n) return;
+  // the first window's sum, then rolled: one multiply-add in, one out per window
+  uint64_t s = 0;
+  for (size_t j = 0; j < n; ++j) s += tokens[j] * powers[j];
+  const uint64_t top = powers[0] * kShingleP;  // P^n
+  out[0] = shingle_key(s);
+  for (size_t i = 1; i + n <= total; ++i) {
+    s = s * kShingleP + tokens[i + n - 1] - tokens[i - 1] * top;
+    out[i] = shingle_key(s);
+  }
+}
 
 void TextScratch::trim(size_t limit) {
   auto drop = [limit](auto& v) {
