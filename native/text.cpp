@@ -285,6 +285,41 @@ void decode(const CU* s, size_t n, std::vector<uint32_t>& out) {
   for (size_t i = 0; i < n; ++i) out[i] = s[i];
 }
 
+// The 8 code units at p as 8 ASCII bytes (little-endian in *bytes), when all 8 are ASCII: texts
+// that are not pure ASCII are mostly ASCII still, and these runs are copied 8 at a time.
+inline bool ascii8(const uint8_t* p, uint64_t* bytes) {
+  const uint64_t v = load_le64(p);
+  *bytes = v;
+  return (v & 0x8080808080808080ull) == 0;
+}
+inline bool ascii8(const uint16_t* p, uint64_t* bytes) {
+  const uint64_t a = load_le64(reinterpret_cast<const uint8_t*>(p));
+  const uint64_t b = load_le64(reinterpret_cast<const uint8_t*>(p + 4));
+  if ((a | b) & 0xFF80FF80FF80FF80ull) return false;
+  auto pack4 = [](uint64_t x) {  // 4 units of 16 bits, each < 0x80, to 4 bytes
+    x = (x | (x >> 8)) & 0x0000FFFF0000FFFFull;
+    return (x | (x >> 16)) & 0xFFFFFFFFull;
+  };
+  *bytes = pack4(a) | (pack4(b) << 32);
+  return true;
+}
+inline bool ascii8(const uint32_t* p, uint64_t* bytes) {
+  uint64_t w[4];
+  for (int q = 0; q < 4; ++q) w[q] = load_le64(reinterpret_cast<const uint8_t*>(p + 2 * q));
+  if ((w[0] | w[1] | w[2] | w[3]) & 0xFFFFFF80FFFFFF80ull) return false;
+  uint64_t out = 0;
+  for (int q = 0; q < 4; ++q) out |= ((w[q] | (w[q] >> 24)) & 0xFFFFull) << (16 * q);
+  *bytes = out;
+  return true;
+}
+
+inline void store_le64(uint8_t* o, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);
+#endif
+  std::memcpy(o, &v, 8);
+}
+
 inline bool stable(uint32_t cp) { return cp < 0x80 || (flags_of(cp) & unicode::STABLE); }
 
 // NFKC of the whole text: runs of stable code points are copied; each run of unstable ones is
@@ -297,7 +332,16 @@ void nfkc(const CU* s, size_t n, std::vector<uint32_t>& tmp, std::vector<uint32_
   size_t i = 0;
   while (i < n) {
     size_t j = i;
-    while (j < n && stable(s[j])) ++j;
+    while (j < n) {
+      uint64_t run;
+      if (s[j] < 0x80 && j + 8 <= n && ascii8(s + j, &run)) {
+        j += 8;
+      } else if (stable(s[j])) {
+        ++j;
+      } else {
+        break;
+      }
+    }
     out.insert(out.end(), s + i, s + j);
     if (j == n) break;
     seg.clear();
@@ -600,6 +644,13 @@ void lower_encode(const CU* in, size_t n, bool lowercase, ByteBuffer& out) {
   for (size_t i = 0; i < n; ++i) {
     const uint32_t cp = in[i];
     if (cp < 0x80) {
+      uint64_t run;
+      if (i + 8 <= n && ascii8(in + i, &run)) {
+        store_le64(o, lowercase ? ascii_lower8(run) : run);
+        o += 8;
+        i += 7;
+        continue;
+      }
       *o++ = lowercase ? kAscii.lower[cp] : static_cast<uint8_t>(cp);
       continue;
     }
@@ -629,8 +680,14 @@ void lower_encode(const CU* in, size_t n, bool lowercase, ByteBuffer& out) {
 
 template <typename CU>
 bool needs_nfkc(const CU* s, size_t n) {
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i) {
+    if (s[i] < 0x80) {
+      uint64_t run;
+      if (i + 8 <= n && ascii8(s + i, &run)) i += 7;
+      continue;
+    }
     if (!stable(s[i])) return true;
+  }
   return false;
 }
 
