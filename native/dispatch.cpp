@@ -11,16 +11,17 @@ namespace neardup {
 namespace {
 
 const Kernels kSerial{"serial", minhash_serial, similarity_serial, ascii_word_mask_serial, intersect_serial,
-                      oph_serial, shingle_keys_serial};
+                      oph_serial, shingle_keys_serial, word_tokens_serial};
 #ifdef NEARDUP_X86
 const Kernels kAvx2{"avx2", minhash_avx2, similarity_avx2, ascii_word_mask_avx2, intersect_avx2, oph_serial,
-                    shingle_keys_serial};
+                    shingle_keys_serial, word_tokens_serial};
 const Kernels kAvx512{"avx512", minhash_avx512, similarity_avx512, ascii_word_mask_avx512, intersect_avx512,
-                      oph_serial, shingle_keys_serial};
+                      oph_serial, shingle_keys_serial, word_tokens_serial};
 // AVX-512 with the 64-bit multiply of AVX-512DQ for the MinHash slots and the format-2 bins; the same
 // integers (kernels_avx512.cpp). Chosen by default on AMD only, where vpmullq is one micro-op.
 const Kernels kAvx512dq{"avx512dq", minhash_avx512dq, similarity_avx512, ascii_word_mask_avx512,
-                        intersect_avx512, oph_avx512dq, shingle_keys_avx512dq};
+                        intersect_avx512, oph_avx512dq, shingle_keys_avx512dq,
+                        word_tokens_avx512dq};
 #endif
 
 const Kernels& choose() {

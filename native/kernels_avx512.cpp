@@ -311,6 +311,62 @@ NEARDUP_TARGET_DQ void shingle_keys_avx512dq(uint64_t* tokens, size_t held, size
   }
 }
 
+// word_tokens_serial's hashes, 8 words at a time: both 8-byte halves of each word gathered, masked to
+// its length, lower-cased and stepped as token_hash does it. Words longer than 16 bytes, or within 16
+// bytes of the text's end (token_hash reads a padded copy there), take the serial path.
+NEARDUP_TARGET_DQ void word_tokens_avx512dq(const uint8_t* text, size_t size, bool lower, const uint64_t* starts,
+                                           const uint64_t* lengths, size_t count, uint64_t* out) {
+  using namespace token_constants;
+  const __m512i k0 = _mm512_set1_epi64(static_cast<long long>(kTokenK0));
+  const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(kTokenK1));
+  const __m512i mul = _mm512_set1_epi64(static_cast<long long>(kTokenM));
+  const __m512i eight = _mm512_set1_epi64(8), sixteen = _mm512_set1_epi64(16), one = _mm512_set1_epi64(1);
+  const __m512i limit = _mm512_set1_epi64(static_cast<long long>(size));
+  const __m512i ones = _mm512_set1_epi8(1);
+  auto low_bytes = [&](__m512i bytes) NEARDUP_TARGET_DQ {  // (1 << 8 * bytes) - 1; all ones for 8
+    return _mm512_sub_epi64(_mm512_sllv_epi64(one, _mm512_slli_epi64(bytes, 3)), one);
+  };
+  auto lower8 = [&](__m512i v) NEARDUP_TARGET_DQ {  // ascii_lower8 in each lane
+    const __m512i ge_a = _mm512_add_epi64(v, _mm512_set1_epi8(0x80 - 'A'));
+    const __m512i gt_z = _mm512_add_epi64(v, _mm512_set1_epi8(0x80 - 'Z' - 1));
+    const __m512i upper = _mm512_and_si512(_mm512_andnot_si512(gt_z, ge_a), _mm512_set1_epi8(static_cast<char>(0x80)));
+    return _mm512_or_si512(v, _mm512_srli_epi64(upper, 2));
+  };
+  auto step = [&](__m512i h, __m512i v) NEARDUP_TARGET_DQ {
+    h = _mm512_mullo_epi64(_mm512_xor_si512(h, v), mul);
+    return _mm512_xor_si512(h, _mm512_srli_epi64(h, 32));
+  };
+  (void)ones;
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m512i start = _mm512_loadu_si512(starts + i);
+    const __m512i length = _mm512_loadu_si512(lengths + i);
+    const __m512i past = _mm512_add_epi64(start, sixteen);
+    const __mmask8 fits = _mm512_cmple_epu64_mask(length, sixteen) & _mm512_cmple_epu64_mask(past, limit);
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i v1 = _mm512_mask_i64gather_epi64(zero, fits, start, text, 1);
+    __m512i v2 = _mm512_mask_i64gather_epi64(zero, fits, _mm512_add_epi64(start, eight), text, 1);
+    const __m512i first = _mm512_min_epu64(length, eight);
+    const __m512i second = _mm512_sub_epi64(length, first);
+    v1 = _mm512_and_si512(v1, low_bytes(first));
+    v2 = _mm512_and_si512(v2, low_bytes(second));
+    if (lower) {
+      v1 = lower8(v1);
+      v2 = lower8(v2);
+    }
+    const __m512i h = _mm512_xor_si512(k0, _mm512_mullo_epi64(length, k1));
+    const __m512i after_one = step(h, v1);
+    const __m512i after_two = step(after_one, v2);
+    const __mmask8 two = _mm512_test_epi64_mask(second, second);
+    _mm512_storeu_si512(out + i, _mm512_mask_blend_epi64(two, after_one, after_two));
+    for (unsigned rest = static_cast<unsigned>(~fits) & 0xFFu; rest; rest &= rest - 1) {
+      const size_t t = i + static_cast<size_t>(__builtin_ctz(rest));
+      word_tokens_serial(text, size, lower, starts + t, lengths + t, 1, out + t);
+    }
+  }
+  if (i < count) word_tokens_serial(text, size, lower, starts + i, lengths + i, count - i, out + i);
+}
+
 // oph_serial's bins with the shingles hashed 8 at a time, and no filled-bin bitmap: a bin is filled
 // when its minimum is below 0xFFFFFFFF (the rare shingle whose low half is 0xFFFFFFFF marks its bin
 // apart). The codes are then computed 16 bins at a time, and every bin is reset.

@@ -23,6 +23,14 @@ inline uint64_t fmix64(uint64_t h) {
 
 struct Kernels;
 
+// The token hash's constants (text.cpp): T = steps of h = (h ^ 8 bytes) * M, h ^= h >> 32, from
+// h = K0 ^ (length * K1), then fmix64.
+namespace token_constants {
+constexpr uint64_t kTokenK0 = 0x243f6a8885a308d3ull;
+constexpr uint64_t kTokenK1 = 0x9e3779b97f4a7c15ull;
+constexpr uint64_t kTokenM = 0xbf58476d1ce4e5b9ull;
+}  // namespace token_constants
+
 // ---- text to features ----------------------------------------------------------------------------
 
 struct TextOptions {
@@ -131,6 +139,15 @@ void shingle_keys_serial(uint64_t*, size_t, size_t, size_t, const uint64_t*, uin
 void shingle_keys_avx512dq(uint64_t*, size_t, size_t, size_t, const uint64_t*, uint32_t*);
 #endif
 
+// Token hashes (before their final fmix64) of the words text[starts[i], starts[i] + lengths[i]) of a
+// UTF-8 text of `size` bytes, ASCII letters lower-cased first when `lower`.
+using WordTokensKernel = void (*)(const uint8_t* text, size_t size, bool lower, const uint64_t* starts,
+                                  const uint64_t* lengths, size_t count, uint64_t* out);
+void word_tokens_serial(const uint8_t*, size_t, bool, const uint64_t*, const uint64_t*, size_t, uint64_t*);
+#ifdef NEARDUP_X86
+void word_tokens_avx512dq(const uint8_t*, size_t, bool, const uint64_t*, const uint64_t*, size_t, uint64_t*);
+#endif
+
 struct OphFamily;
 // The format-2 bins of shingle hashes (see oph_bins); `value` is the caller's scratch of f.bins slots,
 // all 0xFFFFFFFF before and after the call.
@@ -148,6 +165,7 @@ struct Kernels {
   IntersectKernel intersect;
   OphKernel oph;
   ShingleKeysKernel shingle_keys;
+  WordTokensKernel word_tokens;
 };
 // Chosen once at load: the best the CPU supports, or NEARDUP_FORCE_ISA=serial|avx2|avx512.
 const Kernels& active_kernels();

@@ -37,9 +37,9 @@ inline uint8_t flags_of(uint32_t cp) { return props(cp).flags; }
 // leaves correlations that bias the estimate (measured: bias -0.033 at J 0.2-0.4 with a one-multiply
 // finalizer, none with fmix64; bench/bench_sketch.py accuracy section).
 
-constexpr uint64_t kTokenK0 = 0x243f6a8885a308d3ull;
-constexpr uint64_t kTokenK1 = 0x9e3779b97f4a7c15ull;
-constexpr uint64_t kTokenM = 0xbf58476d1ce4e5b9ull;
+using token_constants::kTokenK0;
+using token_constants::kTokenK1;
+using token_constants::kTokenM;
 constexpr uint64_t kShingleP = 0x9fb21c651e98df25ull;
 
 inline uint64_t load_le64(const uint8_t* p) {
@@ -134,7 +134,7 @@ inline uint32_t shingle_key(uint64_t s) { return static_cast<uint32_t>(fmix64(s)
 class ShingleRoller {
  public:
   ShingleRoller(size_t n, std::vector<uint32_t>& out, const Kernels& kernels)
-      : n_(n), out_(&out), keys_(kernels.shingle_keys) {
+      : n_(n), out_(&out), keys_(kernels.shingle_keys), words_(kernels.word_tokens) {
     uint64_t p = 1;
     for (size_t j = n; j-- > 0;) {
       powers_[j] = p;
@@ -143,9 +143,20 @@ class ShingleRoller {
   }
   ShingleRoller(const ShingleRoller&) = delete;
   ShingleRoller& operator=(const ShingleRoller&) = delete;
+  // A token by its hash T (before its final fmix64).
   inline void push(uint64_t raw) {
     tokens_[held_ + fresh_++] = raw;
     if (__builtin_expect(fresh_ == kBlock, 0)) drain();
+  }
+  // A word by where it is in `text` (size `size`, lower-cased as it is hashed when `lower`): the ISA's
+  // word_tokens kernel hashes the block's words together. One roller takes words or hashes, not both.
+  inline void push_word(const uint8_t* text, size_t size, bool lower, size_t start, size_t length) {
+    text_ = text;
+    size_ = size;
+    lower_ = lower;
+    starts_[fresh_] = start;
+    lengths_[fresh_] = length;
+    if (__builtin_expect(++fresh_ == kBlock, 0)) drain();
   }
   // Fewer tokens than n: one shingle of all of them. Every key is in `out` after this.
   void finish() {
@@ -161,6 +172,7 @@ class ShingleRoller {
   static constexpr size_t kBlock = 256;
   __attribute__((noinline)) void drain() {
     if (fresh_ == 0) return;
+    if (text_) words_(text_, size_, lower_, starts_, lengths_, fresh_, tokens_ + held_);
     const size_t total = held_ + fresh_;
     const size_t windows = total >= n_ ? total - n_ + 1 : 0;
     keys_(tokens_, held_, fresh_, n_, powers_, block_);
@@ -175,11 +187,16 @@ class ShingleRoller {
   size_t n_;
   std::vector<uint32_t>* out_;
   ShingleKeysKernel keys_;
+  WordTokensKernel words_;
+  const uint8_t* text_ = nullptr;
+  size_t size_ = 0;
+  bool lower_ = false;
   size_t count_ = 0;  // tokens drained so far
   size_t held_ = 0, fresh_ = 0;
   uint64_t powers_[64];
   uint64_t tokens_[64 + kBlock];
   uint32_t block_[kBlock];
+  uint64_t starts_[kBlock], lengths_[kBlock];
 };
 
 // ---- ASCII tables, derived from the generated ones so both paths agree ---------------------------
@@ -560,7 +577,7 @@ void word_hashes(const uint8_t* s, size_t n, const Kernels& kernels, size_t shin
         if (!ends) break;
         const size_t e = base + static_cast<size_t>(__builtin_ctzll(ends));
         ends &= ends - 1;
-        tokens.push(token_hash<kLower>(s + open, e - open, end));
+        tokens.push_word(s, n, kLower, open, e - open);
         open = SIZE_MAX;
       }
       if (!starts) break;
@@ -568,7 +585,7 @@ void word_hashes(const uint8_t* s, size_t n, const Kernels& kernels, size_t shin
       starts &= starts - 1;
     }
   }
-  if (open != SIZE_MAX) tokens.push(token_hash<kLower>(s + open, n - open, end));
+  if (open != SIZE_MAX) tokens.push_word(s, n, kLower, open, n - open);
   tokens.finish();
 }
 
@@ -807,6 +824,14 @@ std::u32string normalized_text(const TextView& text, const TextOptions& options)
 }
 
 const char* unicode_version() { return unicode::kUnicodeVersion; }
+
+void word_tokens_serial(const uint8_t* text, size_t size, bool lower, const uint64_t* starts,
+                        const uint64_t* lengths, size_t count, uint64_t* out) {
+  const uint8_t* end = text + size;
+  for (size_t i = 0; i < count; ++i)
+    out[i] = lower ? token_hash<true>(text + starts[i], lengths[i], end)
+                   : token_hash<false>(text + starts[i], lengths[i], end);
+}
 
 void shingle_keys_serial(uint64_t* tokens, size_t held, size_t fresh, size_t n, const uint64_t* powers,
                          uint32_t* out) {

@@ -146,9 +146,19 @@ def test_format_2_sketches_identical_to_serial(isa: str, shingle: str, size: int
     # Texts around the shingle step's 256-token blocks and the 8-wide SIMD steps, shorter than a shingle,
     # and every bit width of the bins: each path must give the serial path's bytes.
     rng = np.random.default_rng(size)
-    vocab = [f"w{i}" for i in range(300)] + ["Ünï", "ΣΑΣ", "漢字", "x\u0301"]
+    # words of 8, 9, 16, 17 and 40 bytes (the SIMD word hash takes up to 16), upper case too
+    long_words = [
+        "ABCDEFGH",
+        "abcdefghI",
+        "ABCDEFGHijklmnop",
+        "abcdefghijklmnopQ",
+        "Wörterbücher" * 3 + "X" * 4,
+    ]
+    vocab = [f"w{i}" for i in range(300)] + ["Ünï", "ΣΑΣ", "漢字", "x\u0301"] + long_words * 20
     lengths = [0, 1, 3, 4, 5, 7, 8, 9, 255, 256, 257, 260, 511, 513, 2000]
     texts = [" ".join(rng.choice(vocab, size=n)) for n in lengths]
+    ascii_vocab = [w for w in vocab if w.isascii()]  # pure ASCII texts take the ASCII path
+    texts += [" ".join(rng.choice(ascii_vocab, size=n)) for n in lengths]
     for bins, bits in [(64, 1), (1408, 2), (960, 3), (1024, 4), (512, 8), (4096, 2)]:
         opts = {"num_perm": 96, "shingle": shingle, "size": size, "bins": bins, "bits": bits}
         serial = sketch.estimate_sketches(texts, isa="serial", **opts)  # type: ignore[arg-type]
