@@ -501,11 +501,29 @@ inline uint32_t decode_utf8(const uint8_t* p, size_t& len) {
 
 // Classifies the code points that start in [from, min(n, base + 64)); returns where the next block's
 // first code point starts. Bits of a character running past the block go to `spill` (next block's W).
+// `ascii` and `high` are the block's masks from the word-mask kernel: runs of ASCII bytes are classified
+// from them a run at a time (an ASCII character is a letter or digit, or it ends a word; it is never a
+// mark nor of a space-less script), the other code points one at a time.
 inline size_t classify_block(const uint8_t* s, size_t n, size_t base, size_t from, WordState& st,
-                             uint64_t& w, uint64_t& starts, uint64_t& spill) {
+                             uint64_t ascii, uint64_t high, uint64_t& w, uint64_t& starts, uint64_t& spill) {
   const size_t limit = std::min(n, base + 64);
   size_t pos = from;
   while (pos < limit) {
+    if (s[pos] < 0x80) {
+      const size_t offset = pos - base;
+      const size_t run = std::min<size_t>(limit - pos, high >> offset ? static_cast<size_t>(__builtin_ctzll(high >> offset))
+                                                                    : 64 - offset);
+      const uint64_t bits = run >= 64 ? ~uint64_t{0} : (uint64_t{1} << run) - 1;
+      const uint64_t alnum = (ascii >> offset) & bits;
+      uint64_t begin = alnum & ~(alnum << 1) & ~uint64_t{1};  // a letter after a non-letter in the run
+      if ((alnum & 1) && (!st.in_word || st.single)) begin |= 1;  // the first, after the state before
+      w |= alnum << offset;
+      starts |= begin << offset;
+      st.in_word = (alnum >> (run - 1)) & 1;
+      st.single = false;
+      pos += run;
+      continue;
+    }
     size_t len;
     const uint32_t cp = decode_utf8(s + pos, len);
     const uint8_t f = cp < 0x80 ? kAscii.flags[cp] : flags_of(cp);
@@ -558,6 +576,7 @@ void word_hashes(const uint8_t* s, size_t n, const Kernels& kernels, size_t shin
       std::memcpy(last, s + base, n - base);
       w = word_mask(last, &high);
     }
+    const uint64_t ascii = w;
     if ((high | spill) == 0) {
       if (st.in_word && st.single && (w & 1)) forced = 1;  // a letter right after a space-less one
       st.in_word = (w >> 63) != 0;
@@ -566,7 +585,7 @@ void word_hashes(const uint8_t* s, size_t n, const Kernels& kernels, size_t shin
     } else {
       w = spill;
       spill = 0;
-      from = classify_block(s, n, base, from, st, w, forced, spill);
+      from = classify_block(s, n, base, from, st, ascii, high, w, forced, spill);
     }
     const uint64_t shifted = (w << 1) | carry;
     uint64_t starts = (w & ~shifted) | forced;
