@@ -211,3 +211,17 @@ def test_a_bin_whose_minimum_is_all_ones_is_filled(isa: str) -> None:
     planes = np.frombuffer(packed[0].tobytes(), dtype="<u8")
     b = ((v >> 32) * bins) >> 32
     assert planes.tolist() == [1 << b, 0]  # code 1: bit 0 of the bin set in plane 0 only
+
+
+def test_exact_similarity_refuses_offsets_out_of_order_for_the_rows_it_reads() -> None:
+    flat = np.arange(10, dtype=np.uint32)
+    query = np.arange(3, dtype=np.uint32)
+    good = np.array([0, 3, 6, 10], dtype=np.int64)
+    assert sketch.exact_similarity(query, flat, good, [0]).tolist() == [1.0]
+    bad = np.array([0, 7, 6, 10], dtype=np.int64)  # set 1 would run backwards
+    with pytest.raises(ValueError, match="offsets must not decrease"):
+        sketch.exact_similarity(query, flat, bad, [1])
+    with pytest.raises(ValueError, match="offsets must not decrease"):
+        sketch.exact_similarity(query, flat, bad)  # every set is read
+    with pytest.raises(ValueError, match="offsets must run from 0"):
+        sketch.exact_similarity(query, flat, np.array([0, 3, 6, 11], dtype=np.int64))
