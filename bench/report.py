@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -1139,6 +1140,20 @@ def sketch_formats_section(results: Path) -> str:
                 f"{', '.join(str(r['redis_bytes_per_doc']) for r in runs)} |"
             )
         lines.append("")
+        if {"v1", "v2"} <= batches.keys():
+            med = {
+                fmt: (
+                    statistics.median(r["docs_per_s"] for r in batches[fmt]),
+                    statistics.median(r["cpu_us_per_doc"]["service_python"] for r in batches[fmt]),
+                )
+                for fmt in ("v1", "v2")
+            }
+            lines += [
+                f"Medians: format 2 {med['v2'][0]:,.0f} docs/s against format 1's {med['v1'][0]:,.0f} "
+                f"(**{med['v2'][0] / med['v1'][0]:.2f}x**); the service's CPU per document "
+                f"{med['v2'][1]} against {med['v1'][1]} us (**{med['v2'][1] / med['v1'][1]:.2f}x**).",
+                "",
+            ]
     sig = load("signatures_formats.json")
     if sig and "signatures" in sig:
         s = sig["signatures"]
@@ -1146,12 +1161,16 @@ def sketch_formats_section(results: Path) -> str:
             "### Sketching speed beside rensa (`python bench/bench_sketch.py --quick --only signatures`, one "
             "thread, pinned)",
             "",
-            f"format 1 {s['neardup']['mb_per_s']} MB/s, format 2 {s['neardup_v2']['mb_per_s']} MB/s, exact "
+            f"format 1 {s['neardup']['mb_per_s']} MB/s, format 2 (the 96 slots of its band keys and 1,408 "
+            f"two-bit bins, as the service computes it) {s['neardup_v2']['mb_per_s']} MB/s, exact "
             f"{s['neardup_exact']['mb_per_s']} MB/s; rensa on pre-made shingles "
             f"{max(s['rensa_batch']['mb_per_s'], s['rensa_objects']['mb_per_s'])} MB/s: format 2 is "
             f"**{s['ratios']['neardup_v2_over_rensa_best']}x** rensa (format 1 "
             f"{s['ratios']['neardup_over_rensa_best']}x, exact "
-            f"{s['ratios']['neardup_exact_over_rensa_best']}x).",
+            f"{s['ratios']['neardup_exact_over_rensa_best']}x); in CPU time format 2 is "
+            f"{s['ratios_cpu_time'].get('neardup_v2_over_rensa_best', '-')}x. Kernels: "
+            f"{sig['machine']['active_isa']} (the AVX-512DQ table, chosen on AMD: docs/design.md, "
+            "Sketching).",
             "",
         ]
     merge = load("merge.json")
