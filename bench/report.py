@@ -1194,6 +1194,19 @@ def sketch_formats_section(results: Path) -> str:
                 f"{k['elements_per_second'] / 1e6:.0f} M |"
             )
         lines.append("")
+        best = max(merge["isa"].items(), key=lambda item: item[1]["floor_0.8"]["pairs_per_second"])
+        pairs = best[1]["floor_0.8"]["pairs_per_second"]
+        steps = pairs * merge["mean_pair_elements"]
+        lines += [
+            "Issue 16 asks for several times the seed technique's 3.16 M pair comparisons/s, with no set "
+            f"sizes. Read as candidate pairs verified per second, the best path here ({best[0]}) reaches "
+            f"{pairs / 1e6:.2f} M/s, **{pairs / 3.16e6:.2f}x** of it (missed): at "
+            f"{merge['mean_pair_elements']:,.0f} shingles per pair, 3.16 M pairs/s would be "
+            f"{3.16e6 * merge['mean_pair_elements'] / 1e9:.1f} G merged elements/s, more than the merge "
+            "alone reads on one core here (the last column). Read as element comparisons (merge steps) per "
+            f"second, it makes about {steps / 1e9:.2f} G/s, {steps / 3.16e6:.0f}x.",
+            "",
+        ]
     return "\n".join(lines) + "\n"
 
 
