@@ -831,7 +831,8 @@ def mirrors_section(results: Path) -> str:
         f"| median {errors['median']}, p90 {errors['p90']}, max {errors['max']} ({errors['directions']} "
         f"directions) | median <= 0.05: {mark('median_share_error')} |",
         f"| checking throughput with `site_field` / without (median of {len(t['runs']['without'])} "
-        f"rounds, each running both one after the other) | **{t['ratio']}x** (per round: "
+        "rounds, each running both one after the other, which one first alternating) | "
+        f"**{t['ratio']}x** (per round: "
         f"{', '.join(str(r) for r in t.get('ratio_per_round', []))}; from the CPU per document of the "
         f"service and Valkey: {t.get('cpu_ratio', '-')}x); medians {t['docs_per_s_with_site_field']:,.0f} vs "
         f"{t['docs_per_s_without']:,.0f} docs/s; service CPU "
@@ -839,11 +840,7 @@ def mirrors_section(results: Path) -> str:
         f"vs {t['service_cpu_us_per_doc']['without']} us per document, Valkey "
         f"{t['valkey_cpu_us_per_doc']['with_site_field']} vs {t['valkey_cpu_us_per_doc']['without']} | "
         f">= 0.9x: {mark('throughput_ratio')} |",
-        f"| the counting's server time (in process, embedded Valkey, medians of {len(cost['runs']['link'])}) "
-        f"| check script {cost['valkey_us_per_doc']['check_with_site_field']} vs "
-        f"{cost['valkey_us_per_doc']['check_without']} us per document; link script "
-        f"{cost['valkey_us_per_doc']['link']} us per document ({cost['link_pairs_per_doc']} pairs per "
-        f"document, {cost['link_us_per_pair']} us per pair) | a small constant per check |",
+        server_time_row(cost),
         f"| memory of the site keys (MEMORY USAGE) | {memory['bytes_per_page']} B per page, "
         f"{memory['bytes_per_site']:,} B per site ({memory['site_keys']} keys) | bounded per site |",
         "| `GET /mirrors` over every site; `GET /sites/{site}` | "
@@ -855,6 +852,28 @@ def mirrors_section(results: Path) -> str:
         'other sites per site (docs/design.md, "Sites").',
     ]
     return "\n".join(lines) + "\n"
+
+
+def server_time_row(cost: dict[str, Any]) -> str:
+    """The mirrors table's row of the counting's server time: with neardup's module (ND.LINK) and, in
+    runs that measured it, with the Lua link step beside it."""
+    us = cost["valkey_us_per_doc"]
+    repeats = len(cost["runs"]["link"])
+    head = f"| the counting's server time (in process, embedded Valkey, medians of {repeats}"
+    if "link_lua" not in us:  # runs before the Lua link step was measured beside the module's
+        return (
+            f"{head}) | check script {us['check_with_site_field']} vs {us['check_without']} us per document; "
+            f"link script {us['link']} us per document ({cost['link_pairs_per_doc']} pairs per document, "
+            f"{cost['link_us_per_pair']} us per pair) | a small constant per check |"
+        )
+    return (
+        f"{head} interleaved repeats), with neardup's module (`ND.LINK`) / with the Lua link step | check "
+        f"script {us['check_with_site_field']} / {us['check_with_site_field_lua']} vs {us['check_without']} "
+        f"us per document without `site_field`; link step **{us['link']} / {us['link_lua']}** us per "
+        f"document ({cost['link_pairs_per_doc']} pairs per document: {cost['link_us_per_pair']} / "
+        f"{cost['link_us_per_pair_lua']} us per pair); the counting in all {cost['counting_us_per_doc']} / "
+        f"{cost['counting_us_per_doc_lua']} us per document | a small constant per check |"
+    )
 
 
 def growth_section(results: Path) -> str:
