@@ -27,7 +27,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from neardup.domain.fingerprints import Features, K, Source, W
+from neardup.domain.fingerprints import BLOB_VERSION, Features, K, Source, W, truncated
 
 T = TypeVar("T")
 
@@ -82,12 +82,13 @@ class Aligned:
 class QueryIndex:
     """The text's k-gram positions by key."""
 
-    def __init__(self, f: Features) -> None:
+    def __init__(self, f: Features, version: int = BLOB_VERSION) -> None:
+        """``version``: the passage format of the sources it is aligned with (their keys' width)."""
         self.features = f
         #: letters[i]: code points in the words before word i (word lengths, separators left out)
         self.letters = np.concatenate(([0], np.cumsum(f.ends.astype(np.int64) - f.starts)))
         self.positions: dict[int, list[int]] = {}
-        for q, key in enumerate(f.keys.tolist()):
+        for q, key in enumerate(truncated(f.keys, version).tolist()):
             found = self.positions.setdefault(key, [])
             if len(found) < MAX_REPEATS:
                 found.append(q)

@@ -244,7 +244,7 @@ class Index:
                 max_documents=params.max_documents or 0,
                 capacity=_capacity(params),
                 bands=params.bands,
-                passages=params.passages,
+                passages=params.passage_format if params.passages else 0,
             )
         if existing is None:
             self._collections[params.name] = _Collection(params, CollectionKeys(params.name, gen))

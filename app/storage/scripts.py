@@ -3,7 +3,8 @@ registered once per client and loaded again when the server answers NOSCRIPT (re
 
 check.lua's band step comes in two versions with one contract: ``_bands_lua.lua`` for any server and
 ``_bands_module.lua``, one call of ``ND.BANDS`` where the server has neardup's module loaded (the
-embedded one always has). The store asks the server which once, when it loads the scripts. The
+embedded one always has); so does its passage step (``_passages_lua.lua``, ``_passages_module.lua``:
+one ``ND.PASSAGES``). The store asks the server which once, when it loads the scripts. The
 cluster's ``cluster_ops.lua`` likewise applies its band records with ``_cluster_buckets_lua.lua`` or
 one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node."""
 
@@ -32,8 +33,8 @@ async def has_module(client: aioredis.Redis) -> bool:
     return any(m.get(b"name") == MODULE_NAME for m in modules)
 
 
-#: Scripts whose band loops come in a Lua and a module version, and the file that holds them.
-_VARIANTS = {"check": "_bands_{}.lua", "cluster_ops": "_cluster_buckets_{}.lua"}
+#: Scripts whose band loops come in a Lua and a module version, and the files that hold them.
+_VARIANTS = {"check": ("_bands_{}.lua", "_passages_{}.lua"), "cluster_ops": ("_cluster_buckets_{}.lua",)}
 
 
 def _source(name: str, bands: str) -> str:
@@ -43,8 +44,8 @@ def _source(name: str, bands: str) -> str:
     if main.startswith("#!"):  # flags must stay on the first line
         shebang, main = main.split("\n", 1)
     parts = [main]
-    if name in _VARIANTS:
-        parts.insert(0, folder.joinpath(_VARIANTS[name].format(bands)).read_text("utf-8"))
+    for variant in reversed(_VARIANTS.get(name, ())):
+        parts.insert(0, folder.joinpath(variant.format(bands)).read_text("utf-8"))
     if name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
     return "\n".join([shebang, *parts] if shebang else parts)
