@@ -126,6 +126,12 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
     for (size_t i = 0; i < keys.size(); ++i) {
       Group& group = *of_key[i];
       VmString* field = api.CreateString(ctx, keys[i], key_bytes);
+      // Most keys of a document are new: one insert-if-absent does it (HSETNX, as the Lua step).
+      if (group.set_new(field, first)) {
+        t.fields += 1;
+        api.FreeString(ctx, field);
+        continue;
+      }
       VmString* value = group.get(field);
       if (value) {
         const char* v = api.StringPtrLen(value, &len);
