@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <deque>
 #include <vector>
 
@@ -205,11 +206,36 @@ py::bytes passage_blob(const py::str& text, int k, int w, int version) {
   return py::bytes(out);
 }
 
+// Format 2's positions: from byte `at` of a blob, m varint start steps then m varint lengths. Returns
+// (starts, lengths) as int64 arrays (the steps summed) and the offset past them.
+py::tuple passage_positions(const py::bytes& blob, size_t m, size_t at) {
+  std::string_view b = blob;
+  py::array_t<int64_t> starts(m), lengths(m);
+  int64_t* out[2] = {starts.mutable_data(), lengths.mutable_data()};
+  for (int part = 0; part < 2; ++part) {
+    int64_t total = 0;
+    for (size_t e = 0; e < m; ++e) {
+      uint64_t v = 0;
+      for (int shift = 0;; shift += 7) {
+        if (at >= b.size() || shift > 35) throw py::value_error("truncated passage blob");
+        const uint8_t byte = static_cast<uint8_t>(b[at++]);
+        v |= static_cast<uint64_t>(byte & 0x7F) << shift;
+        if (byte < 0x80) break;
+      }
+      total = part == 0 ? total + static_cast<int64_t>(v) : static_cast<int64_t>(v);
+      out[part][e] = total;
+    }
+  }
+  return py::make_tuple(starts, lengths, at);
+}
+
 }  // namespace
 
 void register_passages(py::module_& m) {
   m.def("passage_blob", &passage_blob, py::arg("text"), py::arg("k"), py::arg("w"), py::arg("version") = 1,
         "the passage blob (format version 1 or 2) of a str; b'' below k words");
+  m.def("passage_positions", &passage_positions, py::arg("blob"), py::arg("m"), py::arg("at"),
+        "format 2's varint start steps and lengths from byte `at`: (starts, lengths, offset past them)");
   m.def("passage_features", &passage_features, py::arg("text"), py::arg("k"), py::arg("w"),
         "(word starts, word ends, k-gram hashes, winnowed k-gram indices, word nibbles) of a str; offsets in code points");
 }

@@ -126,20 +126,6 @@ def _varints(values: npt.NDArray[np.int64]) -> bytes:
     return bytes(out)
 
 
-def _read_varints(blob: bytes, count: int, at: int) -> tuple[npt.NDArray[np.int64], int]:
-    """``count`` varints from ``at``, and the offset past them."""
-    if count == 0:
-        return np.zeros(0, np.int64), at
-    raw = np.frombuffer(blob, np.uint8, len(blob) - at, at)
-    last = np.flatnonzero(raw < 0x80)[:count]  # the final byte of each varint
-    if len(last) < count:
-        raise ValueError("truncated passage blob")
-    used = raw[: last[-1] + 1].astype(np.int64)
-    first = np.concatenate(([0], last[:-1] + 1))
-    shift = 7 * (np.arange(len(used)) - np.repeat(first, last - first + 1))
-    return np.add.reduceat((used & 0x7F) << shift, first), at + int(last[-1]) + 1
-
-
 def pack(f: Features, version: int = BLOB_VERSION) -> bytes:
     """The passage blob of a document (b"": fewer than K words, nothing to index)."""
     _check_version(version)
@@ -202,9 +188,7 @@ def unpack(blob: bytes) -> Source:
         length = np.frombuffer(blob, "<u2", m, at).astype(np.int64)
         at += 2 * m
     else:
-        deltas, at = _read_varints(blob, m, at)
-        length, at = _read_varints(blob, m, at)
-        start = np.cumsum(deltas)
+        start, length, at = _native.passage_positions(blob, m, at)
     if len(blob) < at + (words + 1) // 2:
         raise ValueError("truncated passage blob")
     packed = np.frombuffer(blob, np.uint8, (words + 1) // 2, at)
