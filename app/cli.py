@@ -479,7 +479,12 @@ def serve(args: argparse.Namespace) -> int:
             except (OSError, RuntimeError) as exc:
                 raise CliError(f"could not start the embedded Valkey in {settings.data_dir}: {exc}") from None
             os.environ["NEARDUP_REDIS_URL"] = url
-            log.info("embedded valkey on %s, data in %s", url, settings.data_dir.resolve())
+            log.info(
+                "embedded valkey on %s, data in %s (malloc: %s)",
+                url,
+                settings.data_dir.resolve(),
+                embedded.malloc,
+            )
         with metrics_dir(settings.workers):
             uvicorn.run(
                 "neardup.main:create_app",

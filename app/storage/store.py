@@ -169,6 +169,7 @@ class Store(Protocol):
         capacity: int = 0,
         bands: int = 0,
         passages: int = 0,
+        sketch_bytes: int = 0,
     ) -> bytes | None: ...
     async def get_collection(self, name: str) -> tuple[bytes, int] | None: ...
     async def list_collections(self) -> list[tuple[bytes, int]]: ...
@@ -285,12 +286,14 @@ class RedisStore:
         capacity: int = 0,
         bands: int = 0,
         passages: int = 0,
+        sketch_bytes: int = 0,
     ) -> bytes | None:
         """Register; returns None if created, else the stored parameters JSON of that name.
         ``passages``: 0 off, else the collection's passage format (neardup.domain.fingerprints).
         ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`);
         ``capacity`` documents of ``bands`` bands (0: none; the domain folds ``max_documents`` into
-        it) size its tables up front."""
+        it) size its tables up front. ``sketch_bytes``: the length of its stored sketches (0: varies),
+        which sets how many share a hash (``keys.sig_group_size``)."""
         shape = keys.initial_shape(capacity, bands)
         reply = await self._call(
             "create_collection",
@@ -304,6 +307,7 @@ class RedisStore:
                 *shape,
                 keys.ORDINAL_WIDTH,
                 str(int(passages)),
+                keys.sig_group_size(sketch_bytes),
             ],
         )
         return None if reply[0] == b"created" else bytes(reply[1])

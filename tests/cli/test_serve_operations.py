@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 TEXT = "the quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat by the door"
 
@@ -97,14 +98,16 @@ def test_json_logs_and_graceful_shutdown(start_service: Any, tmp_path: Path) -> 
     assert any(r["logger"].startswith("uvicorn") for r in records)  # uvicorn's own lines are JSON too
 
 
-def test_embedded_valkey_with_mimalloc(start_service: Any, tmp_path: Path) -> None:
-    running = start_service(tmp_path / "data", env={"NEARDUP_VALKEY_MALLOC": "mimalloc"})
+@pytest.mark.parametrize("malloc", ["mimalloc", "libc"])
+def test_embedded_valkey_with_either_malloc(start_service: Any, tmp_path: Path, malloc: str) -> None:
+    running = start_service(tmp_path / "data", env={"NEARDUP_VALKEY_MALLOC": malloc})
     with httpx.Client(base_url=running.url) as http:
         first = http.post("/v1/collections/default/check", json={"id": "a", "text": TEXT}).json()
         second = http.post("/v1/collections/default/check", json={"id": "b", "text": TEXT}).json()
     assert first["duplicate"] is False and second["duplicate_of"] == "a"
     pid = running.valkey_pid()
-    assert pid is not None and "libmimalloc" in Path(f"/proc/{pid}/maps").read_text()
+    assert pid is not None
+    assert ("libmimalloc" in Path(f"/proc/{pid}/maps").read_text()) == (malloc == "mimalloc")
 
 
 def test_an_unknown_valkey_malloc_is_refused(e2e_fixtures: Any, tmp_path: Path) -> None:

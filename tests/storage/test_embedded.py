@@ -59,9 +59,10 @@ def test_rewritten_append_only_files_start_with_an_uncompressed_snapshot(data_di
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mimalloc is preloaded on Linux only")
-def test_the_server_can_run_with_mimalloc(data_dir: Path) -> None:
-    assert mimalloc_library() is not None, "the test extra installs cmeel-mimalloc"
-    server = EmbeddedValkey(data_dir, malloc="mimalloc")
+def test_the_server_runs_with_mimalloc_by_default_and_libc_on_request(data_dir: Path) -> None:
+    assert mimalloc_library() is not None, "the server extra installs cmeel-mimalloc on Linux"
+    server = EmbeddedValkey(data_dir)  # malloc="auto"
+    assert server.malloc == "mimalloc"
     server.start()
     try:
         maps = Path(f"/proc/{server.pid}/maps").read_text()
@@ -72,7 +73,8 @@ def test_the_server_can_run_with_mimalloc(data_dir: Path) -> None:
         client.close()
     finally:
         server.stop()
-    plain = EmbeddedValkey(data_dir)
+    plain = EmbeddedValkey(data_dir, malloc="libc")
+    assert plain.malloc == "libc"
     plain.start()
     try:
         assert "libmimalloc" not in Path(f"/proc/{plain.pid}/maps").read_text()
@@ -84,8 +86,10 @@ def test_mimalloc_without_its_library_is_a_clear_error(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(embedded, "mimalloc_library", lambda: None)
-    with pytest.raises(RuntimeError, match=r"pip install 'neardup\[mimalloc\]'"):
+    with pytest.raises(RuntimeError, match=r"pip install 'neardup\[server\]'"):
         EmbeddedValkey(data_dir, malloc="mimalloc")
+    # "auto" falls back to the C library's malloc where mimalloc is not installed
+    assert EmbeddedValkey(data_dir).malloc == "libc"
 
 
 def test_server_dies_with_the_process_that_started_it(data_dir: Path) -> None:

@@ -1,6 +1,7 @@
 """The stored layout, pinned: a fixed sequence of writes (inserts sharing buckets, a replacement, a
-delete) on a real server, for a collection of each layout (2: 5-byte ordinals; 1: a state without
-``ow``, 4-byte ordinals), must leave exactly the keyspace recorded in ``golden_layout.json``: key names,
+delete) on a real server, for a collection of each layout (3: 5-byte ordinals and ``sg`` sketches per
+signature hash; 2: a state without ``sg``, 120 per hash; 1: a state without ``ow`` either, 4-byte
+ordinals), must leave exactly the keyspace recorded in ``golden_layout.json``: key names,
 state fields, band bucket bytes, id table values, signature and record slots. The records' insertion
 times come from the server's clock and are masked. A release that changes any stored byte of an
 existing layout fails here; a new layout gets new vectors (regenerate with
@@ -85,18 +86,24 @@ async def write_sequence(store: RedisStore, k: CollectionKeys) -> None:
     assert await store.delete(k, b"c", 3, b"".join(band_key(x) for x in [1, 7, 8, 9])) is True
 
 
-@pytest.mark.parametrize("layout", [2, 1])
+@pytest.mark.parametrize("layout", [3, 2, 1])
 async def test_the_stored_bytes_of_each_layout_are_pinned(
     standalone_store: RedisStore, sync_redis: redis.Redis, layout: int
 ) -> None:
-    assert await standalone_store.create_collection("golden", b'{"golden": true}', "g") is None
+    created = await standalone_store.create_collection(
+        "golden", b'{"golden": true}', "g", sketch_bytes=4 * PERM
+    )
+    assert created is None
     k = CollectionKeys("golden", "g")
+    if layout <= 2:
+        sync_redis.hdel(k.state, "sg")  # what a layout-2 release created
     if layout == 1:
         sync_redis.hdel(k.state, "ow")  # what a layout-1 release created
     await write_sequence(standalone_store, k)
     got = dump(sync_redis, k)
-    width = keys.ORDINAL_WIDTH if layout == 2 else keys.LEGACY_ORDINAL_WIDTH
+    width = keys.ORDINAL_WIDTH if layout >= 2 else keys.LEGACY_ORDINAL_WIDTH
     assert got[k.state].get("ow", "4") == str(width)
+    assert got[k.state].get("sg", "120") == str(keys.sig_group_size(4 * PERM) if layout == 3 else 120)
     golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
     if os.environ.get("NEARDUP_REGEN_GOLDEN"):
         golden[f"layout {layout}"] = got

@@ -2,7 +2,8 @@
 --
 -- Shared ARGV head of check.lua, lookup.lua and delete.lua (built by store.py from keys.py):
 --   ARGV[1] gen of the collection the client computed for   ARGV[2..5] band, id, sig, record prefixes
---   ARGV[6] band group target   ARGV[7] id group target    ARGV[8] sig group size   ARGV[9] record group size
+--   ARGV[6] band group target   ARGV[7] id group target   ARGV[9] record group size
+--   ARGV[8] sig group size of a collection whose state has no `sg` (layouts 1 and 2; load_state)
 -- KEYS[1] is always the collection's state hash. The group keys are derived from the prefixes (so the
 -- scripts touch undeclared keys: fine on a standalone server, which is the only place they run).
 
@@ -101,10 +102,11 @@ end
 -- Returns the state table, or nil and the status to return ('nocollection' or 'stale').
 local function load_state()
   local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN',
-    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN', 'pf')
+    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN', 'sg', 'pf')
   if not v[1] then return nil, 'nocollection' end
   if v[1] ~= GEN then return nil, 'stale' end
   OW = tonumber(v[13]) or 4
+  SIG_GROUP = tonumber(v[17]) or SIG_GROUP  -- sketches per signature hash, since layout 3
   OW_FORMAT, MAX_ORDINAL = '>I' .. OW, 2 ^ (8 * OW) - 1
   return {
     seq = tonumber(v[2]), docs = tonumber(v[3]),
@@ -116,7 +118,7 @@ local function load_state()
     -- the passage index (keys.py): only in collections created with passages on (pL set at creation)
     pas = {prefix = PASSAGE_INDEX, L = tonumber(v[14]) or 0, n = 2 ^ (tonumber(v[14]) or 0),
            S = tonumber(v[15]) or 0, N = tonumber(v[16]) or 0, target = PASSAGE_TARGET, hash = band_hash,
-           names = {}, on = v[14] ~= false, format = tonumber(v[17]) or 1},
+           names = {}, on = v[14] ~= false, format = tonumber(v[18]) or 1},
   }
 end
 

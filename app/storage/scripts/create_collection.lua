@@ -8,6 +8,7 @@
 -- ARGV[10] ordinal width in bytes (keys.ORDINAL_WIDTH), fixed for the collection's life
 -- ARGV[11] passages: '0' off, else the passage format (fingerprints.py): the passage index's shape pL, pS,
 --   pN is created with the state, and format 2 also writes pf (a state without pf has format 1)
+-- ARGV[12] sketches per signature hash (keys.sig_group_size), fixed for the collection's life
 -- Returns {'created'} or {'exists', stored parameters JSON}
 
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
@@ -17,7 +18,8 @@ redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'gen', ARGV[3], 'seq', 0, 'docs', 0,
   'bL', tonumber(ARGV[6]) or 0, 'bS', tonumber(ARGV[7]) or 0, 'bN', 0,
   'iL', tonumber(ARGV[8]) or 0, 'iS', tonumber(ARGV[9]) or 0, 'iN', 0,
-  'ttl', tonumber(ARGV[4]) or 0, 'maxd', tonumber(ARGV[5]) or 0, 'low', 0, 'ow', ARGV[10])
+  'ttl', tonumber(ARGV[4]) or 0, 'maxd', tonumber(ARGV[5]) or 0, 'low', 0, 'ow', ARGV[10],
+  'sg', ARGV[12])
 if ARGV[11] == '1' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0) end
 if ARGV[11] == '2' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0, 'pf', 2) end
 return {'created'}
