@@ -18,7 +18,7 @@ import numpy.typing as npt
 from neardup import _native
 
 Shingle = Literal["word", "char"]
-Isa = Literal["serial", "avx2", "avx512"]
+Isa = Literal["serial", "avx2", "avx512", "avx512dq"]
 
 #: Seed of the hash family. Part of the on-disk format: changing it changes every signature.
 DEFAULT_SEED = 1

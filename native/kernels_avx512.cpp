@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "neardup.hpp"
 
@@ -220,6 +221,239 @@ NEARDUP_TARGET size_t intersect_avx512(const uint32_t* a, size_t na, const uint3
     j += bmax <= amax ? 16 : 0;
   }
   return found + intersect_serial(a + i, na - i, b + j, nb - j, need > found ? need - found : 0);
+}
+
+}  // namespace neardup
+
+// ---- AVX-512DQ: a 64-bit multiply per lane (vpmullq) ----------------------------------------------
+//
+// On CPUs where vpmullq is as fast as a 32-bit multiply (AMD Zen 4 and later: one per cycle), the hash
+// family is computed as it is defined, (A * x + B) mod 2^64 in 64-bit lanes, and the minimum is taken
+// over the whole 64-bit value: its high half is the minimum of the high halves (a smaller high half
+// means a smaller value), so the slots are the same integers as on every other path. Per 8 slots that
+// is one multiply, one add and one min, against 1.5 multiplies and five other instructions for the
+// 32-bit form above. dispatch.cpp chooses it only on AMD: on Intel, vpmullq is three micro-ops.
+#define NEARDUP_TARGET_DQ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,popcnt")))
+
+namespace neardup {
+namespace {
+
+// Slots [0, 8V) of the block at a/b, over the shingles [start, end): the minima into sig (8V slots).
+template <int V>
+NEARDUP_TARGET_DQ inline void minhash_group(const uint32_t* x, size_t start, size_t end, const uint64_t* a,
+                                            const uint64_t* b, uint32_t* sig) {
+  __m512i av[V], bv[V], acc[V];
+  for (int v = 0; v < V; ++v) {
+    av[v] = _mm512_loadu_si512(a + 8 * v);
+    bv[v] = _mm512_loadu_si512(b + 8 * v);
+    acc[v] = _mm512_set1_epi64(-1);
+  }
+  for (size_t j = start; j < end; ++j) {
+    const __m512i xv = _mm512_set1_epi64(static_cast<long long>(x[j]));
+    for (int v = 0; v < V; ++v) acc[v] = _mm512_min_epu64(acc[v], _mm512_add_epi64(_mm512_mullo_epi64(av[v], xv), bv[v]));
+  }
+  for (int v = 0; v < V; ++v) {
+    const __m256i high = _mm512_cvtepi64_epi32(_mm512_srli_epi64(acc[v], 32));
+    __m256i* slot = reinterpret_cast<__m256i*>(sig + 8 * v);
+    _mm256_storeu_si256(slot, _mm256_min_epu32(_mm256_loadu_si256(slot), high));
+  }
+}
+
+}  // namespace
+
+NEARDUP_TARGET_DQ void minhash_avx512dq(const uint32_t* x, size_t n, const HashFamily& f, uint32_t* signature) {
+  const size_t k = static_cast<size_t>(f.num_perm);  // a multiple of 8
+  constexpr size_t kChunk = 4096;
+  for (size_t start = 0; start < n; start += kChunk) {
+    const size_t end = std::min(n, start + kChunk);
+    size_t i = 0;
+    for (; i + 32 <= k; i += 32) minhash_group<4>(x, start, end, f.a.data() + i, f.b.data() + i, signature + i);
+    for (; i < k; i += 8) minhash_group<1>(x, start, end, f.a.data() + i, f.b.data() + i, signature + i);
+  }
+}
+
+namespace {
+
+NEARDUP_TARGET_DQ inline __m512i fmix64x8(__m512i v) {
+  v = _mm512_xor_si512(v, _mm512_srli_epi64(v, 33));
+  v = _mm512_mullo_epi64(v, _mm512_set1_epi64(static_cast<long long>(0xff51afd7ed558ccdull)));
+  v = _mm512_xor_si512(v, _mm512_srli_epi64(v, 33));
+  v = _mm512_mullo_epi64(v, _mm512_set1_epi64(static_cast<long long>(0xc4ceb9fe1a85ec53ull)));
+  return _mm512_xor_si512(v, _mm512_srli_epi64(v, 33));
+}
+
+}  // namespace
+
+// shingle_keys_serial's keys, 8 windows at a time: each window's sum is taken whole (n multiplies per 8
+// windows, no carried dependency) instead of rolled. Long shingles (n > 16) roll, as the serial path.
+NEARDUP_TARGET_DQ void shingle_keys_avx512dq(uint64_t* tokens, size_t held, size_t fresh, size_t n,
+                                            const uint64_t* powers, uint32_t* out) {
+  if (n > 16) return shingle_keys_serial(tokens, held, fresh, n, powers, out);
+  const size_t total = held + fresh;
+  size_t j = held;
+  for (; j + 8 <= total; j += 8) _mm512_storeu_si512(tokens + j, fmix64x8(_mm512_loadu_si512(tokens + j)));
+  for (; j < total; ++j) tokens[j] = fmix64(tokens[j]);
+  if (total < n) return;
+  const size_t windows = total - n + 1;
+  __m512i p[16];
+  for (size_t t = 0; t < n; ++t) p[t] = _mm512_set1_epi64(static_cast<long long>(powers[t]));
+  size_t i = 0;
+  for (; i + 8 <= windows; i += 8) {
+    __m512i sum = _mm512_mullo_epi64(_mm512_loadu_si512(tokens + i), p[0]);
+    for (size_t t = 1; t < n; ++t) sum = _mm512_add_epi64(sum, _mm512_mullo_epi64(_mm512_loadu_si512(tokens + i + t), p[t]));
+    const __m256i keys = _mm512_cvtepi64_epi32(_mm512_srli_epi64(fmix64x8(sum), 32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), keys);
+  }
+  for (; i < windows; ++i) {
+    uint64_t sum = 0;
+    for (size_t t = 0; t < n; ++t) sum += tokens[i + t] * powers[t];
+    out[i] = static_cast<uint32_t>(fmix64(sum) >> 32);
+  }
+}
+
+// word_tokens_serial's hashes, 8 words at a time: both 8-byte halves of each word gathered, masked to
+// its length, lower-cased and stepped as token_hash does it. Words longer than 16 bytes, or within 16
+// bytes of the text's end (token_hash reads a padded copy there), take the serial path.
+NEARDUP_TARGET_DQ void word_tokens_avx512dq(const uint8_t* text, size_t size, bool lower, const uint64_t* starts,
+                                           const uint64_t* lengths, size_t count, uint64_t* out) {
+  using namespace token_constants;
+  const __m512i k0 = _mm512_set1_epi64(static_cast<long long>(kTokenK0));
+  const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(kTokenK1));
+  const __m512i mul = _mm512_set1_epi64(static_cast<long long>(kTokenM));
+  const __m512i eight = _mm512_set1_epi64(8), sixteen = _mm512_set1_epi64(16), one = _mm512_set1_epi64(1);
+  const __m512i limit = _mm512_set1_epi64(static_cast<long long>(size));
+  const __m512i ones = _mm512_set1_epi8(1);
+  auto low_bytes = [&](__m512i bytes) NEARDUP_TARGET_DQ {  // (1 << 8 * bytes) - 1; all ones for 8
+    return _mm512_sub_epi64(_mm512_sllv_epi64(one, _mm512_slli_epi64(bytes, 3)), one);
+  };
+  auto lower8 = [&](__m512i v) NEARDUP_TARGET_DQ {  // ascii_lower8 in each lane
+    const __m512i ge_a = _mm512_add_epi64(v, _mm512_set1_epi8(0x80 - 'A'));
+    const __m512i gt_z = _mm512_add_epi64(v, _mm512_set1_epi8(0x80 - 'Z' - 1));
+    const __m512i upper = _mm512_and_si512(_mm512_andnot_si512(gt_z, ge_a), _mm512_set1_epi8(static_cast<char>(0x80)));
+    return _mm512_or_si512(v, _mm512_srli_epi64(upper, 2));
+  };
+  auto step = [&](__m512i h, __m512i v) NEARDUP_TARGET_DQ {
+    h = _mm512_mullo_epi64(_mm512_xor_si512(h, v), mul);
+    return _mm512_xor_si512(h, _mm512_srli_epi64(h, 32));
+  };
+  (void)ones;
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m512i start = _mm512_loadu_si512(starts + i);
+    const __m512i length = _mm512_loadu_si512(lengths + i);
+    const __m512i past = _mm512_add_epi64(start, sixteen);
+    const __mmask8 fits = _mm512_cmple_epu64_mask(length, sixteen) & _mm512_cmple_epu64_mask(past, limit);
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i v1 = _mm512_mask_i64gather_epi64(zero, fits, start, text, 1);
+    __m512i v2 = _mm512_mask_i64gather_epi64(zero, fits, _mm512_add_epi64(start, eight), text, 1);
+    const __m512i first = _mm512_min_epu64(length, eight);
+    const __m512i second = _mm512_sub_epi64(length, first);
+    v1 = _mm512_and_si512(v1, low_bytes(first));
+    v2 = _mm512_and_si512(v2, low_bytes(second));
+    if (lower) {
+      v1 = lower8(v1);
+      v2 = lower8(v2);
+    }
+    const __m512i h = _mm512_xor_si512(k0, _mm512_mullo_epi64(length, k1));
+    const __m512i after_one = step(h, v1);
+    const __m512i after_two = step(after_one, v2);
+    const __mmask8 two = _mm512_test_epi64_mask(second, second);
+    _mm512_storeu_si512(out + i, _mm512_mask_blend_epi64(two, after_one, after_two));
+    for (unsigned rest = static_cast<unsigned>(~fits) & 0xFFu; rest; rest &= rest - 1) {
+      const size_t t = i + static_cast<size_t>(__builtin_ctz(rest));
+      word_tokens_serial(text, size, lower, starts + t, lengths + t, 1, out + t);
+    }
+  }
+  if (i < count) word_tokens_serial(text, size, lower, starts + i, lengths + i, count - i, out + i);
+}
+
+// oph_serial's bins with the shingles hashed 8 at a time, and no filled-bin bitmap: a bin is filled
+// when its minimum is below 0xFFFFFFFF (the rare shingle whose low half is 0xFFFFFFFF marks its bin
+// apart). The codes are then computed 16 bins at a time, and every bin is reset.
+NEARDUP_TARGET_DQ void oph_avx512dq(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value, uint8_t* out) {
+  const size_t k = f.bins;
+  const size_t words = k / 64;
+  std::memset(out, 0, oph_bytes(f));
+  if (n == 0) return;
+  uint64_t mark[64];  // bins whose minimum is 0xFFFFFFFF; bins <= 4096
+  bool marked = false;
+  auto mark_bin = [&](size_t b) {
+    if (!marked) std::memset(mark, 0, sizeof mark);
+    marked = true;
+    mark[b / 64] |= uint64_t{1} << (b % 64);
+  };
+  const __m512i salt = _mm512_set1_epi64(static_cast<long long>(f.salt));
+  const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xff51afd7ed558ccdull));
+  const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0xc4ceb9fe1a85ec53ull));
+  const __m512i scale = _mm512_set1_epi64(static_cast<long long>(k));
+  const __m512i all = _mm512_set1_epi32(-1);
+  alignas(64) uint64_t lanes[8];
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m512i v = _mm512_xor_si512(_mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j))), salt);
+    v = _mm512_xor_si512(v, _mm512_srli_epi64(v, 33));
+    v = _mm512_mullo_epi64(v, c1);
+    v = _mm512_xor_si512(v, _mm512_srli_epi64(v, 33));
+    v = _mm512_mullo_epi64(v, c2);
+    v = _mm512_xor_si512(v, _mm512_srli_epi64(v, 33));
+    // lane = bin << 32 | low half: the bin is the high half of (v >> 32) * bins
+    const __m512i bin = _mm512_mul_epu32(_mm512_srli_epi64(v, 32), scale);
+    _mm512_store_si512(lanes, _mm512_mask_blend_epi32(0xAAAA, v, bin));
+    for (int t = 0; t < 8; ++t) {
+      const uint32_t low = static_cast<uint32_t>(lanes[t]);
+      uint32_t& slot = value[lanes[t] >> 32];
+      slot = low < slot ? low : slot;
+    }
+    if (__builtin_expect(_mm512_mask_cmpeq_epi32_mask(0x5555, v, all) != 0, 0))
+      for (int t = 0; t < 8; ++t)
+        if (static_cast<uint32_t>(lanes[t]) == 0xFFFFFFFFu) mark_bin(lanes[t] >> 32);
+  }
+  for (; j < n; ++j) {
+    const uint64_t v = oph_hash(x[j], f.salt);
+    const size_t b = oph_bin(v, k);
+    const uint32_t low = static_cast<uint32_t>(v);
+    value[b] = low < value[b] ? low : value[b];
+    if (__builtin_expect(low == 0xFFFFFFFFu, 0)) mark_bin(b);
+  }
+  uint64_t* planes = reinterpret_cast<uint64_t*>(out);  // 8-byte aligned by the callers
+  const uint32_t codes = (1u << f.bits) - 1u;
+  const __m512i magic = _mm512_set1_epi64(0xAAAAAAABll);  // v / 3 = (v * 0xAAAAAAAB) >> 33 for 32-bit v
+  const __m512i one = _mm512_set1_epi32(1);
+  for (size_t w = 0; w < words; ++w) {
+    uint32_t* slots = value + 64 * w;
+    uint64_t filled = 0, p0 = 0, p1 = 0;
+    for (int q = 0; q < 4; ++q) {
+      const __m512i v = _mm512_loadu_si512(slots + 16 * q);
+      const __mmask16 full = _mm512_cmpneq_epu32_mask(v, all);
+      filled |= static_cast<uint64_t>(full) << (16 * q);
+      if (f.bits != 2) continue;
+      const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(v, magic), 33);
+      const __m512i odd = _mm512_srli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(v, 32), magic), 33);
+      const __m512i third = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+      const __m512i rest = _mm512_sub_epi32(v, _mm512_add_epi32(third, _mm512_add_epi32(third, third)));
+      // code = rest + 1: bit 0 is set unless rest == 1, bit 1 unless rest == 0
+      p0 |= static_cast<uint64_t>(_mm512_cmpneq_epu32_mask(rest, one)) << (16 * q);
+      p1 |= static_cast<uint64_t>(_mm512_test_epi32_mask(rest, rest)) << (16 * q);
+    }
+    if (marked && mark[w]) {  // minimum 0xFFFFFFFF: filled, 0xFFFFFFFF % 3 == 0, code 1
+      filled |= mark[w];
+      p0 |= mark[w];
+      p1 &= ~mark[w];
+    }
+    if (f.bits == 2) {
+      planes[w] = p0 & filled;
+      planes[words + w] = p1 & filled;
+    } else {
+      uint64_t plane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (uint64_t m = filled; m; m &= m - 1) {
+        const unsigned t = static_cast<unsigned>(__builtin_ctzll(m));
+        const uint32_t code = slots[t] % codes + 1u;
+        for (int p = 0; p < f.bits; ++p) plane[p] |= static_cast<uint64_t>((code >> p) & 1u) << t;
+      }
+      for (int p = 0; p < f.bits; ++p) planes[static_cast<size_t>(p) * words + w] = plane[p];
+    }
+    for (int q = 0; q < 4; ++q) _mm512_storeu_si512(slots + 16 * q, all);
+  }
 }
 
 }  // namespace neardup

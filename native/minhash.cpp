@@ -39,6 +39,8 @@ HashFamily make_hash_family(int num_perm, uint64_t seed) {
   f.a_hi.resize(k);
   f.b_lo.resize(k);
   f.b_hi.resize(k);
+  f.a.resize(k);
+  f.b.resize(k);
   SplitMix64 rng{seed};
   for (size_t i = 0; i < k; ++i) {
     const uint64_t a = rng.next() | 1u;
@@ -47,6 +49,8 @@ HashFamily make_hash_family(int num_perm, uint64_t seed) {
     f.a_hi[i] = static_cast<uint32_t>(a >> 32);
     f.b_lo[i] = static_cast<uint32_t>(b);
     f.b_hi[i] = static_cast<uint32_t>(b >> 32);
+    f.a[i] = a;
+    f.b[i] = b;
   }
   return f;
 }

@@ -23,6 +23,14 @@ inline uint64_t fmix64(uint64_t h) {
 
 struct Kernels;
 
+// The token hash's constants (text.cpp): T = steps of h = (h ^ 8 bytes) * M, h ^= h >> 32, from
+// h = K0 ^ (length * K1), then fmix64.
+namespace token_constants {
+constexpr uint64_t kTokenK0 = 0x243f6a8885a308d3ull;
+constexpr uint64_t kTokenK1 = 0x9e3779b97f4a7c15ull;
+constexpr uint64_t kTokenM = 0xbf58476d1ce4e5b9ull;
+}  // namespace token_constants
+
 // ---- text to features ----------------------------------------------------------------------------
 
 struct TextOptions {
@@ -78,6 +86,7 @@ std::u32string normalized_text(const TextView& text, const TextOptions& options)
 struct HashFamily {
   int num_perm = 0;
   std::vector<uint32_t> a_lo, a_hi, b_lo, b_hi;
+  std::vector<uint64_t> a, b;  // the same A_i and B_i whole (for kernels with a 64-bit multiply)
 };
 HashFamily make_hash_family(int num_perm, uint64_t seed);
 
@@ -96,6 +105,7 @@ void similarity_serial(const uint32_t*, const uint32_t*, size_t, const int64_t*,
 void minhash_avx2(const uint32_t*, size_t, const HashFamily&, uint32_t*);
 void similarity_avx2(const uint32_t*, const uint32_t*, size_t, const int64_t*, size_t, float*);
 void minhash_avx512(const uint32_t*, size_t, const HashFamily&, uint32_t*);
+void minhash_avx512dq(const uint32_t*, size_t, const HashFamily&, uint32_t*);
 void similarity_avx512(const uint32_t*, const uint32_t*, size_t, const int64_t*, size_t, float*);
 #endif
 
@@ -119,12 +129,43 @@ size_t intersect_avx2(const uint32_t*, size_t, const uint32_t*, size_t, size_t);
 size_t intersect_avx512(const uint32_t*, size_t, const uint32_t*, size_t, size_t);
 #endif
 
+// Shingle keys of a block of tokens: finishes the hashes tokens[held, held + fresh) in place
+// (fmix64), then writes out[i] = high 32 bits of fmix64(sum_j tokens[i + j] * powers[j]) (mod 2^64)
+// for every window i + n <= held + fresh. powers[j] = P^(n - 1 - j); n <= 64.
+using ShingleKeysKernel = void (*)(uint64_t* tokens, size_t held, size_t fresh, size_t n, const uint64_t* powers,
+                                   uint32_t* out);
+void shingle_keys_serial(uint64_t*, size_t, size_t, size_t, const uint64_t*, uint32_t*);
+#ifdef NEARDUP_X86
+void shingle_keys_avx512dq(uint64_t*, size_t, size_t, size_t, const uint64_t*, uint32_t*);
+#endif
+
+// Token hashes (before their final fmix64) of the words text[starts[i], starts[i] + lengths[i]) of a
+// UTF-8 text of `size` bytes, ASCII letters lower-cased first when `lower`.
+using WordTokensKernel = void (*)(const uint8_t* text, size_t size, bool lower, const uint64_t* starts,
+                                  const uint64_t* lengths, size_t count, uint64_t* out);
+void word_tokens_serial(const uint8_t*, size_t, bool, const uint64_t*, const uint64_t*, size_t, uint64_t*);
+#ifdef NEARDUP_X86
+void word_tokens_avx512dq(const uint8_t*, size_t, bool, const uint64_t*, const uint64_t*, size_t, uint64_t*);
+#endif
+
+struct OphFamily;
+// The format-2 bins of shingle hashes (see oph_bins); `value` is the caller's scratch of f.bins slots,
+// all 0xFFFFFFFF before and after the call.
+using OphKernel = void (*)(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value, uint8_t* out);
+void oph_serial(const uint32_t*, size_t, const OphFamily&, uint32_t*, uint8_t*);
+#ifdef NEARDUP_X86
+void oph_avx512dq(const uint32_t*, size_t, const OphFamily&, uint32_t*, uint8_t*);
+#endif
+
 struct Kernels {
   const char* name;
   MinhashKernel minhash;
   SimilarityKernel similarity;
   AsciiWordMaskKernel ascii_word_mask;
   IntersectKernel intersect;
+  OphKernel oph;
+  ShingleKeysKernel shingle_keys;
+  WordTokensKernel word_tokens;
 };
 // Chosen once at load: the best the CPU supports, or NEARDUP_FORCE_ISA=serial|avx2|avx512.
 const Kernels& active_kernels();
@@ -156,13 +197,20 @@ struct OphFamily {
   uint64_t salt = 0;
 };
 OphFamily make_oph_family(size_t bins, int bits, uint64_t seed);
+// A shingle's one-permutation hash, and its bin: the high 32 bits scaled to [0, bins). The low 32 bits
+// are the value kept as the bin's minimum.
+inline uint64_t oph_hash(uint32_t x, uint64_t salt) { return fmix64(static_cast<uint64_t>(x) ^ salt); }
+inline size_t oph_bin(uint64_t v, size_t bins) {
+  return static_cast<size_t>(((v >> 32) * static_cast<uint64_t>(bins)) >> 32);
+}
 inline size_t oph_bytes(const OphFamily& f) { return f.bins * static_cast<size_t>(f.bits) / 8; }
 // The b-bit codes of the one-permutation bins of the shingle hashes x[0..n) (repeats allowed): 0 for
 // an empty bin, else 1 + its minimum mod (2^bits - 1); as `bits` bit planes of bins/64 little-endian
 // words each, into out (oph_bytes, 8-byte aligned); all zero when n == 0.
-// `value` and `filled` are scratch kept by the caller between calls (value stays all 0xFFFFFFFF).
-void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, std::vector<uint32_t>& value,
-              std::vector<uint64_t>& filled, uint8_t* out);
+// `value` is scratch kept by the caller between calls (it stays all 0xFFFFFFFF). Every kernel gives
+// the same bytes.
+void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
+              std::vector<uint32_t>& value, uint8_t* out);
 // Estimated Jaccard of query with candidates[row_j] (each bits*bins/8 bytes): agreeing bins, corrected
 // for chance agreement of the codes, over the bins filled on either side.
 void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,

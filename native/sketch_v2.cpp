@@ -30,10 +30,6 @@ uint64_t splitmix_first(uint64_t seed) {
   return z ^ (z >> 31);
 }
 
-inline size_t bin_of(uint64_t v, size_t bins) {
-  return static_cast<size_t>(((v >> 32) * static_cast<uint64_t>(bins)) >> 32);
-}
-
 }  // namespace
 
 OphFamily make_oph_family(size_t bins, int bits, uint64_t seed) {
@@ -44,19 +40,17 @@ OphFamily make_oph_family(size_t bins, int bits, uint64_t seed) {
   return f;
 }
 
-void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, std::vector<uint32_t>& value,
-              std::vector<uint64_t>& filled, uint8_t* out) {
+// The portable kernel, the reference of the others: one pass over the shingles marks the filled bins in
+// a bitmap and keeps each bin's minimum, then one pass over the filled bins writes their codes.
+void oph_serial(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value, uint8_t* out) {
   const size_t k = f.bins;
   const size_t words = k / 64;
   std::memset(out, 0, oph_bytes(f));
   if (n == 0) return;
-  // `value` is kept all 0xFFFFFFFF between calls (only the bins touched here are reset below), so a
-  // short document costs in proportion to its shingles, not to the bins.
-  if (value.size() != k) value.assign(k, 0xFFFFFFFFu);
-  filled.assign(words, 0);
+  uint64_t filled[64] = {};  // bins <= 4096
   for (size_t j = 0; j < n; ++j) {
-    const uint64_t v = fmix64(static_cast<uint64_t>(x[j]) ^ f.salt);
-    const size_t b = bin_of(v, k);
+    const uint64_t v = oph_hash(x[j], f.salt);
+    const size_t b = oph_bin(v, k);
     const uint32_t low = static_cast<uint32_t>(v);
     filled[b / 64] |= uint64_t{1} << (b % 64);
     value[b] = low < value[b] ? low : value[b];
@@ -76,6 +70,14 @@ void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, std::vector<uint3
     }
     for (int p = 0; p < f.bits; ++p) planes[static_cast<size_t>(p) * words + w] = plane[p];
   }
+}
+
+void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
+              std::vector<uint32_t>& value, uint8_t* out) {
+  // `value` is kept all 0xFFFFFFFF between calls (each kernel resets what it wrote), so a short
+  // document costs in proportion to its shingles, not to the bins.
+  if (value.size() != f.bins) value.assign(f.bins, 0xFFFFFFFFu);
+  kernels.oph(x, n, f, value.data(), out);
 }
 
 void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,

@@ -37,9 +37,9 @@ inline uint8_t flags_of(uint32_t cp) { return props(cp).flags; }
 // leaves correlations that bias the estimate (measured: bias -0.033 at J 0.2-0.4 with a one-multiply
 // finalizer, none with fmix64; bench/bench_sketch.py accuracy section).
 
-constexpr uint64_t kTokenK0 = 0x243f6a8885a308d3ull;
-constexpr uint64_t kTokenK1 = 0x9e3779b97f4a7c15ull;
-constexpr uint64_t kTokenM = 0xbf58476d1ce4e5b9ull;
+using token_constants::kTokenK0;
+using token_constants::kTokenK1;
+using token_constants::kTokenM;
 constexpr uint64_t kShingleP = 0x9fb21c651e98df25ull;
 
 inline uint64_t load_le64(const uint8_t* p) {
@@ -79,7 +79,8 @@ inline uint64_t load_upto8(const uint8_t* p, size_t len, const uint8_t* end) {
   return load_le64(tail);
 }
 
-// T over bytes [p, p+len) of a buffer ending at `end`; ASCII bytes are lower-cased first when asked.
+// T over bytes [p, p+len) of a buffer ending at `end`, before its final fmix64 (which the shingle
+// step applies, 8 tokens at a time where it can); ASCII bytes are lower-cased first when asked.
 // Words of up to 16 bytes (nearly all) take no data-dependent branch: both steps are computed and
 // the right one kept, which is the same value as the loop below.
 template <bool kLower>
@@ -120,42 +121,82 @@ inline uint64_t token_hash(const uint8_t* p, size_t len, const uint8_t* end) {
       h = token_step(h, v);
     }
   }
-  return fmix64(h);
+  return h;
 }
 
 inline uint32_t shingle_key(uint64_t s) { return static_cast<uint32_t>(fmix64(s) >> 32); }
 
-// Turns the stream of token hashes into shingle keys as the tokens arrive: the rolling polynomial over
-// the last n tokens (n <= 64, kept in a ring), so no list of tokens is built and read back.
+// Turns the stream of token hashes into shingle keys: a block of up to 256 tokens at a time, after the
+// last n - 1 tokens of the block before, goes to the ISA's shingle_keys kernel (native/neardup.hpp),
+// which finishes the token hashes and computes the key of every window of n tokens ending in the block:
+// the polynomial sum_j t[i + j] * P^(n - 1 - j) mod 2^64, the same number as rolling it token by token.
+// Per word this leaves only the word's own hash on the scalar path.
 class ShingleRoller {
  public:
-  ShingleRoller(size_t n, std::vector<uint32_t>& out) : n_(n), out_(out) {}
-  inline void push(uint64_t t) {
-    if (count_ < n_) {
-      ring_[count_ & kMask] = t;
-      s_ = s_ * kShingleP + t;
-      power_ *= kShingleP;
-      if (++count_ == n_) out_.push_back(shingle_key(s_));
-      return;
+  ShingleRoller(size_t n, std::vector<uint32_t>& out, const Kernels& kernels)
+      : n_(n), out_(&out), keys_(kernels.shingle_keys), words_(kernels.word_tokens) {
+    uint64_t p = 1;
+    for (size_t j = n; j-- > 0;) {
+      powers_[j] = p;
+      p *= kShingleP;
     }
-    const uint64_t oldest = ring_[(count_ - n_) & kMask];
-    ring_[count_ & kMask] = t;
-    ++count_;
-    s_ = s_ * kShingleP + t - oldest * power_;
-    out_.push_back(shingle_key(s_));
   }
-  // Fewer tokens than n: one shingle of all of them.
-  inline void finish() {
-    if (count_ > 0 && count_ < n_) out_.push_back(shingle_key(s_));
+  ShingleRoller(const ShingleRoller&) = delete;
+  ShingleRoller& operator=(const ShingleRoller&) = delete;
+  // A token by its hash T (before its final fmix64).
+  inline void push(uint64_t raw) {
+    tokens_[held_ + fresh_++] = raw;
+    if (__builtin_expect(fresh_ == kBlock, 0)) drain();
+  }
+  // A word by where it is in `text` (size `size`, lower-cased as it is hashed when `lower`): the ISA's
+  // word_tokens kernel hashes the block's words together. One roller takes words or hashes, not both.
+  inline void push_word(const uint8_t* text, size_t size, bool lower, size_t start, size_t length) {
+    text_ = text;
+    size_ = size;
+    lower_ = lower;
+    starts_[fresh_] = start;
+    lengths_[fresh_] = length;
+    if (__builtin_expect(++fresh_ == kBlock, 0)) drain();
+  }
+  // Fewer tokens than n: one shingle of all of them. Every key is in `out` after this.
+  void finish() {
+    drain();
+    if (count_ > 0 && count_ < n_) {
+      uint64_t s = 0;
+      for (size_t j = 0; j < held_; ++j) s = s * kShingleP + tokens_[j];
+      out_->push_back(shingle_key(s));
+    }
   }
 
  private:
-  static constexpr size_t kMask = 127;  // ring of 128 >= 2 * max n: the oldest is read before overwritten
+  static constexpr size_t kBlock = 256;
+  __attribute__((noinline)) void drain() {
+    if (fresh_ == 0) return;
+    if (text_) words_(text_, size_, lower_, starts_, lengths_, fresh_, tokens_ + held_);
+    const size_t total = held_ + fresh_;
+    const size_t windows = total >= n_ ? total - n_ + 1 : 0;
+    keys_(tokens_, held_, fresh_, n_, powers_, block_);
+    out_->insert(out_->end(), block_, block_ + windows);
+    count_ += fresh_;
+    // keep the last n - 1 tokens (fewer at the start) for the windows of the next block
+    const size_t keep = std::min(total, n_ - 1);
+    std::memmove(tokens_, tokens_ + total - keep, keep * sizeof(uint64_t));
+    held_ = keep;
+    fresh_ = 0;
+  }
   size_t n_;
-  std::vector<uint32_t>& out_;
-  uint64_t ring_[kMask + 1];
-  size_t count_ = 0;
-  uint64_t s_ = 0, power_ = 1;
+  std::vector<uint32_t>* out_;
+  ShingleKeysKernel keys_;
+  WordTokensKernel words_;
+  const uint8_t* text_ = nullptr;
+  size_t size_ = 0;
+  bool lower_ = false;
+  size_t count_ = 0;  // tokens drained so far
+  size_t held_ = 0, fresh_ = 0;
+  uint64_t powers_[64];
+  uint64_t tokens_[64 + kBlock];
+  uint32_t block_[kBlock];
+  uint64_t starts_[kBlock], lengths_[kBlock];
 };
 
 // ---- ASCII tables, derived from the generated ones so both paths agree ---------------------------
@@ -261,6 +302,41 @@ void decode(const CU* s, size_t n, std::vector<uint32_t>& out) {
   for (size_t i = 0; i < n; ++i) out[i] = s[i];
 }
 
+// The 8 code units at p as 8 ASCII bytes (little-endian in *bytes), when all 8 are ASCII: texts
+// that are not pure ASCII are mostly ASCII still, and these runs are copied 8 at a time.
+inline bool ascii8(const uint8_t* p, uint64_t* bytes) {
+  const uint64_t v = load_le64(p);
+  *bytes = v;
+  return (v & 0x8080808080808080ull) == 0;
+}
+inline bool ascii8(const uint16_t* p, uint64_t* bytes) {
+  const uint64_t a = load_le64(reinterpret_cast<const uint8_t*>(p));
+  const uint64_t b = load_le64(reinterpret_cast<const uint8_t*>(p + 4));
+  if ((a | b) & 0xFF80FF80FF80FF80ull) return false;
+  auto pack4 = [](uint64_t x) {  // 4 units of 16 bits, each < 0x80, to 4 bytes
+    x = (x | (x >> 8)) & 0x0000FFFF0000FFFFull;
+    return (x | (x >> 16)) & 0xFFFFFFFFull;
+  };
+  *bytes = pack4(a) | (pack4(b) << 32);
+  return true;
+}
+inline bool ascii8(const uint32_t* p, uint64_t* bytes) {
+  uint64_t w[4];
+  for (int q = 0; q < 4; ++q) w[q] = load_le64(reinterpret_cast<const uint8_t*>(p + 2 * q));
+  if ((w[0] | w[1] | w[2] | w[3]) & 0xFFFFFF80FFFFFF80ull) return false;
+  uint64_t out = 0;
+  for (int q = 0; q < 4; ++q) out |= ((w[q] | (w[q] >> 24)) & 0xFFFFull) << (16 * q);
+  *bytes = out;
+  return true;
+}
+
+inline void store_le64(uint8_t* o, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);
+#endif
+  std::memcpy(o, &v, 8);
+}
+
 inline bool stable(uint32_t cp) { return cp < 0x80 || (flags_of(cp) & unicode::STABLE); }
 
 // NFKC of the whole text: runs of stable code points are copied; each run of unstable ones is
@@ -273,7 +349,16 @@ void nfkc(const CU* s, size_t n, std::vector<uint32_t>& tmp, std::vector<uint32_
   size_t i = 0;
   while (i < n) {
     size_t j = i;
-    while (j < n && stable(s[j])) ++j;
+    while (j < n) {
+      uint64_t run;
+      if (s[j] < 0x80 && j + 8 <= n && ascii8(s + j, &run)) {
+        j += 8;
+      } else if (stable(s[j])) {
+        ++j;
+      } else {
+        break;
+      }
+    }
     out.insert(out.end(), s + i, s + j);
     if (j == n) break;
     seg.clear();
@@ -416,11 +501,29 @@ inline uint32_t decode_utf8(const uint8_t* p, size_t& len) {
 
 // Classifies the code points that start in [from, min(n, base + 64)); returns where the next block's
 // first code point starts. Bits of a character running past the block go to `spill` (next block's W).
+// `ascii` and `high` are the block's masks from the word-mask kernel: runs of ASCII bytes are classified
+// from them a run at a time (an ASCII character is a letter or digit, or it ends a word; it is never a
+// mark nor of a space-less script), the other code points one at a time.
 inline size_t classify_block(const uint8_t* s, size_t n, size_t base, size_t from, WordState& st,
-                             uint64_t& w, uint64_t& starts, uint64_t& spill) {
+                             uint64_t ascii, uint64_t high, uint64_t& w, uint64_t& starts, uint64_t& spill) {
   const size_t limit = std::min(n, base + 64);
   size_t pos = from;
   while (pos < limit) {
+    if (s[pos] < 0x80) {
+      const size_t offset = pos - base;
+      const size_t run = std::min<size_t>(limit - pos, high >> offset ? static_cast<size_t>(__builtin_ctzll(high >> offset))
+                                                                    : 64 - offset);
+      const uint64_t bits = run >= 64 ? ~uint64_t{0} : (uint64_t{1} << run) - 1;
+      const uint64_t alnum = (ascii >> offset) & bits;
+      uint64_t begin = alnum & ~(alnum << 1) & ~uint64_t{1};  // a letter after a non-letter in the run
+      if ((alnum & 1) && (!st.in_word || st.single)) begin |= 1;  // the first, after the state before
+      w |= alnum << offset;
+      starts |= begin << offset;
+      st.in_word = (alnum >> (run - 1)) & 1;
+      st.single = false;
+      pos += run;
+      continue;
+    }
     size_t len;
     const uint32_t cp = decode_utf8(s + pos, len);
     const uint8_t f = cp < 0x80 ? kAscii.flags[cp] : flags_of(cp);
@@ -453,7 +556,10 @@ inline size_t classify_block(const uint8_t* s, size_t n, size_t base, size_t fro
 
 // kLower: lower-case ASCII bytes while hashing (only for pure ASCII text; UTF-8 arrives lowered).
 template <bool kLower>
-void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, ShingleRoller& tokens) {
+void word_hashes(const uint8_t* s, size_t n, const Kernels& kernels, size_t shingle_size,
+                 std::vector<uint32_t>& out) {
+  const AsciiWordMaskKernel word_mask = kernels.ascii_word_mask;
+  ShingleRoller tokens(shingle_size, out, kernels);
   const uint8_t* end = s + n;
   size_t open = SIZE_MAX;  // start of a word that runs into the next block
   uint64_t carry = 0;      // was the last byte of the previous block inside a word
@@ -470,6 +576,7 @@ void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, Shin
       std::memcpy(last, s + base, n - base);
       w = word_mask(last, &high);
     }
+    const uint64_t ascii = w;
     if ((high | spill) == 0) {
       if (st.in_word && st.single && (w & 1)) forced = 1;  // a letter right after a space-less one
       st.in_word = (w >> 63) != 0;
@@ -478,7 +585,7 @@ void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, Shin
     } else {
       w = spill;
       spill = 0;
-      from = classify_block(s, n, base, from, st, w, forced, spill);
+      from = classify_block(s, n, base, from, st, ascii, high, w, forced, spill);
     }
     const uint64_t shifted = (w << 1) | carry;
     uint64_t starts = (w & ~shifted) | forced;
@@ -489,7 +596,7 @@ void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, Shin
         if (!ends) break;
         const size_t e = base + static_cast<size_t>(__builtin_ctzll(ends));
         ends &= ends - 1;
-        tokens.push(token_hash<kLower>(s + open, e - open, end));
+        tokens.push_word(s, n, kLower, open, e - open);
         open = SIZE_MAX;
       }
       if (!starts) break;
@@ -497,7 +604,8 @@ void word_hashes(const uint8_t* s, size_t n, AsciiWordMaskKernel word_mask, Shin
       starts &= starts - 1;
     }
   }
-  if (open != SIZE_MAX) tokens.push(token_hash<kLower>(s + open, n - open, end));
+  if (open != SIZE_MAX) tokens.push_word(s, n, kLower, open, n - open);
+  tokens.finish();
 }
 
 inline uint8_t* put_utf8(uint8_t* o, uint32_t cp) {
@@ -572,6 +680,13 @@ void lower_encode(const CU* in, size_t n, bool lowercase, ByteBuffer& out) {
   for (size_t i = 0; i < n; ++i) {
     const uint32_t cp = in[i];
     if (cp < 0x80) {
+      uint64_t run;
+      if (i + 8 <= n && ascii8(in + i, &run)) {
+        store_le64(o, lowercase ? ascii_lower8(run) : run);
+        o += 8;
+        i += 7;
+        continue;
+      }
       *o++ = lowercase ? kAscii.lower[cp] : static_cast<uint8_t>(cp);
       continue;
     }
@@ -601,22 +716,28 @@ void lower_encode(const CU* in, size_t n, bool lowercase, ByteBuffer& out) {
 
 template <typename CU>
 bool needs_nfkc(const CU* s, size_t n) {
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i) {
+    if (s[i] < 0x80) {
+      uint64_t run;
+      if (i + 8 <= n && ascii8(s + i, &run)) i += 7;
+      continue;
+    }
     if (!stable(s[i])) return true;
+  }
   return false;
 }
 
 // Word tokens of a non-ASCII text: NFKC only if some character needs it, lower + UTF-8, then words.
 template <typename CU>
 void general_word_hashes(const CU* s, size_t n, const TextOptions& o, const Kernels& kernels,
-                         TextScratch& sc, ShingleRoller& tokens) {
+                         TextScratch& sc, std::vector<uint32_t>& out) {
   if (o.normalize && needs_nfkc(s, n)) {
     nfkc(s, n, sc.tmp, sc.seg, sc.a);
     lower_encode(sc.a.data(), sc.a.size(), o.lowercase, sc.utf8);
   } else {
     lower_encode(s, n, o.lowercase, sc.utf8);
   }
-  word_hashes<false>(sc.utf8.data.get(), sc.utf8.size, kernels.ascii_word_mask, tokens);
+  word_hashes<false>(sc.utf8.data.get(), sc.utf8.size, kernels, static_cast<size_t>(o.size), out);
 }
 
 template <typename Tokenizer>
@@ -680,25 +801,26 @@ void run_tokenizer(const TextView& t, const TextOptions& o, TextScratch& sc, Sin
 void shingle_hashes(const TextView& text, const TextOptions& options, const Kernels& kernels,
                     TextScratch& scratch, std::vector<uint32_t>& out) {
   out.reserve(out.size() + text.length / 4 + 16);
-  ShingleRoller roller(static_cast<size_t>(options.size), out);
+  const size_t size = static_cast<size_t>(options.size);
   if (!options.char_shingles && text.ascii) {
     const uint8_t* s = static_cast<const uint8_t*>(text.data);
     if (options.lowercase)
-      word_hashes<true>(s, text.length, kernels.ascii_word_mask, roller);
+      word_hashes<true>(s, text.length, kernels, size, out);
     else
-      word_hashes<false>(s, text.length, kernels.ascii_word_mask, roller);
+      word_hashes<false>(s, text.length, kernels, size, out);
   } else if (!options.char_shingles) {
     if (text.kind == 1)
-      general_word_hashes(static_cast<const uint8_t*>(text.data), text.length, options, kernels, scratch, roller);
+      general_word_hashes(static_cast<const uint8_t*>(text.data), text.length, options, kernels, scratch, out);
     else if (text.kind == 2)
-      general_word_hashes(static_cast<const uint16_t*>(text.data), text.length, options, kernels, scratch, roller);
+      general_word_hashes(static_cast<const uint16_t*>(text.data), text.length, options, kernels, scratch, out);
     else
-      general_word_hashes(static_cast<const uint32_t*>(text.data), text.length, options, kernels, scratch, roller);
+      general_word_hashes(static_cast<const uint32_t*>(text.data), text.length, options, kernels, scratch, out);
   } else {
+    ShingleRoller roller(size, out, kernels);
     HashSink sink{roller, scratch.bytes};
     run_tokenizer(text, options, scratch, sink);
+    roller.finish();
   }
-  roller.finish();
 }
 
 std::u32string normalized_text(const TextView& text, const TextOptions& options) {
@@ -721,6 +843,30 @@ std::u32string normalized_text(const TextView& text, const TextOptions& options)
 }
 
 const char* unicode_version() { return unicode::kUnicodeVersion; }
+
+void word_tokens_serial(const uint8_t* text, size_t size, bool lower, const uint64_t* starts,
+                        const uint64_t* lengths, size_t count, uint64_t* out) {
+  const uint8_t* end = text + size;
+  for (size_t i = 0; i < count; ++i)
+    out[i] = lower ? token_hash<true>(text + starts[i], lengths[i], end)
+                   : token_hash<false>(text + starts[i], lengths[i], end);
+}
+
+void shingle_keys_serial(uint64_t* tokens, size_t held, size_t fresh, size_t n, const uint64_t* powers,
+                         uint32_t* out) {
+  for (size_t j = held; j < held + fresh; ++j) tokens[j] = fmix64(tokens[j]);
+  const size_t total = held + fresh;
+  if (total < n) return;
+  // the first window's sum, then rolled: one multiply-add in, one out per window
+  uint64_t s = 0;
+  for (size_t j = 0; j < n; ++j) s += tokens[j] * powers[j];
+  const uint64_t top = powers[0] * kShingleP;  // P^n
+  out[0] = shingle_key(s);
+  for (size_t i = 1; i + n <= total; ++i) {
+    s = s * kShingleP + tokens[i + n - 1] - tokens[i - 1] * top;
+    out[i] = shingle_key(s);
+  }
+}
 
 void TextScratch::trim(size_t limit) {
   auto drop = [limit](auto& v) {

@@ -46,9 +46,15 @@ class Sketches:
 
     @property
     def signature_bytes(self) -> bytes:
+        """Every document's ``stored`` bytes, one after the other."""
         if self.sketch_format == 1:
             return self.signatures.astype("<u4", copy=False).tobytes()
-        return b"".join(self.stored(i) for i in range(len(self.empty)))
+        n = len(self.empty)
+        if self.bins is not None:  # all of one size: one (n, size) matrix, not a Python step per document
+            keys = np.ascontiguousarray(self.band_keys, dtype="<u8").view(np.uint8).reshape(n, -1)
+            tag = np.full((n, 1), FORMAT2_TAG[0], dtype=np.uint8)
+            return np.hstack([tag, keys, self.bins]).tobytes()
+        return b"".join(self.stored(i) for i in range(n))
 
     @property
     def signature_offsets(self) -> list[int] | None:

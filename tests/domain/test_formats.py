@@ -80,6 +80,8 @@ def test_stored_sketch_gives_back_its_band_keys(fmt: str) -> None:
         keys = stored_band_keys(params, batch.stored(i))
         assert keys == (b"" if batch.empty[i] else batch.band_keys[i].astype("<u8").tobytes())
     assert stored_band_keys(params, b"garbage") == b""
+    # what a batch sends is each document's stored sketch, one after the other
+    assert batch.signature_bytes == b"".join(batch.stored(i) for i in range(3))
     if fmt == "v2":
         assert len(batch.stored(0)) == params.stored_bytes <= 4 * params.num_perm
     if fmt != "v1":  # only the bands * rows slots are computed: the keys of the whole signature

@@ -136,3 +136,92 @@ def test_exact_merge_gives_the_same_answer_on_every_isa(isa: str) -> None:
                 union = len(sets[q]) + len(sets[c]) - inter
                 exact = inter / union if union and len(sets[q]) and len(sets[c]) else 0.0
                 assert value == pytest.approx(exact if exact >= floor - 1e-9 else 0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("isa", ISAS[1:] or ["serial"])
+@pytest.mark.parametrize(
+    ("shingle", "size"), [("word", 1), ("word", 5), ("word", 16), ("word", 17), ("char", 9)]
+)
+def test_format_2_sketches_identical_to_serial(isa: str, shingle: str, size: int) -> None:
+    # Texts around the shingle step's 256-token blocks and the 8-wide SIMD steps, shorter than a shingle,
+    # and every bit width of the bins: each path must give the serial path's bytes.
+    rng = np.random.default_rng(size)
+    # words of 8, 9, 16, 17 and 40 bytes (the SIMD word hash takes up to 16), upper case too
+    long_words = [
+        "ABCDEFGH",
+        "abcdefghI",
+        "ABCDEFGHijklmnop",
+        "abcdefghijklmnopQ",
+        "Wörterbücher" * 3 + "X" * 4,
+    ]
+    vocab = [f"w{i}" for i in range(300)] + ["Ünï", "ΣΑΣ", "漢字", "x\u0301"] + long_words * 20
+    lengths = [0, 1, 3, 4, 5, 7, 8, 9, 255, 256, 257, 260, 511, 513, 2000]
+    texts = [" ".join(rng.choice(vocab, size=n)) for n in lengths]
+    ascii_vocab = [w for w in vocab if w.isascii()]  # pure ASCII texts take the ASCII path
+    texts += [" ".join(rng.choice(ascii_vocab, size=n)) for n in lengths]
+    for bins, bits in [(64, 1), (1408, 2), (960, 3), (1024, 4), (512, 8), (4096, 2)]:
+        opts = {"num_perm": 96, "shingle": shingle, "size": size, "bins": bins, "bits": bits}
+        serial = sketch.estimate_sketches(texts, isa="serial", **opts)  # type: ignore[arg-type]
+        other = sketch.estimate_sketches(texts, isa=isa, **opts)  # type: ignore[arg-type]
+        assert np.array_equal(serial[0], other[0]) and np.array_equal(serial[1], other[1]), (bins, bits)
+    exact_serial = sketch.exact_sketches(texts, shingle=shingle, size=size, isa="serial")  # type: ignore[arg-type]
+    exact_other = sketch.exact_sketches(texts, shingle=shingle, size=size, isa=isa)  # type: ignore[arg-type]
+    assert all(np.array_equal(a, b) for a, b in zip(exact_serial, exact_other, strict=True))
+
+
+M64 = 2**64 - 1
+
+
+def _unxorshift(x: int, shift: int) -> int:
+    y = x
+    for _ in range(64 // shift + 1):
+        y = x ^ (y >> shift)
+    return y & M64
+
+
+def _unfmix64(h: int) -> int:
+    h = _unxorshift(h, 33)
+    h = (h * pow(0xC4CEB9FE1A85EC53, -1, 2**64)) & M64
+    h = _unxorshift(h, 33)
+    h = (h * pow(0xFF51AFD7ED558CCD, -1, 2**64)) & M64
+    return _unxorshift(h, 33)
+
+
+def _seed_for_oph_salt(salt: int) -> int:
+    # sketch_v2.cpp: salt = splitmix64's first output for seed ^ "oph-v2-1"; run it backwards
+    z = _unxorshift(salt, 31)
+    z = (z * pow(0x94D049BB133111EB, -1, 2**64)) & M64
+    z = _unxorshift(z, 27)
+    z = (z * pow(0xBF58476D1CE4E5B9, -1, 2**64)) & M64
+    z = _unxorshift(z, 30)
+    return ((z - 0x9E3779B97F4A7C15) & M64) ^ 0x6F70682D76322D31
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_a_bin_whose_minimum_is_all_ones_is_filled(isa: str) -> None:
+    # A shingle whose bin value is 0xFFFFFFFF (1 in 2^32 of them) fills its bin with code 1 + 0xFFFFFFFF % 3:
+    # the AVX-512DQ path, which tells filled bins by their value, marks these apart. The seed is chosen
+    # (by inverting the hashes) so that the one shingle of "hello" has that value.
+    (_, flat, _) = sketch.exact_sketches(["hello"])
+    (x,) = flat.tolist()
+    bins = 64
+    v = (0x12345678 << 32) | 0xFFFFFFFF  # its bin: the high half scaled to 64 bins
+    seed = _seed_for_oph_salt(_unfmix64(v) ^ x)
+    _, packed = sketch.estimate_sketches(["hello"], seed=seed, bins=bins, bits=2, isa=isa)  # type: ignore[arg-type]
+    planes = np.frombuffer(packed[0].tobytes(), dtype="<u8")
+    b = ((v >> 32) * bins) >> 32
+    assert planes.tolist() == [1 << b, 0]  # code 1: bit 0 of the bin set in plane 0 only
+
+
+def test_exact_similarity_refuses_offsets_out_of_order_for_the_rows_it_reads() -> None:
+    flat = np.arange(10, dtype=np.uint32)
+    query = np.arange(3, dtype=np.uint32)
+    good = np.array([0, 3, 6, 10], dtype=np.int64)
+    assert sketch.exact_similarity(query, flat, good, [0]).tolist() == [1.0]
+    bad = np.array([0, 7, 6, 10], dtype=np.int64)  # set 1 would run backwards
+    with pytest.raises(ValueError, match="offsets must not decrease"):
+        sketch.exact_similarity(query, flat, bad, [1])
+    with pytest.raises(ValueError, match="offsets must not decrease"):
+        sketch.exact_similarity(query, flat, bad)  # every set is read
+    with pytest.raises(ValueError, match="offsets must run from 0"):
+        sketch.exact_similarity(query, flat, np.array([0, 3, 6, 11], dtype=np.int64))

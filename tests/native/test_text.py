@@ -80,6 +80,20 @@ def test_signature_matches_reference(text: str, size: int, shingle: str, seed: i
     assert np.array_equal(got, want)
 
 
+# Runs of ASCII longer than 8 code units among other characters: the non-ASCII paths copy ASCII runs
+# 8 code units at a time (texts stored by Python with 1, 2 or 4 bytes per code unit).
+ascii_runs = st.text(alphabet="aZ09 .Q-xyzW\n", min_size=0, max_size=30)
+mixed_text = st.lists(ascii_runs | tricky_text, min_size=1, max_size=8).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=mixed_text, size=st.integers(1, 6), lowercase=st.booleans())
+def test_mixed_texts_with_ascii_runs_match_reference(text: str, size: int, lowercase: bool) -> None:
+    got = sketch.signature(text, num_perm=16, size=size)
+    assert np.array_equal(got, ref.signature(text, num_perm=16, size=size))
+    assert sketch.tokens(text, lowercase=lowercase) == ref.words(text, lowercase=lowercase)
+
+
 @settings(max_examples=200, deadline=None)
 @given(words=st.lists(st.text(alphabet="abcxyzABC019éΣ", min_size=1, max_size=12), max_size=30))
 def test_plain_text_follows_the_one_line_definition(words: list[str]) -> None:
