@@ -172,6 +172,7 @@ def main() -> None:
     index_of = {doc_id: i for i, doc_id in enumerate(stored.ids)}
     result: dict[str, Any] = {
         "machine": {"cpu": cpu_model(), "cores": bs.os.cpu_count(), "commit": git_commit()},
+        "command": " ".join(["python bench/bench_passages.py", *sys.argv[1:]]),
         "corpus": corpus_info
         | {"stored_documents": len(stored), "stored_mean_bytes": round(stored.total_bytes / len(stored))},
     }

@@ -22,6 +22,7 @@ batch at a time. Printed as JSON:
     python bench/bench_store.py --docs 1500 --callgrind --profile-out cg.out   # callgrind_annotate cg.out
     python bench/bench_store.py --valkey-config rdbcompression=yes   # compare ``aof_rewrite``
     python bench/bench_store.py --no-module          # the band step in Lua, as on an external server
+    python bench/bench_store.py --docs 10000 --passages 0,1,2 --repeats 3   # passages off / format 1 / 2
     LD_PRELOAD=/path/to/libmimalloc.so python bench/bench_store.py   # the server with another malloc
 
 After the run the server rewrites its append-only file once more, timed (``aof_rewrite``: seconds and
@@ -34,6 +35,7 @@ import argparse
 import asyncio
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,15 +54,26 @@ from neardup.storage.embedded import valkey_binary  # noqa: E402
 
 
 async def run(
-    server: EmbeddedValkey, docs: list[Document], batch: int, expected: int | None
+    server: EmbeddedValkey,
+    docs: list[Document],
+    batch: int,
+    expected: int | None,
+    passages: int = 0,
+    name: str = "bench",
 ) -> dict[str, Any]:
+    """``passages``: 0 off, else the collection's passage format."""
     assert server.pid is not None
     store = RedisStore.from_url(server.url, timeout=600)
     index = Index(store)
     try:
         params = CollectionParams.create(
-            "bench", threshold=bench_service.THRESHOLD, expected_documents=expected
+            name,
+            threshold=bench_service.THRESHOLD,
+            expected_documents=expected,
+            passages=passages > 0,
+            passage_format=passages or None,
         )
+        memory0 = (await store.client.info("memory"))["used_memory"]
         await index.create_collection(params)
         await store.client.config_resetstat()
         per_batch: list[float] = []
@@ -69,7 +82,7 @@ async def run(
         system0 = bench_service.process_times(server.pid)[1]
         for start in range(0, len(docs), batch):
             before = bench_service.process_cpu_seconds(server.pid)
-            results = await index.check("bench", docs[start : start + batch])
+            results = await index.check(name, docs[start : start + batch])
             per_batch.append((bench_service.process_cpu_seconds(server.pid) - before) / len(results))
             duplicates += sum(r.duplicate for r in results)
         wall, cpu = time.perf_counter() - started, bench_service.process_cpu_seconds(server.pid) - cpu0
@@ -81,13 +94,21 @@ async def run(
     n = len(docs)
     tenth = max(1, len(per_batch) // 10)
     commands = {
-        name.removeprefix("cmdstat_"): round(value["calls"] / n, 2)
-        for name, value in stats.items()
-        if name.startswith("cmdstat_h") and value["calls"] >= n / 100
+        command.removeprefix("cmdstat_"): round(value["calls"] / n, 2)
+        for command, value in stats.items()
+        if command.startswith(("cmdstat_h", "cmdstat_nd.")) and value["calls"] >= n / 100
+    }
+    # the server's own time per document in each module command and in the scripts as a whole (which
+    # includes the commands they call)
+    usec = {
+        command.removeprefix("cmdstat_"): round(value["usec"] / n, 1)
+        for command, value in stats.items()
+        if command.startswith(("cmdstat_nd.", "cmdstat_evalsha"))
     }
     return {
         "documents": n,
         "batch": batch,
+        "usec_per_doc": usec,
         "bands": params.bands,
         "expected_documents": expected,
         "duplicates": duplicates,
@@ -100,6 +121,8 @@ async def run(
         },
         "commands_per_doc": {"total": round(sum(commands.values()), 2), **commands},
         "used_memory_per_doc": round(memory / n),
+        "collection_memory_per_doc": round((memory - memory0) / n),
+        "passages": passages,
     }
 
 
@@ -152,6 +175,56 @@ def instructions(out: Path) -> int:
     return int(totals[0].split()[0].replace(",", ""))
 
 
+def compare(
+    server: EmbeddedValkey, docs: list[Document], args: argparse.Namespace, settings: list[int]
+) -> dict[str, Any]:
+    """Each passage setting in its own collection, the settings interleaved round by round (drift of a
+    shared machine hits all alike), each collection dropped after its run; medians per setting, and
+    each setting's ratios to the first."""
+    runs: dict[int, list[dict[str, Any]]] = {s: [] for s in settings}
+    for r in range(args.repeats):
+        for setting in settings:
+            name = f"bench-{setting}-{r}"
+            found = asyncio.run(run(server, docs, args.batch, args.expected_documents, setting, name))
+            runs[setting].append(found)
+            drop(server.url, name)
+            print(f"round {r} passages {setting}: {found['valkey_cpu_us_per_doc']}", file=sys.stderr)
+    out: dict[str, Any] = {"documents": len(docs), "repeats": args.repeats, "settings": {}}
+    for setting, found in runs.items():
+        out["settings"][str(setting)] = {
+            "valkey_cpu_us_per_doc": statistics.median(x["valkey_cpu_us_per_doc"]["all"] for x in found),
+            "docs_per_s_one_client": statistics.median(x["docs_per_s_one_client"] for x in found),
+            "collection_memory_per_doc": statistics.median(x["collection_memory_per_doc"] for x in found),
+            "commands_per_doc": found[-1]["commands_per_doc"],
+            "usec_per_doc": {
+                command: statistics.median(x["usec_per_doc"].get(command, 0.0) for x in found)
+                for command in found[-1]["usec_per_doc"]
+            },
+            "runs_cpu_us_per_doc": [x["valkey_cpu_us_per_doc"]["all"] for x in found],
+        }
+    first = out["settings"][str(settings[0])]
+    for setting in settings[1:]:
+        this = out["settings"][str(setting)]
+        this["cpu_ratio_to_first"] = round(this["valkey_cpu_us_per_doc"] / first["valkey_cpu_us_per_doc"], 3)
+        this["memory_ratio_to_first"] = round(
+            this["collection_memory_per_doc"] / first["collection_memory_per_doc"], 3
+        )
+    return out
+
+
+def drop(url: str, name: str) -> None:
+    """The collection's keys (a bench server holds nothing else), then lazy freeing waited for."""
+    client = redis.Redis.from_url(url)
+    try:
+        for key in client.scan_iter(match=f"nd:{name}:*", count=1000):
+            client.unlink(key)
+        client.unlink(f"nd:{{{name}}}:state")
+        client.hdel("nd:collections", name)
+        bench_service.wait_for_lazyfree(client)
+    finally:
+        client.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -189,8 +262,20 @@ def main() -> None:
     parser.add_argument(
         "--call-cost", action="store_true", help="only measure what one redis.call from Lua costs (callgrind)"
     )
+    parser.add_argument(
+        "--passages",
+        default="0",
+        metavar="LIST",
+        help="comma-separated passage settings to compare in one server, interleaved: 0 off, 1 or 2 the "
+        "passage format (e.g. 0,1,2); each a collection of its own, dropped after its run",
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="rounds of the --passages settings (medians)")
+    parser.add_argument(
+        "--chunk-bytes", type=int, default=None, help="passage size (default: bench_service's)"
+    )
     args = parser.parse_args()
-    settings = bench_service.Settings(**{**bench_service.FULL.__dict__, "documents": args.docs})
+    chunk = {"chunk_bytes": args.chunk_bytes} if args.chunk_bytes else {}
+    settings = bench_service.Settings(**{**bench_service.FULL.__dict__, "documents": args.docs, **chunk})
     corpus, _ = bench_service.build_documents(HERE / "data" / "corpus.jsonl", settings)
     docs = [Document(i, t) for i, t in zip(corpus.ids, corpus.texts, strict=True)]
     with tempfile.TemporaryDirectory(prefix="neardup-bench-store-") as tmp:
@@ -211,9 +296,13 @@ def main() -> None:
             Path(tmp) / "data", binary=binary, extra_config=extra, module=not args.no_module
         )
         server.start(timeout=120)
+        settings_list = [int(x) for x in args.passages.split(",")]
         try:
-            report = asyncio.run(run(server, docs, args.batch, args.expected_documents))
-            report["aof_rewrite"] = timed_rewrite(server)
+            if settings_list == [0] and args.repeats == 1:
+                report = asyncio.run(run(server, docs, args.batch, args.expected_documents))
+                report["aof_rewrite"] = timed_rewrite(server)
+            else:
+                report = compare(server, docs, args, settings_list)
             report["module"] = server.module is not None
         finally:
             server.stop()

@@ -929,7 +929,7 @@ def passages_section(results: Path) -> str:
     lines = [
         "## Passages",
         "",
-        f"`python bench/bench_passages.py` (commit `{run['machine']['commit']}`, "
+        f"`{run.get('command', 'python bench/bench_passages.py')}` (commit `{run['machine']['commit']}`, "
         f"{run['machine']['cores']} cores): {run['corpus']['stored_documents']:,} stored documents of "
         f"~{run['corpus']['stored_mean_bytes']:,} bytes "
         "(the corpus cut into passages, as bench_service.py does) in a collection with `passages: true`, "

@@ -1,6 +1,6 @@
 // Passage fingerprints (docs/design.md, "Passages"): the words of a text with their code point offsets
 // in the text *as given* (no NFKC here, so an offset is a Python str index), the hash of every word
-// k-gram, and the k-grams winnowing selects. Part of the passage format (passage blobs, version 1):
+// k-gram, and the k-grams winnowing selects. Part of the passage format (passage blobs, versions 1 and 2):
 // changing anything here changes stored fingerprints (pinned by tests/native/test_passages.py).
 //
 //   words    maximal runs of alphanumerics (str.isalnum), combining marks continue a word, each
@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <deque>
 #include <vector>
 
@@ -146,30 +147,56 @@ void put_le(std::string& out, T v) {
   for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xFF));
 }
 
-// The passage blob, format version 1 (neardup.domain.fingerprints documents it); b"" below k words.
-py::bytes passage_blob(const py::str& text, int k, int w) {
-  Fingerprints f;
-  {
-    fingerprint(text, k, w, f);
+void put_varint(std::string& out, uint32_t v) {  // unsigned LEB128: 7 bits a byte, low first
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
   }
+  out.push_back(static_cast<char>(v));
+}
+
+// The passage blob (neardup.domain.fingerprints documents both formats); b"" below k words.
+//   version 1: u8 1 | u32 words | u32 m | m x u64 key | m x u8 word step | m x u32 start | m x u16 length
+//              | nibbles
+//   version 2: u8 2 | u32 words | u32 m | m x 5-byte key (the hash's low 40 bits) | m x u8 word step
+//              | m x varint start step (code points from the previous selected k-gram's start)
+//              | m x varint length | nibbles
+py::bytes passage_blob(const py::str& text, int k, int w, int version) {
+  if (version != 1 && version != 2) throw py::value_error("passage blob version must be 1 or 2");
+  Fingerprints f;
+  fingerprint(text, k, w, f);
   const auto& sel = f.selected;
   if (sel.empty()) return py::bytes();
   const size_t m = sel.size(), nw = f.words.starts.size();
   std::string out;
   out.reserve(9 + 15 * m + (nw + 1) / 2);
-  out.push_back(1);
+  out.push_back(static_cast<char>(version));
   put_le<uint32_t>(out, static_cast<uint32_t>(nw));
   put_le<uint32_t>(out, static_cast<uint32_t>(m));
-  for (uint32_t j : sel) put_le<uint64_t>(out, f.grams[j]);
+  const size_t key_bytes = version == 1 ? 8 : 5;
+  for (uint32_t j : sel)
+    for (size_t i = 0; i < key_bytes; ++i) out.push_back(static_cast<char>((f.grams[j] >> (8 * i)) & 0xFF));
   uint32_t previous = 0;
   for (uint32_t j : sel) {
     out.push_back(static_cast<char>(j - previous));  // winnowing keeps steps <= w <= 255
     previous = j;
   }
-  for (uint32_t j : sel) put_le<uint32_t>(out, f.words.starts[j]);
+  uint32_t previous_start = 0;
+  for (uint32_t j : sel) {
+    const uint32_t start = f.words.starts[j];
+    if (version == 1) {
+      put_le<uint32_t>(out, start);
+    } else {
+      put_varint(out, start - previous_start);  // selected k-grams are in text order
+      previous_start = start;
+    }
+  }
   for (uint32_t j : sel) {
     const uint32_t length = f.words.ends[j + k - 1] - f.words.starts[j];
-    put_le<uint16_t>(out, static_cast<uint16_t>(std::min<uint32_t>(length, 65535)));
+    if (version == 1)
+      put_le<uint16_t>(out, static_cast<uint16_t>(std::min<uint32_t>(length, 65535)));
+    else
+      put_varint(out, length);
   }
   for (size_t i = 0; i < nw; i += 2) {
     const uint8_t lo = static_cast<uint8_t>(f.words.hashes[i] >> 60);
@@ -179,11 +206,36 @@ py::bytes passage_blob(const py::str& text, int k, int w) {
   return py::bytes(out);
 }
 
+// Format 2's positions: from byte `at` of a blob, m varint start steps then m varint lengths. Returns
+// (starts, lengths) as int64 arrays (the steps summed) and the offset past them.
+py::tuple passage_positions(const py::bytes& blob, size_t m, size_t at) {
+  std::string_view b = blob;
+  py::array_t<int64_t> starts(m), lengths(m);
+  int64_t* out[2] = {starts.mutable_data(), lengths.mutable_data()};
+  for (int part = 0; part < 2; ++part) {
+    int64_t total = 0;
+    for (size_t e = 0; e < m; ++e) {
+      uint64_t v = 0;
+      for (int shift = 0;; shift += 7) {
+        if (at >= b.size() || shift > 35) throw py::value_error("truncated passage blob");
+        const uint8_t byte = static_cast<uint8_t>(b[at++]);
+        v |= static_cast<uint64_t>(byte & 0x7F) << shift;
+        if (byte < 0x80) break;
+      }
+      total = part == 0 ? total + static_cast<int64_t>(v) : static_cast<int64_t>(v);
+      out[part][e] = total;
+    }
+  }
+  return py::make_tuple(starts, lengths, at);
+}
+
 }  // namespace
 
 void register_passages(py::module_& m) {
-  m.def("passage_blob", &passage_blob, py::arg("text"), py::arg("k"), py::arg("w"),
-        "the passage blob (format version 1) of a str; b'' below k words");
+  m.def("passage_blob", &passage_blob, py::arg("text"), py::arg("k"), py::arg("w"), py::arg("version") = 1,
+        "the passage blob (format version 1 or 2) of a str; b'' below k words");
+  m.def("passage_positions", &passage_positions, py::arg("blob"), py::arg("m"), py::arg("at"),
+        "format 2's varint start steps and lengths from byte `at`: (starts, lengths, offset past them)");
   m.def("passage_features", &passage_features, py::arg("text"), py::arg("k"), py::arg("w"),
         "(word starts, word ends, k-gram hashes, winnowed k-gram indices, word nibbles) of a str; offsets in code points");
 }

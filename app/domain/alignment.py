@@ -16,7 +16,9 @@ until two differ in a row: a word of unrelated text agrees by chance one time in
 overshoots by about 0.07 words on average. In the source, the extension's words are the text's, and
 between them the text's own gaps where they are the source's inside the span (a plain copy), else the
 source's mean gap. A span is reported when it covers at least ``min_words`` words of the text: a chance
-match of one k-gram (a common phrase) extends by no more than chance and stays below.
+match of one k-gram (a common phrase) extends by no more than chance and stays below; and, when it rests
+on a single hit, when at most SINGLE_HIT_DIFFERING words of its extension differ (a template both texts
+follow, a listing, agrees through its repeated words and differs in the rest).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from neardup.domain.fingerprints import Features, K, Source, W
+from neardup.domain.fingerprints import BLOB_VERSION, Features, K, Source, W, truncated
 
 T = TypeVar("T")
 
@@ -45,6 +47,13 @@ TRIES = 3
 MAX_ACTIVE = 64
 #: Differing words in a row that end the word-by-word extension of an edge.
 STOP_AFTER = 2
+#: Most words of a span's extension (past its chain's first and last hit) that may differ in the two
+#: texts when the span rests on one hit. A copy long enough to be reported holds a selected k-gram
+#: every ~11 words, so one with a single hit is short and, if lightly edited, differs in a word or two;
+#: a template or a listing both texts follow (a man page's index of properties, each line the same
+#: four words and one that differs; a dump whose numbers differ) shares one k-gram by chance and then
+#: agrees word by word through most of its repeated words only.
+SINGLE_HIT_DIFFERING = 2
 
 
 @dataclass(frozen=True)
@@ -77,17 +86,20 @@ class Aligned:
     last_word: int
     hits: int
     entries: int
+    #: words of the extension past the chain's ends that differ in the two texts
+    differing: int = 0
 
 
 class QueryIndex:
     """The text's k-gram positions by key."""
 
-    def __init__(self, f: Features) -> None:
+    def __init__(self, f: Features, version: int = BLOB_VERSION) -> None:
+        """``version``: the passage format of the sources it is aligned with (their keys' width)."""
         self.features = f
         #: letters[i]: code points in the words before word i (word lengths, separators left out)
         self.letters = np.concatenate(([0], np.cumsum(f.ends.astype(np.int64) - f.starts)))
         self.positions: dict[int, list[int]] = {}
-        for q, key in enumerate(f.keys.tolist()):
+        for q, key in enumerate(truncated(f.keys, version).tolist()):
             found = self.positions.setdefault(key, [])
             if len(found) < MAX_REPEATS:
                 found.append(q)
@@ -105,7 +117,7 @@ def _gap_agrees(qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], c: Chain, 
     words = q - (c.q1 + K)
     if words <= 0:
         return True
-    agree, _ = _walk(qn, sn, c.q1 + K - 1, c.s1 + K - 1, 1, words, 0)
+    agree, _, _ = _walk(qn, sn, c.q1 + K - 1, c.s1 + K - 1, 1, words, 0)
     return agree >= GAP_AGREEMENT * words
 
 
@@ -142,13 +154,13 @@ def _chains(index: QueryIndex, src: Source) -> list[Chain]:
 
 def _walk(
     qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], q: int, s: int, step: int, limit: int, stop: int
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """Walk the words past q (text) and s (source) in direction ``step``, at most ``limit`` of them
     (0: no limit), following a word inserted or dropped (this word and the next agree one word off);
     stop after ``stop`` differing words in a row (0: never). Returns (words that agree, how far the
     span extends: up to the last word that agrees, past a differing word only where two agree in a
-    row after it)."""
-    agree = best = misses = run = i = shift = 0
+    row after it, and how many of the words up to there differ)."""
+    agree = best = misses = run = i = shift = agreed_at_best = 0
     contiguous = True
     nq, ns = len(qn), len(sn)
     while not limit or i < limit:
@@ -170,19 +182,19 @@ def _walk(
         if qn[qi] == sn[si]:
             agree, misses, run = agree + 1, 0, run + 1
             if contiguous or run >= 2:
-                best = i
+                best, agreed_at_best = i, agree
         else:
             misses, run, contiguous = misses + 1, 0, False
             if stop and misses >= stop:
                 break
-    return agree, best
+    return agree, best, best - agreed_at_best
 
 
 def _extend(c: Chain, index: QueryIndex, src: Source) -> Aligned:
     f = index.features
-    _, back = _walk(f.nibbles, src.nibbles, c.q0, c.s0, -1, 0, STOP_AFTER)
+    _, back, differ_back = _walk(f.nibbles, src.nibbles, c.q0, c.s0, -1, 0, STOP_AFTER)
     q_last = c.q1 + K - 1
-    _, ahead = _walk(f.nibbles, src.nibbles, q_last, c.s1 + K - 1, 1, 0, STOP_AFTER)
+    _, ahead, differ_ahead = _walk(f.nibbles, src.nibbles, q_last, c.s1 + K - 1, 1, 0, STOP_AFTER)
     qa, qz = c.q0 - back, q_last + ahead
     start, end = int(f.starts[qa]), int(f.ends[qz])
     # In the source the extension's words are the text's. Between words: the text's own characters
@@ -202,19 +214,28 @@ def _extend(c: Chain, index: QueryIndex, src: Source) -> Aligned:
             after = int(letters[qz + 1] - letters[q_last + 1]) + round(ahead * max(gap, 0.0))
     source_start = max(0, int(src.start[c.e0]) - before)
     source_end = int(src.end[c.e1]) + after
-    return Aligned(Span(start, end, source_start, source_end), qa, qz, len(c.entries), c.e1 - c.e0 + 1)
+    return Aligned(
+        Span(start, end, source_start, source_end),
+        qa, qz, len(c.entries), c.e1 - c.e0 + 1, differ_back + differ_ahead,
+    )  # fmt: skip
+
+
+def _evidenced(a: Aligned) -> bool:
+    """Whether a span is a copy rather than a template both texts follow (see SINGLE_HIT_DIFFERING)."""
+    return a.hits > 1 or a.differing <= SINGLE_HIT_DIFFERING
 
 
 def align(index: QueryIndex, src: Source, min_words: int, common: set[int] | None = None) -> list[Aligned]:
     """The passages the text shares with one stored document, in text order, at least ``min_words``
     words each and each with a hit on a key not in ``common`` (keys that many stored documents hold:
-    boilerplate); where two overlap in the text, the one with more hits."""
+    boilerplate), those resting on one hit only where their extension differs in at most
+    SINGLE_HIT_DIFFERING words; where two overlap in the text, the one with more hits."""
     keys = src.keys.tolist()
     chains = [c for c in _chains(index, src) if not common or any(keys[e] not in common for e in c.entries)]
     found = sorted((_extend(c, index, src) for c in chains), key=lambda a: (-a.hits, a.first_word))
     kept: list[Aligned] = []
     for a in found:
-        if a.last_word - a.first_word + 1 < min_words:
+        if a.last_word - a.first_word + 1 < min_words or not _evidenced(a):
             continue
         if any(a.first_word <= b.last_word and b.first_word <= a.last_word for b in kept):
             continue

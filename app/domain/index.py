@@ -244,7 +244,7 @@ class Index:
                 max_documents=params.max_documents or 0,
                 capacity=_capacity(params),
                 bands=params.bands,
-                passages=params.passages,
+                passages=params.passage_format if params.passages else 0,
                 sketch_bytes=0 if params.verify == "exact" else params.stored_bytes,
             )
         if existing is None:

@@ -40,6 +40,8 @@ FP_WEIGHT, FN_WEIGHT = 0.15, 0.85
 #: Sketch format of new collections (``sketch.SKETCH_FORMATS``). A collection keeps the format it was
 #: created with; a registry entry without one is format 1.
 DEFAULT_SKETCH_FORMAT = 2
+#: The passage format (neardup.domain.fingerprints) of collections created with passages on.
+DEFAULT_PASSAGE_FORMAT = 2
 #: Format 2 chooses its banding for recall at the threshold (``sketch.recall_bands``): P(t) of at
 #: least this, with at most num_perm // 5 bands; verification on the sharper sketch then removes the
 #: extra candidates. At t = 0.8, k = 128: b=16, r=6, P(0.8) = 0.992 (0.995 took 18 bands: 12% more
@@ -120,6 +122,10 @@ class CollectionParams:
     bins: int = 0
     passages: bool = False
     site_field: str | None = None
+    #: How the passages are stored (fingerprints.BLOB_VERSIONS): chosen by the service at creation, not
+    #: a parameter the caller picks, so it takes no part in comparing parameters (a collection created
+    #: before format 2 is the same collection when asked for again).
+    passage_format: int = field(default=1, compare=False)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -142,6 +148,7 @@ class CollectionParams:
         verify: Verify = "estimate",
         passages: bool = False,
         site_field: str | None = None,
+        passage_format: int | None = None,
     ) -> CollectionParams:
         """Validate and fill bands/rows (``sketch.optimal_bands``) when not given; raises
         :class:`InvalidParameters` with a message saying what to change."""
@@ -165,6 +172,8 @@ class CollectionParams:
                 float(threshold), num_perm, RECALL_AT_THRESHOLD, max_bands(num_perm)
             )
         bins = default_bins(num_perm, bands) if sketch_format == 2 and verify == "estimate" else 0
+        if passage_format is None:
+            passage_format = DEFAULT_PASSAGE_FORMAT if passages else 1
         return cls(
             name,
             float(threshold),
@@ -182,6 +191,7 @@ class CollectionParams:
             bins,
             passages,
             site_field,
+            passage_format=passage_format,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,6 +203,8 @@ class CollectionParams:
                 del data[name]
         if not self.passages:  # likewise: an entry without passages is read as it always was
             del data["passages"]
+        if not self.passages or self.passage_format == 1:  # entries written before format 2 look the same
+            del data["passage_format"]
         if data["site_field"] is None:  # entries written before sites existed look the same
             del data["site_field"]
         return data
@@ -200,7 +212,7 @@ class CollectionParams:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CollectionParams:
         """From a registry entry; one written before format 2 (no ``sketch_format``) is format 1, one
-        without ``site_field`` counts no sites."""
+        without ``site_field`` counts no sites, one without ``passage_format`` has passage format 1."""
         return cls(**data)
 
     @property
@@ -364,6 +376,8 @@ def _validate(p: CollectionParams) -> None:
             raise InvalidParameters(f"max_documents must be at most {MAX_DOCUMENTS}, got {p.max_documents}")
     if not isinstance(p.passages, bool):
         raise InvalidParameters(f"passages must be true or false, got {p.passages!r}")
+    if isinstance(p.passage_format, bool) or p.passage_format not in (1, 2):
+        raise InvalidParameters(f"passage_format must be 1 or 2, got {p.passage_format!r}")
     if p.expected_documents is not None:
         _check_positive("expected_documents", p.expected_documents)
         if p.expected_documents > MAX_EXPECTED_DOCUMENTS:

@@ -64,11 +64,15 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
         f = await asyncio.to_thread(fingerprints.features, text)
     if not len(f.grams):
         return PassageResult(0.0, [])
-    wanted = fingerprints.key_bytes(np.unique(f.keys))
+    version = collection.params.passage_format
+    wanted = fingerprints.key_bytes(np.unique(fingerprints.truncated(f.keys, version)), version)
     for attempt in range(_ATTEMPTS):
         collection = await index._collection(name, refresh=attempt > 0)
         if not collection.params.passages:
             raise CollectionConflict(f"collection {name!r} was created without passages")
+        if collection.params.passage_format != version:  # recreated in between: another format
+            version = collection.params.passage_format
+            wanted = fingerprints.key_bytes(np.unique(fingerprints.truncated(f.keys, version)), version)
         try:
             async with index._storage(name):
                 reply = await index._store.passages(collection.keys, wanted, MAX_SOURCES, COMMON_AT)
@@ -79,8 +83,8 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
         raise StoreUnavailable("the collection keeps changing under this request; retry")
     ttl = collection.params.ttl_seconds
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
-    query = alignment.QueryIndex(f)
-    common = set(np.frombuffer(reply.common, "<u8").tolist())
+    query = alignment.QueryIndex(f, version)
+    common = set(fingerprints.unpack_keys(reply.common, version).tolist())
     candidates: list[tuple[bytes, list[alignment.Aligned]]] = []
     for _, blob, record in reply.sources:
         if not blob or not record or records.inserted_ms(record) < oldest:

@@ -90,7 +90,7 @@ class ClusterStore(ClusterRetention):
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
-        passages: bool = False,
+        passages: int = 0,
         sketch_bytes: int = 0,
     ) -> bytes | None:
         """The state first, atomically on the collection's slot (cluster_init.lua: created, or what

@@ -15,12 +15,15 @@ created again never meets the old one's keys while they are being unlinked)::
 
 With passages on (a collection created with ``passages: true``; docs/design.md, "Passages")::
 
-    nd:{c}:state            hash  ... pL pS pN                                  passage index shape
-    nd:c:g:f:<n>            hash  fingerprint key (8 raw bytes) -> ordinals (ow bytes each, big-endian),
-                                  at most POSTING_CAP; grouped by linear hashing like the band table
-    nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (format version 1, neardup.domain.fingerprints)
+    nd:{c}:state            hash  ... pL pS pN [pf]                             passage index shape, format
+    nd:c:g:f:<n>            hash  fingerprint key (5 raw bytes; 8 in passage format 1) -> ordinals (ow
+                                  bytes each, big-endian), at most POSTING_CAP; grouped by linear hashing
+                                  like the band table
+    nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (format pf, 1 where absent;
+                                  neardup.domain.fingerprints)
 
-check.lua writes a document's blob and postings with its bands; remove_document (_common.lua) removes
+check.lua writes a document's blob and postings with its bands (its passage step: ND.PASSAGES where
+the server has neardup's module, else ``scripts/_passages_lua.lua``); remove_document (_common.lua) removes
 them wherever a document goes (replace, delete, reclaim), in the same script. A Redis Cluster refuses
 collections with passages (not supported there yet).
 

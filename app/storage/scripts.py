@@ -3,11 +3,12 @@ registered once per client and loaded again when the server answers NOSCRIPT (re
 
 check.lua's band step comes in two versions with one contract: ``_bands_lua.lua`` for any server and
 ``_bands_module.lua``, one call of ``ND.BANDS`` where the server has neardup's module loaded (the
-embedded one always has). The store asks the server which once, when it loads the scripts. The
-cluster's ``cluster_ops.lua`` likewise applies its band records with ``_cluster_buckets_lua.lua`` or
-one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node. ``link.lua``'s loop over a
-batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one ``ND.LINK``
-(``_link_module.lua``) where the module is version 2 or later."""
+embedded one always has); so does its passage step (``_passages_lua.lua``, ``_passages_module.lua``:
+one ``ND.PASSAGES``, where the module is version 2 or later). The store asks the server which once,
+when it loads the scripts. The cluster's ``cluster_ops.lua`` likewise applies its band records with
+``_cluster_buckets_lua.lua`` or one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node.
+``link.lua``'s loop over a batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one
+``ND.LINK`` (``_link_module.lua``) where the module is version 2 or later."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ _NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages", "lin
 MODULE_NAME = b"neardup"
 
 
-#: The module version that brought ``ND.LINK`` (version 1 has ``ND.BANDS`` and ``ND.BUCKETS`` only: a
-#: server may run a module built from an earlier release).
+#: The module version that brought ``ND.LINK`` and ``ND.PASSAGES`` (version 1 has ``ND.BANDS`` and
+#: ``ND.BUCKETS`` only: a server may run a module built from an earlier release).
 LINK_MODULE_VERSION = 2
 
 
@@ -44,15 +45,16 @@ async def module_version(client: aioredis.Redis) -> int:
 
 
 #: Scripts whose loops come in a Lua and a module version, and the files that hold them: ``{bands}``
-#: is the band step's choice (the module of any version), ``{sites}`` the link step's (version 2 on).
+#: is the band step's choice (the module of any version), ``{v2}`` the choice for the commands that
+#: came with version 2 (``ND.LINK``, ``ND.PASSAGES``).
 _VARIANTS = {
-    "check": ["_bands_{bands}.lua"],
+    "check": ["_bands_{bands}.lua", "_passages_{v2}.lua"],
     "cluster_ops": ["_cluster_buckets_{bands}.lua"],
-    "link": ["_link_{sites}.lua"],
+    "link": ["_link_{v2}.lua"],
 }
 
 
-def _source(name: str, bands: str, sites: str) -> str:
+def _source(name: str, bands: str, v2: str) -> str:
     folder = resources.files("neardup.storage").joinpath("scripts")
     main = folder.joinpath(f"{name}.lua").read_text("utf-8")
     shebang = ""
@@ -60,7 +62,7 @@ def _source(name: str, bands: str, sites: str) -> str:
         shebang, main = main.split("\n", 1)
     parts = [main]
     for variant in reversed(_VARIANTS.get(name, [])):
-        parts.insert(0, folder.joinpath(variant.format(bands=bands, sites=sites)).read_text("utf-8"))
+        parts.insert(0, folder.joinpath(variant.format(bands=bands, v2=v2)).read_text("utf-8"))
     if name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
     return "\n".join([shebang, *parts] if shebang else parts)
@@ -69,9 +71,9 @@ def _source(name: str, bands: str, sites: str) -> str:
 class Script:
     """One Lua script called by SHA; a NOSCRIPT answer loads it and retries once."""
 
-    def __init__(self, name: str, bands: str = "lua", sites: str = "lua") -> None:
+    def __init__(self, name: str, bands: str = "lua", v2: str = "lua") -> None:
         self.name = name
-        self.source = _source(name, bands, sites)
+        self.source = _source(name, bands, v2)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def load(self, client: aioredis.Redis) -> None:
@@ -110,9 +112,9 @@ class Scripts:
         if not self._loaded:
             version = await module_version(client)
             self.uses_module = version > 0
-            sites = "module" if version >= LINK_MODULE_VERSION else "lua"
-            self.check = Script("check", "module" if self.uses_module else "lua")
-            self.link = Script("link", sites=sites)
+            v2 = "module" if version >= LINK_MODULE_VERSION else "lua"
+            self.check = Script("check", "module" if self.uses_module else "lua", v2)
+            self.link = Script("link", v2=v2)
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
                 self.due, self.reclaim, self.passages, self.link, self.site,

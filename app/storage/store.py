@@ -169,7 +169,7 @@ class Store(Protocol):
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
-        passages: bool = False,
+        passages: int = 0,
         sketch_bytes: int = 0,
     ) -> bytes | None: ...
     async def get_collection(self, name: str) -> tuple[bytes, int] | None: ...
@@ -286,10 +286,11 @@ class RedisStore:
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
-        passages: bool = False,
+        passages: int = 0,
         sketch_bytes: int = 0,
     ) -> bytes | None:
         """Register; returns None if created, else the stored parameters JSON of that name.
+        ``passages``: 0 off, else the collection's passage format (neardup.domain.fingerprints).
         ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`);
         ``capacity`` documents of ``bands`` bands (0: none; the domain folds ``max_documents`` into
         it) size its tables up front. ``sketch_bytes``: the length of its stored sketches (0: varies),
@@ -306,7 +307,7 @@ class RedisStore:
                 max_documents,
                 *shape,
                 keys.ORDINAL_WIDTH,
-                "1" if passages else "0",
+                str(int(passages)),
                 keys.sig_group_size(sketch_bytes),
             ],
         )

@@ -38,80 +38,10 @@
 
 #include "group.hpp"
 #include "module_api.hpp"
+#include "table.hpp"
 
 namespace neardup::vm {
 namespace {
-
-constexpr int kMaxSplits = 4;  // per call, as in _common.lua's grow()
-constexpr long long kMaxLevel = 40;
-
-uint32_t band_hash(const char* field) {
-  const auto* b = reinterpret_cast<const unsigned char*>(field);
-  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
-         static_cast<uint32_t>(b[3]) << 24;
-}
-
-struct Table {
-  std::string prefix;
-  long long level, split, fields, target;
-  uint64_t n() const { return uint64_t{1} << level; }
-  uint64_t group(uint32_t h) const {
-    const uint64_t g = h % n();
-    return g < static_cast<uint64_t>(split) ? h % (2 * n()) : g;
-  }
-};
-
-struct Moved {
-  VmCtx* ctx;
-  uint64_t modulus, stays;
-  std::vector<std::pair<VmString*, VmString*>> entries;  // retained copies of field and value
-};
-
-void collect_moved(VmKey*, VmString* field, VmString* value, void* data) {
-  auto* moved = static_cast<Moved*>(data);
-  size_t len = 0;
-  const char* f = api.StringPtrLen(field, &len);
-  if (len < 4 || band_hash(f) % moved->modulus == moved->stays) return;
-  size_t vlen = 0;
-  const char* v = api.StringPtrLen(value, &vlen);
-  moved->entries.emplace_back(api.CreateString(moved->ctx, f, len), api.CreateString(moved->ctx, v, vlen));
-}
-
-// Linear hashing's split of group S into S and S + n, as _common.lua's grow() does it.
-void split_once(VmCtx* ctx, Table& t) {
-  const uint64_t n = t.n();
-  Moved moved{ctx, 2 * n, static_cast<uint64_t>(t.split), {}};
-  {
-    Group src(ctx, t.prefix, static_cast<uint64_t>(t.split), kRead | kWrite);
-    if (src.key() && api.KeyType(src.key()) == kKeyTypeHash) {
-      VmScanCursor* cursor = api.ScanCursorCreate();
-      while (api.ScanKey(src.key(), cursor, collect_moved, &moved)) {
-      }
-      api.ScanCursorDestroy(cursor);
-      for (auto& [field, value] : moved.entries) src.set(field, kHashDelete);
-    }
-  }
-  if (!moved.entries.empty()) {
-    Group dst(ctx, t.prefix, static_cast<uint64_t>(t.split) + n, kRead | kWrite);
-    for (auto& [field, value] : moved.entries) dst.set(field, value);
-  }
-  for (auto& [field, value] : moved.entries) {
-    api.FreeString(ctx, field);
-    api.FreeString(ctx, value);
-  }
-  t.split += 1;
-  if (static_cast<uint64_t>(t.split) == n) {
-    t.level += 1;
-    t.split = 0;
-  }
-}
-
-void grow(VmCtx* ctx, Table& t) {
-  for (int splits = 0; splits < kMaxSplits; ++splits) {
-    if (t.fields <= t.target * static_cast<long long>(t.n() + static_cast<uint64_t>(t.split))) return;
-    split_once(ctx, t);
-  }
-}
 
 // The big-endian ordinal of `width` bytes at v.
 uint64_t ordinal_at(const char* v, size_t width) {
@@ -152,10 +82,6 @@ Ranked rank(const std::string& found, const std::vector<uint16_t>& times, uint64
     out.counts.push_back(static_cast<char>(times[i] & 0xff));
   }
   return out;
-}
-
-bool integer(VmString* s, long long lo, long long hi, long long& out) {
-  return api.StringToLongLong(s, &out) == kOk && out >= lo && out <= hi;
 }
 
 int bands_command(VmCtx* ctx, VmString** argv, int argc) {
@@ -269,9 +195,11 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
 
 extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* ctx, VmString**, int) {
   using namespace neardup::vm;
-  // Version 2 added ND.LINK (sites.cpp); the service uses it only from a module of version 2 or later.
+  // Version 2 added ND.PASSAGES (passages.cpp) and ND.LINK (sites.cpp); the service uses them only from a
+  // module of version 2 or later.
   if (init(ctx, "neardup", 2) != kOk) return kErr;
   if (api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;
+  if (register_passage_commands(ctx) != kOk) return kErr;
   if (register_site_commands(ctx) != kOk) return kErr;
   return register_bucket_commands(ctx);
 }

@@ -37,6 +37,10 @@ class Group {
     return value;
   }
   void set(VmString* field, VmString* value) { api.HashSet(key_, kHashNone, field, value, nullptr); }
+  // Sets the field only where it is absent; whether it did.
+  bool set_new(VmString* field, VmString* value) {
+    return api.HashSet(key_, kHashNx | kHashCountAll, field, value, nullptr) == 1;
+  }
   VmKey* key() const { return key_; }
 
  private:

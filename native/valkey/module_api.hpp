@@ -24,6 +24,8 @@ constexpr int kWrite = 1 << 1;
 constexpr int kKeyTypeEmpty = 0;
 constexpr int kKeyTypeHash = 3;
 constexpr int kHashNone = 0;
+constexpr int kHashNx = 1 << 0;        // HashSet: only fields that do not exist yet
+constexpr int kHashCountAll = 1 << 4;  // HashSet: count inserted fields too
 // HashSet's value that deletes the field.
 inline VmString* const kHashDelete = reinterpret_cast<VmString*>(1);
 

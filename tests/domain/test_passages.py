@@ -261,3 +261,25 @@ async def test_module_and_lua_paths_write_the_same_passage_index(tmp_path: Path)
             server.stop()
     assert answers[0] == answers[1] and sorted(a[0] for a in answers[0]) == ["d3", "d9"]
     assert dumps[0] == dumps[1] and dumps[0]
+
+
+async def test_a_collection_of_passage_format_1_is_kept_and_read_as_before(
+    standalone_store: RedisStore,
+) -> None:
+    """Created before format 2 (its registry entry has no passage_format): asked for again with the
+    same parameters it is the same collection, not a conflict; it keeps format 1 and is searched."""
+    ix = Index(standalone_store)
+    old = CollectionParams.create("pf1", passages=True, passage_format=1)
+    assert "passage_format" not in old.to_dict()  # written as entries were before format 2
+    await ix.create_collection(old)
+    again, created = await ix.create_collection(CollectionParams.create("pf1", passages=True))
+    assert not created and again.passage_format == 1
+    assert CollectionParams.create("new", passages=True).to_dict()["passage_format"] == 2
+    passage = " ".join(words(41, 60))
+    await ix.check("pf1", [Document("src", " ".join(words(42, 200)) + " " + passage)])
+    fresh = Index(standalone_store)  # reads the registry entry
+    found = await fresh.passages("pf1", " ".join(words(43, 100)) + " " + passage)
+    assert [s.id for s in found.sources] == ["src"]
+    state = await standalone_store.client.hgetall("nd:{pf1}:state")
+    assert b"pf" not in state and b"pL" in state
+    await ix.delete_collection("pf1")

@@ -1,5 +1,5 @@
-"""The passage fingerprint format (native/passages.cpp, neardup.domain.fingerprints, blob version 1):
-a pure-Python twin of the definition, golden blobs, and the winnowing guarantee."""
+"""The passage fingerprint format (native/passages.cpp, neardup.domain.fingerprints, blob versions 1 and
+2): a pure-Python twin of the definition, golden blobs of both versions, and the winnowing guarantee."""
 
 from __future__ import annotations
 
@@ -74,14 +74,28 @@ TEXTS = {
     "ascii": " ".join(f"word{i % 37} Alpha{i % 11}" for i in range(120)),
     "accents": "Ça été très CURIEUX: l'élève naïve à Zürich, Ölmühle und Straße. " * 12,
     "mixed": "Prices: 12.50 EUR (VAT 20%)\n\ttabs\tand  spaces; état-major, O'Brien's 3rd try. " * 9,
+    # long words and wide gaps: format 2's varints of two bytes
+    "wide": (" " * 130).join(("Ü" * 140 + f"{i % 9}") if i % 3 == 0 else f"w{i % 17}" for i in range(90)),
 }
-#: sha256 of pack(features(text)) (blob format 1): changing any of them changes stored passages.
+#: sha256 of pack(features(text), version) per blob format: changing any of them changes stored
+#: passages (format 1's are the ones it was released with).
 GOLDEN = {
-    "empty": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-    "short": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-    "ascii": "b554e6a5f350d9ca6c05f0b90b45aa7bf2ad7dde97a464f0aa0af3216b189f1a",
-    "accents": "4c6ef1e453db9601e0266a81c04122701cf9ad8fb69ba6614d2c3f6a61f7c7d7",
-    "mixed": "1422934641804ba0b9fc296f98ccf2b4a4787578b8d65121e588a4b4e4244f04",
+    1: {
+        "empty": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "short": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "ascii": "b554e6a5f350d9ca6c05f0b90b45aa7bf2ad7dde97a464f0aa0af3216b189f1a",
+        "accents": "4c6ef1e453db9601e0266a81c04122701cf9ad8fb69ba6614d2c3f6a61f7c7d7",
+        "mixed": "1422934641804ba0b9fc296f98ccf2b4a4787578b8d65121e588a4b4e4244f04",
+        "wide": "d78964f27b44ca9917fb3bbcbb821e4f803404fb443b29bc8a8d71d8af8ee40e",
+    },
+    2: {
+        "empty": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "short": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "ascii": "07de2aec9501316d501b314ab865344e3f2365e7102fca925e7d7b7baf69cc91",
+        "accents": "2819284ba8916634a7d6c70fe680a06e28ce332c058192ec3f6bdb7bb4f94109",
+        "mixed": "54e4d3e6c07fb41f7d98d1a5f2d9e0f466bd74e212546f4b8445ffa94208ea40",
+        "wide": "37e813408323e83328adcb5cbc82543470ccb36422a8f614e9f831506fffc257",
+    },
 }
 
 
@@ -95,21 +109,46 @@ def test_the_native_core_follows_the_definition(name: str) -> None:
     assert f.selected.tolist() == selected
 
 
+@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("name", sorted(TEXTS))
-def test_golden_blobs(name: str) -> None:
-    blob = fingerprints.blob(TEXTS[name])  # what the service stores, built in C++
-    assert blob == fingerprints.pack(fingerprints.features(TEXTS[name]))  # the documented layout
-    assert hashlib.sha256(blob).hexdigest() == GOLDEN[name]
+def test_golden_blobs(name: str, version: int) -> None:
+    blob = fingerprints.blob(TEXTS[name], version)  # what the service stores, built in C++
+    assert blob == fingerprints.pack(fingerprints.features(TEXTS[name]), version)  # the documented layout
+    assert hashlib.sha256(blob).hexdigest() == GOLDEN[version][name]
     if blob:
-        assert blob[0] == fingerprints.BLOB_VERSION
+        assert blob[0] == version
         source = fingerprints.unpack(blob)
         f = fingerprints.features(TEXTS[name])
         assert source.words == len(f.starts)
-        assert source.keys.tolist() == f.grams[f.selected].tolist()
+        keys = f.grams[f.selected]
+        assert source.keys.tolist() == (keys if version == 1 else keys & np.uint64(2**40 - 1)).tolist()
         assert source.word.tolist() == f.selected.tolist()
         assert source.start.tolist() == f.starts[f.selected].tolist()
         assert source.end.tolist() == f.ends[f.selected + K - 1].tolist()
         assert source.nibbles.tolist() == f.nibbles.tolist()
+
+
+def test_new_collections_get_format_2_which_is_smaller() -> None:
+    assert fingerprints.BLOB_VERSION == 2
+    assert fingerprints.blob(TEXTS["ascii"]) == fingerprints.blob(TEXTS["ascii"], 2)
+    for name in ("ascii", "accents", "mixed", "wide"):
+        one, two = fingerprints.blob(TEXTS[name], 1), fingerprints.blob(TEXTS[name], 2)
+        m = int.from_bytes(one[5:9], "little")
+        assert len(one) - len(two) >= 4 * m  # 3 key bytes, and mostly 1-byte positions
+    wide = fingerprints.unpack(fingerprints.blob(TEXTS["wide"], 2))
+    # 2-byte varints
+    assert int(np.diff(wide.start).max()) >= 128 and int((wide.end - wide.start).max()) >= 128
+
+
+def test_a_blob_of_another_version_is_refused() -> None:
+    blob = bytearray(fingerprints.blob(TEXTS["ascii"], 2))
+    blob[0] = 3
+    with pytest.raises(ValueError, match="format 3"):
+        fingerprints.unpack(bytes(blob))
+    with pytest.raises(ValueError, match="format 3"):
+        fingerprints.blob(TEXTS["ascii"], 3)
+    with pytest.raises(ValueError, match="truncated"):
+        fingerprints.unpack(fingerprints.blob(TEXTS["ascii"], 2)[:-60])
 
 
 def test_offsets_are_code_points_of_the_text_as_given() -> None:

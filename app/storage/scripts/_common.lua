@@ -102,7 +102,7 @@ end
 -- Returns the state table, or nil and the status to return ('nocollection' or 'stale').
 local function load_state()
   local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN',
-    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN', 'sg')
+    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN', 'sg', 'pf')
   if not v[1] then return nil, 'nocollection' end
   if v[1] ~= GEN then return nil, 'stale' end
   OW = tonumber(v[13]) or 4
@@ -118,7 +118,7 @@ local function load_state()
     -- the passage index (keys.py): only in collections created with passages on (pL set at creation)
     pas = {prefix = PASSAGE_INDEX, L = tonumber(v[14]) or 0, n = 2 ^ (tonumber(v[14]) or 0),
            S = tonumber(v[15]) or 0, N = tonumber(v[16]) or 0, target = PASSAGE_TARGET, hash = band_hash,
-           names = {}, on = v[14] ~= false},
+           names = {}, on = v[14] ~= false, format = tonumber(v[18]) or 1},
   }
 end
 
@@ -238,22 +238,36 @@ local function remove_site_page(ord)
 end
 
 -- Passages (docs/design.md, "Passages"; keys.py): a collection created with passages on keeps each
--- document's passage blob (format version 1: byte 1 = version, bytes 2..5 word count, 6..9 entry count
--- m, then m fingerprint keys of 8 raw bytes, then positions the scripts never read) in p:<ord // 120>,
--- and an inverted index f:<group>: fingerprint key -> ordinals (OW bytes each, big-endian), at most
--- POSTING_CAP of them (a full posting takes no more: see the design document for what is lost). The
--- index has the band table's layout, so check.lua's band step (ND.BANDS where the server has
--- neardup's module, else Lua) appends to it and passages.lua reads it.
+-- document's passage blob (format 1 or 2, the state's pf, 1 where absent; fingerprints.py: byte 1 =
+-- version, bytes 2..5 word count, 6..9 entry count m, then m fingerprint keys of PASSAGE_KEY[version]
+-- raw bytes, then positions the scripts never read) in p:<ord // 120>, and an inverted index
+-- f:<group>: fingerprint key -> ordinals (OW bytes each, big-endian), at most POSTING_CAP of them (a
+-- full posting takes no more: see the design document for what is lost). The index has the band
+-- table's layout (a key's first 4 bytes pick its group); check.lua's passage_put (_passages_lua.lua,
+-- or ND.PASSAGES where the server has neardup's module) writes it and passages.lua reads it.
+local PASSAGE_KEY = {8, 5}
 local function passage_blob_key(ord) return PASSAGE_BLOBS .. string.format('%d', math.floor(ord / PASSAGE_GROUP)) end
+
+-- Why a blob cannot be stored in this collection (nil: it can; '' and short blobs are not stored).
+local function passage_problem(st, blob)
+  if not blob or #blob < 9 then return nil end
+  local version = string.byte(blob, 1)
+  if version ~= st.pas.format then
+    return 'passage blob format ' .. version .. ' in a collection of passage format ' .. st.pas.format
+  end
+  if #blob < 9 + PASSAGE_KEY[version] * struct.unpack('<I4', blob, 6) then return 'truncated passage blob' end
+  return nil
+end
 
 -- The distinct fingerprint keys of a passage blob, in order, as a list.
 local function passage_keys(blob)
   if not blob or #blob < 9 then return {} end
-  if string.byte(blob, 1) ~= 1 then error('unknown passage blob format ' .. string.byte(blob, 1)) end
+  local width = PASSAGE_KEY[string.byte(blob, 1)]
+  if not width then error('unknown passage blob format ' .. string.byte(blob, 1)) end
   local m = struct.unpack('<I4', blob, 6)
   local seen, out = {}, {}
-  for q = 10, 9 + 8 * m, 8 do
-    local key = string.sub(blob, q, q + 7)
+  for q = 10, 9 + width * m, width do
+    local key = string.sub(blob, q, q + width - 1)
     if not seen[key] then
       seen[key] = true
       out[#out + 1] = key

@@ -74,6 +74,10 @@ if writes then
     end
   end
   if #missing > 0 then return {'replace', missing} end
+  for i = 1, st.pas.on and n or 0 do
+    local problem = passage_problem(st, ARGV[18 + 5 * n + i])
+    if problem then return redis.error_reply(problem) end
+  end
 end
 
 local now = server_ms()
@@ -103,10 +107,7 @@ for i = 1, n do
     local site = arg(i, 4)
     if site ~= '' then add_site_page(ord, site) end
     local blob = ARGV[18 + 5 * n + i]
-    if st.pas.on and blob and #blob >= 9 then
-      redis.call('HSET', passage_blob_key(ord), slot(ord, PASSAGE_GROUP), blob)
-      band_step({band = st.pas}, table.concat(passage_keys(blob)), o4, 'put', POSTING_CAP, 0, 1)
-    end
+    if st.pas.on and blob and #blob >= 9 then passage_put(st, ord, o4, blob) end
     st.docs = st.docs + 1
     batch_index[ord] = i
   end

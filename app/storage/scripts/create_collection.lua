@@ -6,7 +6,8 @@
 -- ARGV[6..9] initial L and S of the band table, then of the id table (2^L + S groups, sized for the
 --   collection's capacity; all 0: one group each, grown by splits)
 -- ARGV[10] ordinal width in bytes (keys.ORDINAL_WIDTH), fixed for the collection's life
--- ARGV[11] '1': passages on (the passage index's shape pL, pS, pN is created with the state)
+-- ARGV[11] passages: '0' off, else the passage format (fingerprints.py): the passage index's shape pL, pS,
+--   pN is created with the state, and format 2 also writes pf (a state without pf has format 1)
 -- ARGV[12] sketches per signature hash (keys.sig_group_size), fixed for the collection's life
 -- Returns {'created'} or {'exists', stored parameters JSON}
 
@@ -20,4 +21,5 @@ redis.call('HSET', KEYS[2], 'gen', ARGV[3], 'seq', 0, 'docs', 0,
   'ttl', tonumber(ARGV[4]) or 0, 'maxd', tonumber(ARGV[5]) or 0, 'low', 0, 'ow', ARGV[10],
   'sg', ARGV[12])
 if ARGV[11] == '1' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0) end
+if ARGV[11] == '2' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0, 'pf', 2) end
 return {'created'}

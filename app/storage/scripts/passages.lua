@@ -2,14 +2,14 @@
 -- their passage blobs and records (docs/design.md, "Passages").
 --
 -- KEYS[1]  collection state hash
--- ARGV[1..9] shared head (see _common.lua), then ARGV[10] the text's distinct fingerprint keys (8 raw
---   bytes each), ARGV[11] most documents to return, ARGV[12] postings of at least this many documents
+-- ARGV[1..9] shared head (see _common.lua), then ARGV[10] the text's distinct fingerprint keys (raw, of
+--   the collection's passage format's width: 8 bytes in format 1, 5 in format 2), ARGV[11] most documents to return, ARGV[12] postings of at least this many documents
 --   make their key "common"
 -- A document scores sum over the keys it shares of 1 / (documents in that key's posting): a key in
 -- every template page counts little, a rare one fully. Documents evicted by max_documents are left
 -- out (expiry by time is the caller's check, with the returned time).
 -- Returns {'ok', {ordinal, passage blob, record, ...} best first, this server's time in ms, the common
---   keys (8 raw bytes each)} or {'nocollection'} / {'stale'}
+--   keys (as sent)} or {'nocollection'} / {'stale'}
 
 local st, status = load_state()
 if not st then return {status} end
@@ -18,8 +18,9 @@ local out, common = {}, {}
 if not st.pas.on then return {'ok', out, server_ms(), ''} end
 local floor = floor_of(st)
 local score, order = {}, {}
-for q = 1, #wanted - 7, 8 do
-  local key = string.sub(wanted, q, q + 7)
+local width = PASSAGE_KEY[st.pas.format]
+for q = 1, #wanted - width + 1, width do
+  local key = string.sub(wanted, q, q + width - 1)
   local value = redis.call('HGET', group_of(st.pas, band_hash(key)), key)
   if value then
     local size = #value / OW

@@ -1,0 +1,169 @@
+// ND.PASSAGES: check.lua's passage step (app/storage/scripts/_passages_lua.lua does the same in Lua) in
+// C++: store a document's passage blob, append its ordinal to the posting of each distinct fingerprint
+// key the blob holds, and split the passage index (the band table's layout: table.hpp). The blob is
+// read here, so the script neither parses it nor sends its keys again. Same data, byte for byte, as the
+// Lua step; propagated verbatim (deterministic given the data).
+//
+//   ND.PASSAGES 1 <prefix> <L> <S> <N> <target> <blob key> <blob field> <ord> <blob> <cap> <width>
+//     1           protocol version
+//     prefix      passage index group key prefix; a group's key is prefix + decimal group number
+//     L S N       the index's level, split pointer and field count (the state's pL pS pN)
+//     target      fields per group before a split
+//     blob key    the hash that keeps the blob, and its field
+//     ord         the document's ordinal, <width> bytes big-endian
+//     blob        the passage blob (app/domain/fingerprints.py): u8 version (1: 8-byte keys, 2: 5-byte
+//                 keys) | u32 words | u32 m (little-endian) | m keys | positions this command ignores
+//     cap         most ordinals a posting keeps: a posting that holds cap already takes no append
+//     width       bytes of one ordinal: 4 or 5, the collection's (its state's `ow`)
+//   -> [L, S, N]: the index's new shape
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "group.hpp"
+#include "module_api.hpp"
+#include "table.hpp"
+
+namespace neardup::vm {
+namespace {
+
+// A hash key opened by its full name for one operation.
+class Hash {
+ public:
+  Hash(VmCtx* ctx, VmString* name) : key_(api.OpenKey(ctx, name, kRead | kWrite)) {}
+  ~Hash() {
+    if (key_) api.CloseKey(key_);
+  }
+  Hash(const Hash&) = delete;
+  Hash& operator=(const Hash&) = delete;
+  bool wrong_type() const {
+    if (!key_) return false;
+    const int type = api.KeyType(key_);
+    return type != kKeyTypeEmpty && type != kKeyTypeHash;
+  }
+  void set(VmString* field, VmString* value) { api.HashSet(key_, kHashNone, field, value, nullptr); }
+
+ private:
+  VmKey* key_;
+};
+
+uint32_t le32(const char* p) {
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
+         static_cast<uint32_t>(b[3]) << 24;
+}
+
+int passages_command(VmCtx* ctx, VmString** argv, int argc) {
+  if (argc != 13) return api.WrongArity(ctx);
+  size_t len = 0;
+  const char* version = api.StringPtrLen(argv[1], &len);
+  if (len != 1 || version[0] != '1') return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown protocol version");
+  Table t;
+  const char* prefix = api.StringPtrLen(argv[2], &len);
+  t.prefix.assign(prefix, len);
+  if (!integer(argv[3], 0, kMaxLevel, t.level) || !integer(argv[4], 0, (1LL << t.level) - 1, t.split) ||
+      !integer(argv[5], 0, 1LL << 62, t.fields) || !integer(argv[6], 1, 1LL << 20, t.target))
+    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: L, S, N or target out of range");
+  long long cap = 0, width = 0;
+  if (!integer(argv[11], 1, 1LL << 24, cap) || !integer(argv[12], 4, 5, width))
+    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: cap out of range or width not 4 or 5");
+  const size_t w = static_cast<size_t>(width);
+  size_t o4_len = 0, blob_len = 0;
+  const char* o4 = api.StringPtrLen(argv[9], &o4_len);
+  const char* blob = api.StringPtrLen(argv[10], &blob_len);
+  if (o4_len != w) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: the ordinal is <width> bytes");
+  if (blob_len < 9) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: the passage blob is too short");
+  const unsigned blob_version = static_cast<unsigned char>(blob[0]);
+  if (blob_version != 1 && blob_version != 2)
+    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown passage blob format");
+  const size_t key_bytes = blob_version == 1 ? 8 : 5;
+  const uint64_t m = le32(blob + 5);
+  if (m > (blob_len - 9) / key_bytes) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: truncated passage blob");
+
+  // The distinct keys in the blob's order (the Lua step appends in the same order, so new fields land
+  // in the same places of the same listpacks).
+  std::vector<const char*> keys;
+  keys.reserve(m);
+  {
+    std::unordered_set<uint64_t> seen;
+    seen.reserve(2 * m);
+    for (uint64_t e = 0; e < m; ++e) {
+      const char* key = blob + 9 + e * key_bytes;
+      uint64_t packed = 0;
+      std::memcpy(&packed, key, key_bytes);
+      if (seen.insert(packed).second) keys.push_back(key);
+    }
+  }
+
+  // Every key this call writes is opened and type-checked before the first write.
+  {
+    Hash blobs(ctx, argv[7]);
+    if (blobs.wrong_type())
+      return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: the blob key holds a non-hash value");
+    std::unordered_map<uint64_t, std::unique_ptr<Group>> groups;
+    std::vector<Group*> of_key;
+    of_key.reserve(keys.size());
+    for (const char* key : keys) {
+      const uint64_t number = t.group(band_hash(key));
+      auto& group = groups[number];
+      if (!group) {
+        group = std::make_unique<Group>(ctx, t.prefix, number, kRead | kWrite);
+        if (group->wrong_type())
+          return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: an index group key holds a non-hash value");
+      }
+      of_key.push_back(group.get());
+    }
+    api.ReplicateVerbatim(ctx);
+    blobs.set(argv[8], argv[10]);
+
+    const size_t full = static_cast<size_t>(cap) * w;
+    std::string appended;
+    VmString* first = api.CreateString(ctx, o4, w);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      Group& group = *of_key[i];
+      VmString* field = api.CreateString(ctx, keys[i], key_bytes);
+      // Most keys of a document are new: one insert-if-absent does it (HSETNX, as the Lua step).
+      if (group.set_new(field, first)) {
+        t.fields += 1;
+        api.FreeString(ctx, field);
+        continue;
+      }
+      VmString* value = group.get(field);
+      if (value) {
+        const char* v = api.StringPtrLen(value, &len);
+        if (len < full) {
+          appended.assign(v, len);
+          appended.append(o4, w);
+          VmString* longer = api.CreateString(ctx, appended.data(), appended.size());
+          group.set(field, longer);
+          api.FreeString(ctx, longer);
+        }
+        api.FreeString(ctx, value);
+      } else {
+        group.set(field, first);
+        t.fields += 1;
+      }
+      api.FreeString(ctx, field);
+    }
+    api.FreeString(ctx, first);
+  }
+  grow(ctx, t);
+
+  api.ReplyWithArray(ctx, 3);
+  api.ReplyWithLongLong(ctx, t.level);
+  api.ReplyWithLongLong(ctx, t.split);
+  api.ReplyWithLongLong(ctx, t.fields);
+  return kOk;
+}
+
+}  // namespace
+
+int register_passage_commands(VmCtx* ctx) {
+  return api.CreateCommand(ctx, "nd.passages", passages_command, "write deny-oom", 0, 0, 0);
+}
+
+}  // namespace neardup::vm

@@ -1,0 +1,214 @@
+"""ND.PASSAGES (native/valkey/passages.cpp) against real servers: the same passage workload, on a server
+with neardup's module and on one without (the Lua passage step), ends in identical keyspaces (every
+hash, field for field, and every key's encoding) and the same search answers, for collections of both
+passage formats; its writes replay from the append-only file; bad arguments get an error and leave the
+data alone; a blob of another format than the collection's is refused before anything is written."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from neardup.domain import CollectionParams, Document, Index, fingerprints
+from neardup.storage import RedisStore
+from neardup.storage.embedded import EmbeddedValkey
+from neardup.storage.errors import StoreDown
+from neardup.storage.keys import CollectionKeys
+from neardup.storage.store import CheckBatch
+
+pytestmark = pytest.mark.anyio
+
+_RNG = random.Random(16)
+VOCABULARY = sorted({"".join(_RNG.choice("abcdefghij") for _ in range(6)) for _ in range(3000)})
+#: A phrase in more documents than a posting keeps (keys.POSTING_CAP = 64): its postings fill up.
+BOILERPLATE = " ".join(_RNG.choice(VOCABULARY) for _ in range(40))
+
+
+def documents(seed: int, n: int) -> list[Document]:
+    """Random texts; a third copy a passage of an earlier one, most hold the boilerplate; some ids come
+    again (replacements)."""
+    rng = random.Random(seed)
+    texts: list[str] = []
+    out = []
+    for i in range(n):
+        own = [rng.choice(VOCABULARY) for _ in range(rng.randrange(30, 400))]
+        if texts and rng.random() < 1 / 3:
+            earlier = rng.choice(texts).split()
+            at = rng.randrange(len(earlier))
+            own[len(own) // 2 : len(own) // 2] = earlier[at : at + rng.randrange(25, 120)]
+        text = " ".join(own) + ("\n" + BOILERPLATE if rng.random() < 0.8 else "")
+        texts.append(text)
+        doc_id = f"d{rng.randrange(i)}" if i > 10 and rng.random() < 0.1 else f"d{i}"
+        out.append(Document(doc_id, text))
+    return out
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[tuple[EmbeddedValkey, EmbeddedValkey]]:
+    with_module = EmbeddedValkey(tmp_path / "module")
+    lua_only = EmbeddedValkey(tmp_path / "lua", module=False)
+    with_module.start()
+    lua_only.start()
+    try:
+        yield with_module, lua_only
+    finally:
+        with_module.stop()
+        lua_only.stop()
+
+
+@pytest.fixture
+async def stores(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey],
+) -> AsyncIterator[tuple[RedisStore, RedisStore]]:
+    a, b = RedisStore.from_url(servers[0].url), RedisStore.from_url(servers[1].url)
+    try:
+        yield a, b
+    finally:
+        await a.close()
+        await b.close()
+
+
+def dump(url: str) -> dict[bytes, tuple[bytes, dict[bytes, bytes]]]:
+    """Every hash of the server with its encoding; the registry (each collection's random generation)
+    and the records' insertion times (each server's own clock) left out, generations renamed."""
+    client = redis.Redis.from_url(url)
+    try:
+        keys = [k for k in client.scan_iter(count=1000) if k != b"nd:collections"]
+        out = {k: (client.object("encoding", k), client.hgetall(k)) for k in keys}
+        gens = {v[b"gen"] for k, (_, v) in out.items() if k.endswith(b":state")}
+    finally:
+        client.close()
+    renamed = {}
+    for key, (encoding, fields) in out.items():
+        if b":d:" in key:
+            fields = {f: value[value.index(b":") :] for f, value in fields.items()}
+        if b"gen" in fields:
+            fields = {**fields, b"gen": b"g"}
+        for gen in gens:
+            key = key.replace(gen, b"g")
+        renamed[key] = (encoding, fields)
+    return renamed
+
+
+async def workload(store: RedisStore, passage_format: int) -> list[object]:
+    index = Index(store)
+    name = f"f{passage_format}"
+    await index.create_collection(CollectionParams.create(name, passages=True, passage_format=passage_format))
+    docs = documents(seed=passage_format, n=260)
+    answers: list[object] = []
+    for start in range(0, len(docs), 40):
+        answers.append(await index.check(name, docs[start : start + 40]))
+    await index.delete_document(name, "d3")
+    for doc in docs[::37]:
+        found = await index.passages(name, "intro words here " + doc.text[: len(doc.text) // 2])
+        answers.append([(s.id, s.containment, s.spans) for s in found.sources])
+    answers.append([(d.id, d.duplicate_of) for d in await index.check(name, docs[:5], insert=False)])
+    return answers
+
+
+@pytest.mark.parametrize("passage_format", [1, 2])
+async def test_module_and_lua_passage_steps_write_the_same_data_and_answer_the_same(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey], stores: tuple[RedisStore, RedisStore], passage_format: int
+) -> None:
+    with_module, lua_only = stores
+    answers_module = await workload(with_module, passage_format)
+    answers_lua = await workload(lua_only, passage_format)
+    assert with_module._scripts.uses_module and not lua_only._scripts.uses_module
+    stats = await with_module.client.info("commandstats")
+    assert stats["cmdstat_nd.passages"]["calls"] >= 260
+    assert "cmdstat_nd.passages" not in await lua_only.client.info("commandstats")
+    assert answers_module == answers_lua
+    assert any(sources for sources in answers_module[7:-1])  # the searches found their sources
+    a, b = dump(servers[0].url), dump(servers[1].url)
+    assert a == b
+    state = a[b"nd:{f%d}:state" % passage_format][1]
+    assert state.get(b"pf") == (b"2" if passage_format == 2 else None)
+    assert int(state[b"pL"]) >= 6  # the index split many times along the way
+    index_fields = [f for k, (_, fields) in a.items() if b":f:" in k for f in fields]
+    assert {len(f) for f in index_fields} == {fingerprints.KEY_BYTES[passage_format]}
+    postings = [v for k, (_, fields) in a.items() if b":f:" in k for v in fields.values()]
+    # the boilerplate's postings filled up (5-byte ordinals; replacements and a delete took a few out)
+    assert 60 * 5 <= max(len(v) for v in postings) <= 64 * 5
+
+
+async def test_nd_passages_replays_from_the_append_only_file(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey], stores: tuple[RedisStore, RedisStore]
+) -> None:
+    server = servers[0]
+    await workload(stores[0], 2)
+    before = dump(server.url)
+    aof = b"".join(p.read_bytes() for p in (server.data_dir / "appendonlydir").glob("*.incr.aof"))
+    assert b"nd.passages" in aof.lower()
+    server.stop()
+    server.start()
+    assert dump(server.url) == before
+
+
+def test_bad_arguments_get_an_error_and_leave_the_data_alone(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey],
+) -> None:
+    client = redis.Redis.from_url(servers[0].url)
+    try:
+        blob = fingerprints.blob(" ".join(VOCABULARY[:60]), 2)
+        ordinal = (1).to_bytes(5, "big")
+        ok = ["1", "f:", 0, 0, 0, 16, "p:0", "1", ordinal, blob, 64, 5]
+        cases = [
+            ("wrong number", ok[:-1]),
+            ("protocol version", ["2", *ok[1:]]),
+            ("out of range", [*ok[:3], 1, *ok[4:]]),  # S >= 2^L
+            ("out of range", [*ok[:2], 99, *ok[3:]]),
+            ("cap out of range", [*ok[:10], 0, 5]),
+            ("width not 4 or 5", [*ok[:11], 6]),
+            ("ordinal is <width> bytes", [*ok[:8], b"\0\0\0\1", *ok[9:]]),
+            ("too short", [*ok[:9], blob[:8], *ok[10:]]),
+            ("unknown passage blob format", [*ok[:9], b"\3" + blob[1:], *ok[10:]]),
+            ("truncated", [*ok[:9], blob[:20], *ok[10:]]),
+        ]
+        for message, args in cases:
+            with pytest.raises(redis.ResponseError, match=message):
+                client.execute_command("ND.PASSAGES", *args)
+        assert client.dbsize() == 0
+        client.set("p:0", "not a hash")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("ND.PASSAGES", *ok)
+        assert client.dbsize() == 1
+        client.delete("p:0")
+        m = int.from_bytes(blob[5:9], "little")
+        assert client.execute_command("ND.PASSAGES", *ok) == [0, 0, m]  # one field per key: no split at 16
+        assert client.hgetall("p:0") == {b"1": blob}
+        assert sorted(client.hgetall("f:0")) == sorted(blob[9 + 5 * e : 14 + 5 * e] for e in range(m))
+        ok[4], ok[8] = m, (2).to_bytes(5, "big")  # another document with the same keys, cap 1
+        ok[10] = 1
+        assert client.execute_command("ND.PASSAGES", *ok) == [0, 0, m]
+        assert set(client.hgetall("f:0").values()) == {(1).to_bytes(5, "big")}
+    finally:
+        client.close()
+
+
+async def test_a_blob_of_another_format_than_the_collections_is_refused_before_any_write(
+    stores: tuple[RedisStore, RedisStore],
+) -> None:
+    for store in stores:
+        assert await store.create_collection("c", b"{}", "g", passages=2) is None
+        k = CollectionKeys("c", "g")
+        text = " ".join(VOCABULARY[:80])
+        batch = CheckBatch(
+            bands=1,
+            band_keys=(5).to_bytes(8, "little"),
+            signatures=b"\1" * 16,
+            empties=b"0",
+            ids=[b"a"],
+            records=[b"0:1:a"],
+            expected=[b""],
+            old_bands=[b""],
+            passages=[fingerprints.blob(text, 1)],
+        )
+        keyspace = await store.client.dbsize()
+        with pytest.raises(StoreDown, match="passage blob format 1 in a collection of passage format 2"):
+            await store.check(k, "insert", batch, max_candidates=8)
+        assert await store.client.dbsize() == keyspace
+        assert await store.client.hget(k.state, "seq") == b"0"
