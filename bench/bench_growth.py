@@ -39,7 +39,7 @@ For each step of ``--step`` documents the JSON has:
 
     python bench/bench_growth.py --quick              # 200,000 documents in steps of 50,000 (~30 s)
     python bench/bench_growth.py --wait-quiet 300 > growth.json   # 3,000,000 in steps of 250,000 (~7 min)
-    python bench/bench_growth.py --env NEARDUP_VALKEY_MALLOC=mimalloc   # one service setting changed
+    python bench/bench_growth.py --env NEARDUP_VALKEY_MALLOC=libc   # one service setting changed
     python bench/bench_growth.py --documents 1000000 --env NEARDUP_FSYNC=everysec
 
 Progress goes to stderr, one line per step. Ratios come from one run; absolute rates only as context

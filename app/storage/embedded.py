@@ -66,7 +66,8 @@ def valkey_module() -> Path | None:
 
 
 def mimalloc_library() -> Path | None:
-    """mimalloc's shared library from the ``cmeel-mimalloc`` wheel (the ``mimalloc`` extra), or None."""
+    """mimalloc's shared library from the ``cmeel-mimalloc`` wheel (in the ``server`` extra on Linux), or
+    None."""
     try:
         files = importlib.metadata.files("cmeel-mimalloc") or []
     except importlib.metadata.PackageNotFoundError:

@@ -122,10 +122,10 @@ SIG_GROUP = 120
 #: Most signatures per hash: under the embedded server's hash-max-listpack-entries (256).
 MAX_SIG_GROUP = 240
 #: A listpack's bytes around its entries (6-byte header, end byte), and the size a signature group
-#: fills: 64 KiB is a size class of every allocator the server may use (mimalloc, jemalloc, glibc's
-#: malloc), so a full group wastes nothing, where one just over it takes the next class (mimalloc:
-#: 80 KiB) and one well under it wastes the difference (format 2's 481-byte sketches: 120 per hash is
-#: 58,447 bytes in a 64 KiB block, 59 bytes per document).
+#: fills: 64 KiB is a size class of mimalloc (the embedded server's) and jemalloc (Valkey's own builds;
+#: glibc's malloc rounds to 16 bytes), so a full group wastes nothing, where one just over it takes the
+#: next class (mimalloc: 80 KiB) and one well under it wastes the difference (format 2's 481-byte
+#: sketches: 120 per hash is 58,447 bytes in a 64 KiB block, 59 bytes per document).
 _LISTPACK_OVERHEAD = 7
 _SIG_GROUP_BYTES = 65536
 #: Longest value the embedded server keeps in a listpack (embedded.LISTPACK_SETTINGS).
