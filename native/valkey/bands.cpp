@@ -43,14 +43,6 @@
 namespace neardup::vm {
 namespace {
 
-// The big-endian ordinal of `width` bytes at v.
-uint64_t ordinal_at(const char* v, size_t width) {
-  const auto* b = reinterpret_cast<const unsigned char*>(v);
-  uint64_t out = 0;
-  for (size_t i = 0; i < width; ++i) out = out << 8 | b[i];
-  return out;
-}
-
 struct Ranked {
   std::string ordinals;  // width bytes each, big-endian
   std::string counts;    // 2 bytes each, big-endian
@@ -64,11 +56,11 @@ Ranked rank(const std::string& found, const std::vector<uint16_t>& times, uint64
   std::vector<size_t> kept;
   kept.reserve(times.size());
   for (size_t i = 0; i < times.size(); ++i)
-    if (ordinal_at(found.data() + width * i, width) > floor) kept.push_back(i);
+    if (big_endian(found.data() + width * i, width) > floor) kept.push_back(i);
   if (kept.size() > limit) {
     auto better = [&](size_t a, size_t b) {
       if (times[a] != times[b]) return times[a] > times[b];
-      return ordinal_at(found.data() + width * a, width) < ordinal_at(found.data() + width * b, width);
+      return big_endian(found.data() + width * a, width) < big_endian(found.data() + width * b, width);
     };
     std::partial_sort(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(limit), kept.end(), better);
     kept.resize(limit);
@@ -149,7 +141,7 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
         const char* v = api.StringPtrLen(value, &len);
         if (report)
           for (size_t q = 0; q + w <= len; q += w) {
-            const auto [at, added] = seen.try_emplace(ordinal_at(v + q, w), times.size());
+            const auto [at, added] = seen.try_emplace(big_endian(v + q, w), times.size());
             if (added) {
               found.append(v + q, w);
               times.push_back(1);
@@ -157,13 +149,7 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
               times[at->second] += 1;
             }
           }
-        if (write && len < full) {
-          appended.assign(v, len);
-          appended.append(o4, w);
-          VmString* longer = api.CreateString(ctx, appended.data(), appended.size());
-          group.set(field, longer);
-          api.FreeString(ctx, longer);
-        }
+        if (write) group.append(field, v, len, o4, w, full, appended);
         api.FreeString(ctx, value);
       } else if (write) {
         VmString* first = api.CreateString(ctx, o4, w);

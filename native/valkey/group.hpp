@@ -9,6 +9,14 @@
 
 namespace neardup::vm {
 
+// The unsigned big-endian number of `width` bytes at p (ordinals in buckets, site ids in entries).
+inline uint64_t big_endian(const char* p, size_t width) {
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  uint64_t out = 0;
+  for (size_t i = 0; i < width; ++i) out = out << 8 | b[i];
+  return out;
+}
+
 // One group's hash, opened for the duration of one operation.
 class Group {
  public:
@@ -40,6 +48,17 @@ class Group {
   // Sets the field only where it is absent; whether it did.
   bool set_new(VmString* field, VmString* value) {
     return api.HashSet(key_, kHashNx | kHashCountAll, field, value, nullptr) == 1;
+  }
+  // A bucket's append: the field's value `v` (`len` bytes, read with get) with `ord` appended, unless
+  // it already holds `full` bytes (a full bucket takes no more); `scratch` is reused between calls.
+  void append(VmString* field, const char* v, size_t len, const char* ord, size_t width, size_t full,
+              std::string& scratch) {
+    if (len >= full) return;
+    scratch.assign(v, len);
+    scratch.append(ord, width);
+    VmString* longer = api.CreateString(ctx_, scratch.data(), scratch.size());
+    set(field, longer);
+    api.FreeString(ctx_, longer);
   }
   VmKey* key() const { return key_; }
 

@@ -135,13 +135,7 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
       VmString* value = group.get(field);
       if (value) {
         const char* v = api.StringPtrLen(value, &len);
-        if (len < full) {
-          appended.assign(v, len);
-          appended.append(o4, w);
-          VmString* longer = api.CreateString(ctx, appended.data(), appended.size());
-          group.set(field, longer);
-          api.FreeString(ctx, longer);
-        }
+        group.append(field, v, len, o4, w, full, appended);
         api.FreeString(ctx, value);
       } else {
         group.set(field, first);

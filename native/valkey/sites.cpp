@@ -33,13 +33,6 @@
 namespace neardup::vm {
 namespace {
 
-uint64_t big_endian(const char* p, size_t width) {
-  const auto* b = reinterpret_cast<const unsigned char*>(p);
-  uint64_t out = 0;
-  for (size_t i = 0; i < width; ++i) out = out << 8 | b[i];
-  return out;
-}
-
 void append_big_endian(std::string& out, uint64_t value, size_t width) {
   for (size_t i = width; i-- > 0;) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
