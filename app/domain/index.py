@@ -9,10 +9,10 @@ import math
 import secrets
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -55,7 +55,7 @@ from neardup.domain.sites import MirrorPair, SiteMirrors, mirror_pairs, site_mir
 from neardup.storage import records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, OrdinalsExhausted, StoreDown
 from neardup.storage.keys import ORDINAL_WIDTH, SITE_PARTNERS, CollectionKeys, max_ordinal
-from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, SiteCounts, Store
+from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
 MAX_BATCH = 1000
@@ -75,6 +75,7 @@ MAX_INSERTIONS = max_ordinal(ORDINAL_WIDTH)
 MAX_LINKS_PER_DOCUMENT = SITE_PARTNERS
 #: Attempts when another client changes the same ids (or drops/recreates the collection) meanwhile.
 _ATTEMPTS = 8
+T = TypeVar("T")
 #: Estimates are fractions of num_perm slots held in float32: compare with a little slack so a
 #: similarity of exactly the threshold (e.g. 70/100 vs 0.7) is not lost to rounding.
 _EPSILON = 1e-6
@@ -410,8 +411,7 @@ class Index:
         """Read-only: verified matches of ``text``, best first, at most ``limit``."""
         if not isinstance(text, str):
             raise InvalidInput("text must be a string")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
+        _check_positive("limit", limit)
         _check_similarity(min_similarity)
         # An empty id never names a stored document (ids are non-empty), so nothing is excluded.
         docs = [Document("", text)]
@@ -428,12 +428,10 @@ class Index:
         CollectionConflict (the collection was created without passages), CollectionNotFound."""
         if not isinstance(text, str):
             raise InvalidInput("text must be a string")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
+        _check_positive("limit", limit)
         if min_words is None:
             min_words = DEFAULT_MIN_WORDS
-        if isinstance(min_words, bool) or not isinstance(min_words, int) or min_words < 1:
-            raise InvalidInput(f"min_words must be a positive integer, got {min_words!r}")
+        _check_positive("min_words", min_words)
         return await search_passages(self, name, text, limit, min_words)
 
     async def put(self, name: str, doc: Document) -> StoredDocument:
@@ -715,21 +713,9 @@ class Index:
         """A site's pages and the sites it shares pages with, best first (see ``domain.sites``)."""
         if not isinstance(site, str) or not site:
             raise InvalidInput("a site is a non-empty string")
-        for attempt in range(_ATTEMPTS):
-            collection = (
-                await self._site_collection(name)
-                if attempt == 0
-                else await self._collection(name, refresh=True)
-            )
-            try:
-                async with self._storage(name):
-                    counts = await self._store.site(
-                        collection.keys, (site_of({"s": site}, "s") or site).encode("utf-8", "surrogatepass")
-                    )
-            except GenerationChanged:
-                continue
-            return site_mirrors(counts)
-        raise StoreUnavailable("the collection keeps changing under this request; retry")
+        key = (site_of({"s": site}, "s") or site).encode("utf-8", "surrogatepass")
+        counts = await self._read_sites(name, lambda keys: self._store.site(keys, key))
+        return site_mirrors(counts)
 
     async def mirrors(
         self, name: str, *, min_share: float = 0.5, min_pages: int = 1, limit: int = 100
@@ -737,6 +723,12 @@ class Index:
         """Pairs of sites where either direction's share reaches ``min_share``, both sites having at
         least ``min_pages`` pages, ranked by share; at most ``limit``. Reads every site's counts:
         O(sites + pairs) (see ``Store.site_pairs``)."""
+        counts = await self._read_sites(name, lambda keys: self._store.site_pairs(keys, min_pages=min_pages))
+        return mirror_pairs(counts, min_share=min_share, min_pages=min_pages, limit=limit)
+
+    async def _read_sites(self, name: str, read: Callable[[CollectionKeys], Awaitable[T]]) -> T:
+        """``read`` of a site_field collection's keys, again on a fresh view of the collection when it
+        was recreated meanwhile."""
         for attempt in range(_ATTEMPTS):
             collection = (
                 await self._site_collection(name)
@@ -745,12 +737,9 @@ class Index:
             )
             try:
                 async with self._storage(name):
-                    counts: list[SiteCounts] = await self._store.site_pairs(
-                        collection.keys, min_pages=min_pages
-                    )
+                    return await read(collection.keys)
             except GenerationChanged:
                 continue
-            return mirror_pairs(counts, min_share=min_share, min_pages=min_pages, limit=limit)
         raise StoreUnavailable("the collection keeps changing under this request; retry")
 
     async def _reclaim(self, collection: _Collection, written: int, now_ms: int) -> int:
@@ -827,6 +816,11 @@ def _oldest_live_ms(params: CollectionParams, now_ms: int) -> int:
 
 def _expired(params: CollectionParams, record: bytes, now_ms: int) -> bool:
     return params.ttl_seconds is not None and records.inserted_ms(record) < _oldest_live_ms(params, now_ms)
+
+
+def _check_positive(label: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{label} must be a positive integer, got {value!r}")
 
 
 def _check_similarity(value: Any) -> None:

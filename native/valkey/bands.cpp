@@ -93,11 +93,7 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
   const size_t w = static_cast<size_t>(width);
   const size_t full = static_cast<size_t>(cap) * w;
   Table t;
-  const char* prefix = api.StringPtrLen(argv[2], &len);
-  t.prefix.assign(prefix, len);
-  if (!integer(argv[3], 0, kMaxLevel, t.level) || !integer(argv[4], 0, (1LL << t.level) - 1, t.split) ||
-      !integer(argv[5], 0, 1LL << 62, t.fields) || !integer(argv[6], 1, 1LL << 20, t.target))
-    return api.ReplyWithError(ctx, "ERR ND.BANDS: L, S, N or target out of range");
+  if (!read_table(argv + 2, t)) return api.ReplyWithError(ctx, "ERR ND.BANDS: L, S, N or target out of range");
   const char* mode = api.StringPtrLen(argv[7], &len);
   const std::string mode_name(mode, len);
   const bool write = mode_name == "insert" || mode_name == "put";

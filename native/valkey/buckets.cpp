@@ -95,13 +95,8 @@ int buckets_command(VmCtx* ctx, VmString** argv, int argc) {
     VmString* field = api.CreateString(ctx, appends + p + 4, 8);
     if (VmString* value = group.get(field)) {
       const char* v = api.StringPtrLen(value, &len);
-      if (len < full && find(v, len, ordinal, w) == std::string::npos) {
-        changed.assign(v, len);
-        changed.append(ordinal, w);
-        VmString* longer = api.CreateString(ctx, changed.data(), changed.size());
-        group.set(field, longer);
-        api.FreeString(ctx, longer);
-      }
+      if (len < full && find(v, len, ordinal, w) == std::string::npos)
+        group.append(field, v, len, ordinal, w, full, changed);
       api.FreeString(ctx, value);
     } else {
       VmString* first = api.CreateString(ctx, ordinal, w);

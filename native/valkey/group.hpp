@@ -17,7 +17,14 @@ inline uint64_t big_endian(const char* p, size_t width) {
   return out;
 }
 
-// One group's hash, opened for the duration of one operation.
+// The unsigned little-endian number of the 4 bytes at p (band keys' group hash, blob counts).
+inline uint32_t little_endian32(const char* p) {
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
+         static_cast<uint32_t>(b[3]) << 24;
+}
+
+// One group's hash (or any hash key), opened for the duration of one operation.
 class Group {
  public:
   Group(VmCtx* ctx, const std::string& prefix, uint64_t number, int mode) : ctx_(ctx) {
@@ -25,9 +32,11 @@ class Group {
     name_ = api.CreateString(ctx, name.data(), name.size());
     key_ = api.OpenKey(ctx, name_, mode);
   }
+  // A hash key by its full name (the caller's string: not freed here).
+  Group(VmCtx* ctx, VmString* name, int mode) : ctx_(ctx), name_(nullptr), key_(api.OpenKey(ctx, name, mode)) {}
   ~Group() {
     if (key_) api.CloseKey(key_);
-    api.FreeString(ctx_, name_);
+    if (name_) api.FreeString(ctx_, name_);
   }
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;

@@ -31,43 +31,13 @@
 namespace neardup::vm {
 namespace {
 
-// A hash key opened by its full name for one operation.
-class Hash {
- public:
-  Hash(VmCtx* ctx, VmString* name) : key_(api.OpenKey(ctx, name, kRead | kWrite)) {}
-  ~Hash() {
-    if (key_) api.CloseKey(key_);
-  }
-  Hash(const Hash&) = delete;
-  Hash& operator=(const Hash&) = delete;
-  bool wrong_type() const {
-    if (!key_) return false;
-    const int type = api.KeyType(key_);
-    return type != kKeyTypeEmpty && type != kKeyTypeHash;
-  }
-  void set(VmString* field, VmString* value) { api.HashSet(key_, kHashNone, field, value, nullptr); }
-
- private:
-  VmKey* key_;
-};
-
-uint32_t le32(const char* p) {
-  const auto* b = reinterpret_cast<const unsigned char*>(p);
-  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
-         static_cast<uint32_t>(b[3]) << 24;
-}
-
 int passages_command(VmCtx* ctx, VmString** argv, int argc) {
   if (argc != 13) return api.WrongArity(ctx);
   size_t len = 0;
   const char* version = api.StringPtrLen(argv[1], &len);
   if (len != 1 || version[0] != '1') return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown protocol version");
   Table t;
-  const char* prefix = api.StringPtrLen(argv[2], &len);
-  t.prefix.assign(prefix, len);
-  if (!integer(argv[3], 0, kMaxLevel, t.level) || !integer(argv[4], 0, (1LL << t.level) - 1, t.split) ||
-      !integer(argv[5], 0, 1LL << 62, t.fields) || !integer(argv[6], 1, 1LL << 20, t.target))
-    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: L, S, N or target out of range");
+  if (!read_table(argv + 2, t)) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: L, S, N or target out of range");
   long long cap = 0, width = 0;
   if (!integer(argv[11], 1, 1LL << 24, cap) || !integer(argv[12], 4, 5, width))
     return api.ReplyWithError(ctx, "ERR ND.PASSAGES: cap out of range or width not 4 or 5");
@@ -81,7 +51,7 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
   if (blob_version != 1 && blob_version != 2)
     return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown passage blob format");
   const size_t key_bytes = blob_version == 1 ? 8 : 5;
-  const uint64_t m = le32(blob + 5);
+  const uint64_t m = little_endian32(blob + 5);
   if (m > (blob_len - 9) / key_bytes) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: truncated passage blob");
 
   // The distinct keys in the blob's order (the Lua step appends in the same order, so new fields land
@@ -101,7 +71,7 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
 
   // Every key this call writes is opened and type-checked before the first write.
   {
-    Hash blobs(ctx, argv[7]);
+    Group blobs(ctx, argv[7], kRead | kWrite);
     if (blobs.wrong_type())
       return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: the blob key holds a non-hash value");
     std::unordered_map<uint64_t, std::unique_ptr<Group>> groups;

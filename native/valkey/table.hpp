@@ -15,11 +15,8 @@ namespace neardup::vm {
 inline constexpr int kMaxSplits = 4;  // per call, as in _common.lua's grow()
 inline constexpr long long kMaxLevel = 40;
 
-inline uint32_t band_hash(const char* field) {
-  const auto* b = reinterpret_cast<const unsigned char*>(field);
-  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
-         static_cast<uint32_t>(b[3]) << 24;
-}
+// A key's group hash: its first 4 bytes, little-endian.
+inline uint32_t band_hash(const char* field) { return little_endian32(field); }
 
 struct Table {
   std::string prefix;
@@ -85,6 +82,16 @@ inline void grow(VmCtx* ctx, Table& t) {
 
 inline bool integer(VmString* s, long long lo, long long hi, long long& out) {
   return api.StringToLongLong(s, &out) == kOk && out >= lo && out <= hi;
+}
+
+// The table's arguments <prefix> <L> <S> <N> <target> at `args`, as ND.BANDS and ND.PASSAGES take them;
+// false when one is out of range.
+inline bool read_table(VmString** args, Table& t) {
+  size_t len = 0;
+  const char* prefix = api.StringPtrLen(args[0], &len);
+  t.prefix.assign(prefix, len);
+  return integer(args[1], 0, kMaxLevel, t.level) && integer(args[2], 0, (1LL << t.level) - 1, t.split) &&
+         integer(args[3], 0, 1LL << 62, t.fields) && integer(args[4], 1, 1LL << 20, t.target);
 }
 
 // Registers ND.PASSAGES (passages.cpp).
