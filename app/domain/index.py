@@ -54,7 +54,7 @@ from neardup.domain.passage_search import DEFAULT_MIN_WORDS, PassageResult, sear
 from neardup.domain.sites import MirrorPair, SiteMirrors, mirror_pairs, site_mirrors
 from neardup.storage import records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, OrdinalsExhausted, StoreDown
-from neardup.storage.keys import ORDINAL_WIDTH, SITE_PARTNERS, CollectionKeys, max_ordinal
+from neardup.storage.keys import ORDINAL_WIDTH, SITE_OTHERS, SITE_PARTNERS, CollectionKeys, max_ordinal
 from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
@@ -357,9 +357,10 @@ class Index:
         except _Unchanged as unchanged:
             return await self._check_some_unchanged(name, items, unchanged.stored)
         floors = [_match_floor(collection.params, min_similarity) for _, _, min_similarity in items]
-        links: list[tuple[int, int]] = []
+        # Where the check did the link step itself (CheckReply.linked), there is nothing left to record.
+        links: list[tuple[int, int]] | None = None if reply.linked else []
         results = self._results(collection, docs, batch, reply, floors, inserted=True, links=links)
-        await self._link(collection, links)
+        await self._link(collection, links or [])
         await self._reclaim(collection, len(docs), reply.now_ms)
         return results
 
@@ -536,6 +537,7 @@ class Index:
                     b"%d" % (expected or {})[i] if i in (expected or {}) else b"" for i in range(len(ids))
                 ],
                 sites=_sites(collection.params, docs),
+                link=_link_spec(collection.params) if mode == "insert" else "",
             )
             try:
                 for _ in range(_ATTEMPTS):
@@ -781,6 +783,20 @@ def _sites(params: CollectionParams, docs: Sequence[Document]) -> list[bytes]:
     if params.site_field is None:
         return []
     return [(site_of(doc.metadata, params.site_field) or "").encode("utf-8", "surrogatepass") for doc in docs]
+
+
+def _link_spec(params: CollectionParams) -> str:
+    """The link step's parameters for the check to do it itself (store.CheckBatch.link; check.lua's
+    ARGV[18]): only for a collection with a site_field and format 2 estimate sketches, the ones the
+    module verifies as ``candidate_scorer`` does (bbit_similarity); "" for the others, whose links
+    ``_link`` records after the check."""
+    if params.site_field is None or params.sketch_format != 2 or params.verify != "estimate":
+        return ""
+    fixed = 1 + 8 * params.bands
+    return (
+        f"{float(params.threshold)!r} {fixed} {params.bins} {sketch.BITS_PER_BIN} "
+        f"{MAX_LINKS_PER_DOCUMENT} {SITE_PARTNERS} {SITE_OTHERS}"
+    )
 
 
 def _site_links(own: int, site: str | None, linked: list[tuple[float, int, str]]) -> list[tuple[int, int]]:

@@ -29,6 +29,9 @@ MODULE_NAME = b"neardup"
 #: The module version that brought ``ND.LINK`` and ``ND.PASSAGES`` (version 1 has ``ND.BANDS`` and
 #: ``ND.BUCKETS`` only: a server may run a module built from an earlier release).
 LINK_MODULE_VERSION = 2
+#: The module version that brought ``ND.MATCHLINK``: check.lua's own link step (store.py sends it the
+#: step's parameters only from this version on; below it, link.lua runs after the check).
+MATCH_LINK_MODULE_VERSION = 3
 
 
 async def module_version(client: aioredis.Redis) -> int:
@@ -93,6 +96,8 @@ class Scripts:
     def __init__(self) -> None:
         self.check = Script("check")
         self.uses_module = False
+        #: Whether check.lua may do the link step itself (ND.MATCHLINK: module version 3 or later).
+        self.match_link = False
         self.lookup = Script("lookup")
         self.delete = Script("delete")
         self.create_collection = Script("create_collection")
@@ -112,6 +117,7 @@ class Scripts:
         if not self._loaded:
             version = await module_version(client)
             self.uses_module = version > 0
+            self.match_link = version >= MATCH_LINK_MODULE_VERSION
             v2 = "module" if version >= LINK_MODULE_VERSION else "lua"
             self.check = Script("check", "module" if self.uses_module else "lua", v2)
             self.link = Script("link", v2=v2)

@@ -52,6 +52,9 @@ class CheckReply:
     fetched: dict[int, tuple[bytes, bytes]]
     stamps: dict[int, int] = field(default_factory=dict)
     now_ms: int = 0
+    #: The check did the link step itself (``CheckBatch.link`` was sent and the server can): the
+    #: caller records no links for this batch.
+    linked: bool = False
 
     def stamp(self, ordinal: int) -> int:
         return self.stamps.get(ordinal, ordinal)
@@ -80,6 +83,9 @@ class CheckBatch:
     passages: Sequence[bytes] = ()
     #: n + 1 offsets into ``signatures`` when the sketches differ in size (exact mode), else None
     signature_offsets: list[int] | None = None
+    #: The link step's parameters, for the check to do it itself where the server can (check.lua's
+    #: ARGV[18]: neardup's module version 3 or later; insert mode): "" for none.
+    link: str = ""
 
     def signature(self, i: int) -> bytes:
         """The raw sketch of document i."""
@@ -425,9 +431,14 @@ class RedisStore:
         b = batch
         if mode == "restore":  # one script per batch: a stored copy is never half written here
             mode = "read"
+        link = ""
+        if b.link and mode == "insert":
+            async with self._guard():  # which module the server has: asked once, when the scripts load
+                await self._scripts.ensure_loaded(self._client)
+            link = b.link if self._scripts.match_link else ""
         args: list[Any] = [
             *self._head(k), mode, len(b), b.bands, max_candidates, b.band_keys, b.signatures, b.empties,
-            keys.BUCKET_CAP,
+            keys.BUCKET_CAP, link,
         ]  # fmt: skip
         for i in range(len(b)):
             args += (b.ids[i], b.records[i], b.expected[i], b.old_bands[i], b.sites[i])
@@ -447,7 +458,7 @@ class RedisStore:
         flat = reply[3]
         fetched = {int(flat[j]): (bytes(flat[j + 1]), bytes(flat[j + 2])) for j in range(0, len(flat), 3)}
         ordinals, candidates = [int(o) for o in reply[1]], [[int(c) for c in cs] for cs in reply[2]]
-        return CheckReply(ordinals, candidates, fetched, now_ms=int(reply[4]))
+        return CheckReply(ordinals, candidates, fetched, now_ms=int(reply[4]), linked=int(reply[5]) == 1)
 
     async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]:
         reply = await self._call("lookup", [k.state], [*self._head(k), *ids])

@@ -54,6 +54,7 @@ struct Api {
   int (*ReplyWithError)(VmCtx*, const char*);
   int (*WrongArity)(VmCtx*);
   int (*ReplicateVerbatim)(VmCtx*);
+  int (*Replicate)(VmCtx*, const char*, const char*, ...);
 };
 
 // Filled by init(); the server is single-threaded for commands, so one global table is enough.
@@ -89,6 +90,7 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_ReplyWithError", api.ReplyWithError);
   get("RedisModule_WrongArity", api.WrongArity);
   get("RedisModule_ReplicateVerbatim", api.ReplicateVerbatim);
+  get("RedisModule_Replicate", api.Replicate);
   if (!ok) return kErr;
   api.SetModuleAttribs(ctx, name, version, kApiVersion1);
   return kOk;

@@ -22,10 +22,36 @@
 //     pairs         per pair the checked document's ordinal and its match's, 8 bytes big-endian each,
 //                   in the order to try them
 //   -> [edges added, edges refused by a bound]
+//
+// ND.MATCHLINK (module version 3): check.lua's link step for one document it just stored, in the same
+// script as the check, so a collection with a site_field pays no second round trip (and no second
+// append-only-file fsync) per batch. It verifies the document's candidates itself, the way the service
+// does for format 2 estimate sketches (neardup::bbit_similarity in native/sketch_v2.cpp, the same
+// arithmetic, float32 then compared as a double with the threshold - 1e-6 of index.py), orders the
+// matches on other sites as index.py's _site_links does (best first by estimate then ordinal; the best
+// one on each other site first, then the rest; at most <max links>) and runs ND.LINK's loop on them.
+//
+//   ND.MATCHLINK 1 <edges> <shared> <records> <width> <edge group> <record group> <floor> <cutoff>
+//                <max partners> <max others> <max links> <threshold> <fixed> <bins> <bits> <ordinal>
+//                <sketch> <candidates> <sketches>
+//     threshold     the collection's threshold, as Python's repr of the float
+//     fixed, bins, bits   a stored sketch is <fixed> bytes (format tag 2, band keys) then <bins> bins of
+//                   <bits> bits as bit planes (<size> bytes in all)
+//     ordinal       the document just stored; sketch its stored sketch
+//     candidates    its candidates (check.lua's band step), <width> bytes big-endian each
+//     sketches      their stored sketches as check.lua read them, <size> bytes each; one that is not of
+//                   this size and tag is sent as <size> zero bytes and skipped (banding.readable)
+//   -> [edges added, edges refused by a bound, matches on other sites]
+// It writes only through ND.LINK's loop, and is propagated as that ND.LINK command (the pairs it
+// chose, 16 bytes each), not verbatim: the sketches stay out of the append-only file.
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "group.hpp"
 #include "module_api.hpp"
@@ -255,10 +281,134 @@ int link_command(VmCtx* ctx, VmString** argv, int argc) {
   return kOk;
 }
 
+// neardup::bbit_similarity (native/sketch_v2.cpp) for one pair, the same arithmetic step for step: the
+// service verifies with that function, and a pair counted here must be one it reports.
+float bbit_estimate(const uint8_t* q8, const uint8_t* c8, size_t bins, int bits) {
+  const size_t words = bins / 64;
+  const double chance = 1.0 / static_cast<double>((1u << bits) - 1u);
+  uint64_t equal = 0, both = 0, either = 0;
+  for (size_t w = 0; w < words; ++w) {
+    uint64_t diff = 0, qf = 0, cf = 0;
+    for (int p = 0; p < bits; ++p) {
+      uint64_t qw, cw;
+      std::memcpy(&qw, q8 + (static_cast<size_t>(p) * words + w) * 8, 8);
+      std::memcpy(&cw, c8 + (static_cast<size_t>(p) * words + w) * 8, 8);
+      diff |= qw ^ cw;
+      qf |= qw;
+      cf |= cw;
+    }
+    const uint64_t filled_both = qf & cf;
+    equal += static_cast<uint64_t>(__builtin_popcountll(~diff & filled_both));
+    both += static_cast<uint64_t>(__builtin_popcountll(filled_both));
+    either += static_cast<uint64_t>(__builtin_popcountll(qf | cf));
+  }
+  if (either == 0) return 0.0f;
+  const double agree = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance);
+  const double j_hat = agree / static_cast<double>(either);
+  return static_cast<float>(j_hat < 0.0 ? 0.0 : (j_hat > 1.0 ? 1.0 : j_hat));
+}
+
+int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
+  if (argc != 21) return api.WrongArity(ctx);
+  if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: unknown protocol version");
+  long long width = 0, edge_group = 0, record_group = 0, floor = 0, cutoff = 0;
+  long long max_partners = 0, max_others = 0, max_links = 0, fixed = 0, bins = 0, bits = 0, ordinal = 0;
+  if (!integer(argv[5], 4, 5, width) || !integer(argv[6], 1, 1LL << 20, edge_group) ||
+      !integer(argv[7], 1, 1LL << 20, record_group) || !integer(argv[8], 0, 1LL << 40, floor) ||
+      !integer(argv[9], -1, 1LL << 53, cutoff) || !integer(argv[10], 0, 1LL << 20, max_partners) ||
+      !integer(argv[11], 0, 1LL << 30, max_others) || !integer(argv[12], 0, 1LL << 20, max_links) ||
+      !integer(argv[14], 1, 1LL << 20, fixed) || !integer(argv[15], 64, 4096, bins) ||
+      !integer(argv[16], 1, 8, bits) || !integer(argv[17], 1, 1LL << 40, ordinal) || bins % 64 != 0)
+    return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: an integer argument is out of range");
+  const std::string threshold_text = text_of(argv[13]);
+  char* end = nullptr;
+  const double threshold = std::strtod(threshold_text.c_str(), &end);
+  if (threshold_text.empty() || end != threshold_text.c_str() + threshold_text.size())
+    return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: threshold is not a number");
+  const size_t size = static_cast<size_t>(fixed + bins * bits / 8);
+  size_t sketch_len = 0, len = 0, sketches_len = 0;
+  const char* sketch = api.StringPtrLen(argv[18], &sketch_len);
+  const char* candidates = api.StringPtrLen(argv[19], &len);
+  const char* sketches = api.StringPtrLen(argv[20], &sketches_len);
+  if (len % static_cast<size_t>(width) != 0 || sketches_len != len / static_cast<size_t>(width) * size)
+    return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: candidates are <width> bytes each, their sketches <size>");
+  Linker linker(ctx, static_cast<size_t>(width));
+  linker.edges = text_of(argv[2]);
+  linker.shared = text_of(argv[3]);
+  linker.records = text_of(argv[4]);
+  linker.edge_group = static_cast<uint64_t>(edge_group);
+  linker.record_group = static_cast<uint64_t>(record_group);
+  linker.floor = static_cast<uint64_t>(floor);
+  linker.cutoff = cutoff;
+  linker.max_partners = max_partners;
+  linker.max_others = max_others;
+  const uint64_t x = static_cast<uint64_t>(ordinal);
+  std::string vx, vc;
+  // (estimate, ordinal, site) of each verified match on another site
+  std::vector<std::pair<std::pair<float, uint64_t>, uint64_t>> matches;
+  const char* tag = sketch;
+  if (sketch_len == size && tag[0] == 2 && linker.get(linker.edges, x / edge_group, x % edge_group, vx) &&
+      vx.size() >= 4) {
+    const uint64_t a = Linker::site_of(vx);
+    const double floor_estimate = threshold - 1e-6;  // index.py: sim >= site_floor - _EPSILON
+    const auto* q8 = reinterpret_cast<const uint8_t*>(sketch) + fixed;
+    for (size_t p = 0, k = 0; p + static_cast<size_t>(width) <= len; p += static_cast<size_t>(width), ++k) {
+      const uint64_t c = big_endian(candidates + p, static_cast<size_t>(width));
+      const char* sig = sketches + k * size;
+      if (sig[0] != 2) continue;  // banding.readable: only sketches of this collection's format and size
+      if (c == x || c <= linker.floor) continue;
+      if (!linker.get(linker.edges, c / edge_group, c % edge_group, vc) || vc.size() < 4) continue;
+      const uint64_t b = Linker::site_of(vc);
+      if (b == a) continue;
+      if (!linker.live(c)) continue;
+      const float estimate = bbit_estimate(q8, reinterpret_cast<const uint8_t*>(sig) + fixed,
+                                           static_cast<size_t>(bins), static_cast<int>(bits));
+      if (static_cast<double>(estimate) >= floor_estimate) matches.push_back({{estimate, c}, b});
+    }
+  }
+  if (linker.wrong_type) return api.ReplyWithError(ctx, "WRONGTYPE ND.MATCHLINK: a site key holds a non-hash value");
+  // _site_links: best first (estimate, then the smaller ordinal), the best one on each other site first
+  std::sort(matches.begin(), matches.end(), [](const auto& l, const auto& r) {
+    if (l.first.first != r.first.first) return l.first.first > r.first.first;
+    return l.first.second < r.first.second;
+  });
+  std::string first, rest;
+  std::unordered_set<uint64_t> seen;
+  for (const auto& m : matches) {
+    std::string& out = seen.insert(m.second).second ? first : rest;
+    append_big_endian(out, x, 8);
+    append_big_endian(out, m.first.second, 8);
+  }
+  first += rest;
+  if (first.size() > static_cast<size_t>(max_links) * 16) first.resize(static_cast<size_t>(max_links) * 16);
+  linker.run(first.data(), first.size());
+  if (linker.wrote) {  // as ND.LINK of these pairs: the same writes on the same data
+    VmString* args[12];
+    const std::string numbers[] = {std::to_string(width), std::to_string(edge_group), std::to_string(record_group),
+                                   std::to_string(floor), std::to_string(cutoff), std::to_string(max_partners),
+                                   std::to_string(max_others)};
+    args[0] = api.CreateString(ctx, "1", 1);
+    args[1] = api.CreateString(ctx, linker.edges.data(), linker.edges.size());
+    args[2] = api.CreateString(ctx, linker.shared.data(), linker.shared.size());
+    args[3] = api.CreateString(ctx, linker.records.data(), linker.records.size());
+    for (int i = 0; i < 7; ++i) args[4 + i] = api.CreateString(ctx, numbers[i].data(), numbers[i].size());
+    args[11] = api.CreateString(ctx, first.data(), first.size());
+    api.Replicate(ctx, "nd.link", "v", args, static_cast<size_t>(12));
+    for (VmString* a : args) api.FreeString(ctx, a);
+  }
+  if (linker.wrong_type) return api.ReplyWithError(ctx, "WRONGTYPE ND.MATCHLINK: a site key holds a non-hash value");
+  api.ReplyWithArray(ctx, 3);
+  api.ReplyWithLongLong(ctx, linker.added);
+  api.ReplyWithLongLong(ctx, linker.refused);
+  api.ReplyWithLongLong(ctx, static_cast<long long>(matches.size()));
+  return kOk;
+}
+
 }  // namespace
 
 int register_site_commands(VmCtx* ctx) {
-  return api.CreateCommand(ctx, "nd.link", link_command, "write deny-oom", 0, 0, 0);
+  if (api.CreateCommand(ctx, "nd.link", link_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;
+  return api.CreateCommand(ctx, "nd.matchlink", match_link_command, "write deny-oom", 0, 0, 0);
 }
 
 }  // namespace neardup::vm

@@ -9,6 +9,7 @@ import contextlib
 import random
 from collections import defaultdict
 from collections.abc import AsyncIterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -495,3 +496,96 @@ async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redi
     assert all(added > 0 and refused > 0 for added, refused in answers[:2]), answers
     assert dumps[0] == dumps[1]
     assert any(key[1] == b"x" for key in dumps[0]) and any(key[1] == b"e" for key in dumps[0])
+
+
+async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the module (version 3: ND.MATCHLINK) a check of a format 2 estimate collection verifies
+    and links its own documents in the same script, and no link call follows; the same stream where
+    the module is taken as older (a link.lua call with ND.LINK after each check) stores the same keys,
+    byte for byte, and gives the same answers. The stream has replacements, deletes, evictions and a
+    page on 40 sites."""
+    from neardup.storage import scripts
+
+    dumps, answers, link_calls = [], [], []
+    for in_check in (True, False):
+        if not in_check:
+            monkeypatch.setattr(scripts, "MATCH_LINK_MODULE_VERSION", scripts.MATCH_LINK_MODULE_VERSION + 1)
+        client = redis.Redis.from_url(redis_url)
+        client.flushall()
+        client.config_resetstat()
+        client.close()
+        store = RedisStore.from_url(redis_url, timeout=30.0)
+        calls: list[int] = []
+        link = store.link
+
+        async def counted(
+            k: keys.CollectionKeys, pairs: list[tuple[int, int]], link: Any = link, calls: list[int] = calls
+        ) -> tuple[int, int]:
+            calls.append(len(pairs))
+            return await link(k, pairs)  # type: ignore[no-any-return]
+
+        monkeypatch.setattr(store, "link", counted)
+        try:
+            index = Index(store)
+            name = "inscript"
+            params = CollectionParams.create(name, threshold=THRESHOLD, site_field="url", max_documents=150)
+            await index.create_collection(params)
+            recount = Recount()
+            await replay(index, name, recount, random.Random(9), 80)
+            for s in range(40):
+                copy = Document(f"s{s}/license", variant(text(4242), s), page(f"s{s}.example", "license"))
+                await index.check(name, [copy], min_similarity=THRESHOLD)
+            answers.append(
+                [await index.site(name, s) for s in SITES] + [await index.site(name, "s0.example")]
+            )
+            stats = await store.client.info("commandstats")
+            assert ("cmdstat_nd.matchlink" in stats) == in_check
+            assert await stored_edges_agree(store, index, name)
+            dumps.append(site_dump(redis_url))
+            link_calls.append(calls)
+        finally:
+            await store.close()
+    assert link_calls[0] == [] and len(link_calls[1]) > 20
+    assert answers[0] == answers[1]
+    assert any(m.mirrors for m in answers[0])
+    assert dumps[0] == dumps[1]
+
+
+@pytest.mark.parametrize("form", [{"sketch_format": 1}, {"verify": "exact"}])
+async def test_other_sketches_link_after_the_check(redis_url: str, form: dict[str, object]) -> None:
+    """Format 1 and exact-mode collections are verified in the service only: their links are recorded
+    by a link.lua call after the check, and count the same way."""
+    from neardup.domain import index as index_module
+
+    store = RedisStore.from_url(redis_url, timeout=5.0)
+    try:
+        index = Index(store)
+        params = CollectionParams.create("other", threshold=0.7, site_field="url", **form)  # type: ignore[arg-type]
+        assert index_module._link_spec(params) == ""
+        await index.create_collection(params)
+        docs = [Document(f"a{k}", text(100 + k), page("a.example", str(k))) for k in range(5)]
+        docs += [Document(f"b{k}", variant(text(100 + k), k), page("b.example", str(k))) for k in range(5)]
+        await index.check("other", docs)
+        b = await index.site("other", "b.example")
+        assert b.pages == 5 and [(m.site, m.shared) for m in b.mirrors] == [("a.example", 5)]
+        assert "cmdstat_nd.matchlink" not in await store.client.info("commandstats")
+        assert await stored_edges_agree(store, index, "other")
+    finally:
+        await store.close()
+
+
+def test_the_link_spec_names_the_service_s_verification() -> None:
+    from neardup import sketch
+    from neardup.domain import index as index_module
+
+    params = CollectionParams.create("spec", threshold=0.8, site_field="url")
+    fields = index_module._link_spec(params).split()
+    assert float(fields[0]) == params.threshold
+    assert [int(f) for f in fields[1:]] == [
+        1 + 8 * params.bands, params.bins, sketch.BITS_PER_BIN,
+        index_module.MAX_LINKS_PER_DOCUMENT, keys.SITE_PARTNERS, keys.SITE_OTHERS,
+    ]  # fmt: skip
+    assert 1 + 8 * params.bands + params.bins * sketch.BITS_PER_BIN // 8 == params.stored_bytes
+    assert index_module._link_spec(CollectionParams.create("nosites", threshold=0.8)) == ""

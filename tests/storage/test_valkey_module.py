@@ -358,7 +358,9 @@ def test_nd_link_checks_its_arguments_and_records_an_edge(
     client = redis.Redis.from_url(servers[0].url)
     try:
         modules = {m[b"name"]: m[b"ver"] for m in client.module_list()}
-        assert modules[b"neardup"] == 2  # the version that brought ND.LINK (scripts.LINK_MODULE_VERSION)
+        assert (
+            modules[b"neardup"] == 3
+        )  # the version that brought ND.MATCHLINK (scripts.MATCH_LINK_MODULE_VERSION)
         cases = [
             ("wrong number", link_args([(1, 2)])[:-1]),
             ("protocol version", link_args([(1, 2)], version="2")),
@@ -416,7 +418,9 @@ async def test_nd_link_replays_from_the_append_only_file(tmp_path: Path) -> None
         assert (await index.site("m", "s0.example")).mirrors
         before = dump(server.url)
         aof = b"".join(p.read_bytes() for p in (server.data_dir / "appendonlydir").glob("*.incr.aof"))
-        assert b"nd.link" in aof.lower()
+        # the checks linked in their own script (ND.MATCHLINK), propagated as the ND.LINK of the pairs
+        assert "cmdstat_nd.matchlink" in await store.client.info("commandstats")
+        assert b"nd.link" in aof.lower() and b"nd.matchlink" not in aof.lower()
         server.stop()
         server.start()
         assert dump(server.url) == before
@@ -433,7 +437,8 @@ async def test_a_module_older_than_nd_link_gets_the_lua_link_step(
     from neardup.domain import CollectionParams, Document, Index
     from neardup.storage import scripts
 
-    monkeypatch.setattr(scripts, "LINK_MODULE_VERSION", 3)
+    monkeypatch.setattr(scripts, "LINK_MODULE_VERSION", 4)
+    monkeypatch.setattr(scripts, "MATCH_LINK_MODULE_VERSION", 4)
     store = RedisStore.from_url(servers[0].url)
     try:
         index = Index(store)
@@ -444,6 +449,107 @@ async def test_a_module_older_than_nd_link_gets_the_lua_link_step(
         assert [m.site for m in (await index.site("old", "a.example")).mirrors] == ["b.example"]
         stats = await store.client.info("commandstats")
         assert "cmdstat_nd.bands" in stats
-        assert "cmdstat_nd.link" not in stats
+        assert "cmdstat_nd.link" not in stats and "cmdstat_nd.matchlink" not in stats
     finally:
         await store.close()
+
+
+def match_link_args(
+    ordinal: int, sketch: bytes, candidates: list[tuple[int, bytes]], **change: object
+) -> list[object]:
+    """ND.MATCHLINK's arguments on the keys e:<n>, x:<site>, d:<n> (as link_args), for format 2 sketches
+    of MATCH_FIXED bytes then MATCH_BINS 2-bit bins."""
+    args: dict[str, object] = {
+        "version": "1", "edges": "e:", "shared": "x:", "records": "d:", "width": 5, "edge_group": 32,
+        "record_group": 120, "floor": 0, "cutoff": -1, "max_partners": 16, "max_others": 256,
+        "max_links": 16, "threshold": repr(MATCH_THRESHOLD), "fixed": MATCH_FIXED, "bins": MATCH_BINS,
+        "bits": 2, "ordinal": ordinal, "sketch": sketch,
+        "candidates": b"".join(c.to_bytes(5, "big") for c, _ in candidates),
+        "sketches": b"".join(s for _, s in candidates),
+    } | change  # fmt: skip
+    return list(args.values())
+
+
+MATCH_FIXED, MATCH_BINS, MATCH_THRESHOLD = 1 + 8 * 4, 256, 0.7
+
+
+def test_nd_matchlink_verifies_as_the_service_and_links_the_best_first(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey],
+) -> None:
+    """ND.MATCHLINK's estimates decide exactly as the service's (sketch.bbit_similarity at the
+    threshold - 1e-6): candidates on the document's own site, of no site, or with an unreadable sketch
+    are skipped; the matches are linked best first, the best one on each other site first, at most
+    <max links>; bad arguments get an error and write nothing."""
+    from neardup import sketch as native
+
+    rng = np.random.default_rng(3)
+    stride = MATCH_BINS * 2 // 8
+    query = rng.integers(0, 256, stride, dtype=np.uint8)
+    head = b"\x02" + bytes(MATCH_FIXED - 1)
+    rows, sites = [], []
+    for k in range(40):  # copies of the query with more and more of their bytes redrawn
+        row = query.copy()
+        redraw = rng.random(stride) < k / 40
+        row[redraw] = rng.integers(0, 256, int(redraw.sum()), dtype=np.uint8)
+        rows.append(row)
+        sites.append(100 + k % 5)  # five other sites
+    estimates = native.bbit_similarity(query, np.stack(rows), bins=MATCH_BINS, bits=2).tolist()
+    matches = [k for k, e in enumerate(estimates) if e >= MATCH_THRESHOLD - 1e-6]
+    assert 3 < len(matches) < 35  # the threshold falls inside the candidates' estimates
+    client = redis.Redis.from_url(servers[0].url)
+    try:
+        client.flushall()
+        x = 1000
+        entries = {str(x % 32): (7).to_bytes(4, "big")}
+        candidates = []
+        for k, row in enumerate(rows):
+            c = 2000 + k
+            candidates.append((c, head + row.tobytes()))
+            client.hset(f"e:{c // 32}", str(c % 32), sites[k].to_bytes(4, "big"))
+        client.hset(f"e:{x // 32}", mapping=entries)
+        # skipped: one of the document's own site, one of no site (no entry), one unreadable sketch
+        client.hset("e:100", "0", (7).to_bytes(4, "big"))
+        same_site, no_site, unreadable = (
+            (3200, head + query.tobytes()),
+            (3300, head + query.tobytes()),
+            (3400, bytes(len(head) + stride)),
+        )
+        client.hset("e:106", "8", (100).to_bytes(4, "big"))  # 3400's entry: another site
+        sketch = head + query.tobytes()
+        everything = [same_site, no_site, unreadable, *candidates]
+        cases = [
+            ("wrong number", match_link_args(x, sketch, everything)[:-1]),
+            ("protocol version", match_link_args(x, sketch, everything, version="2")),
+            ("out of range", match_link_args(x, sketch, everything, bins=100)),
+            ("out of range", match_link_args(0, sketch, everything)),
+            ("not a number", match_link_args(x, sketch, everything, threshold="0.7x")),
+            ("their sketches", match_link_args(x, sketch, everything, sketches=b"\0" * 10)),
+        ]
+        before = dump(servers[0].url)
+        for message, args in cases:
+            with pytest.raises(redis.ResponseError, match=message):
+                client.execute_command("ND.MATCHLINK", *args)
+        assert dump(servers[0].url) == before
+        added, refused, found = client.execute_command(
+            "ND.MATCHLINK", *match_link_args(x, sketch, everything, max_links=8)
+        )
+        assert found == len(matches) and (added, refused) == (min(8, len(matches)), 0)
+        ranked = sorted(matches, key=lambda k: (-estimates[k], 2000 + k))
+        best_per_site: list[int] = []
+        for k in ranked:
+            if sites[k] not in [sites[j] for j in best_per_site]:
+                best_per_site.append(k)
+        order = (best_per_site + [k for k in ranked if k not in best_per_site])[:8]
+        entry = client.hget(f"e:{x // 32}", str(x % 32))
+        assert entry is not None
+        partners = [int.from_bytes(entry[q : q + 5], "big") for q in range(4, len(entry), 9)]
+        assert partners == [2000 + k for k in order]
+        # x is one page of site 7: each other site it has a partner on counts that one page
+        assert client.hgetall("x:7") == {str(sites[k]).encode(): b"1" for k in order}
+        # again: the same edges are there already, nothing changes
+        assert client.execute_command("ND.MATCHLINK", *match_link_args(x, sketch, everything, max_links=8))[
+            :2
+        ] == [0, 0]
+    finally:
+        client.flushall()
+        client.close()

@@ -9,15 +9,20 @@
 --   ARGV[14] band keys: n * bands * 8 raw bytes        ARGV[15] signatures: n equal-sized raw blobs
 --   ARGV[16] n characters, '1' where the document is empty (no band entries, never matches)
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
---   ARGV[18 + 5*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys,
+--   ARGV[18] the link step, '' for none: in 'insert' mode, with neardup's module version 3 or later, for a
+--     collection with a site_field and format 2 estimate sketches, "<threshold> <fixed> <bins> <bits>
+--     <max links> <max partners> <max others>": each stored document of a site is verified against its
+--     candidates and its matches on other sites linked here (ND.MATCHLINK), not by a link.lua call
+--   ARGV[19 + 5*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys,
 --     its site ('' = none; only collections with a site_field send any: see _common.lua's sites)
---   ARGV[18 + 5*n] (optional) n + 1 uint32 LE offsets of the signatures in ARGV[15], when they differ in size
---   ARGV[18 + 5*n + i] (optional) document i's passage blob, indexed where the collection has passages on
---     (then ARGV[18 + 5*n] is sent, '' when the signatures are all of one size)
+--   ARGV[19 + 5*n] (optional) n + 1 uint32 LE offsets of the signatures in ARGV[15], when they differ in size
+--   ARGV[19 + 5*n + i] (optional) document i's passage blob, indexed where the collection has passages on
+--     (then ARGV[19 + 5*n] is sent, '' when the signatures are all of one size)
 -- Returns one of
 --   {'ok', {ordinal per doc (0 in read mode)}, {{candidate ordinals} per doc},
 --    {ordinal, signature, record, ...} for candidates that are not documents of this batch,
---    this server's time in ms (records written by this call carry it as their insertion time)}
+--    this server's time in ms (records written by this call carry it as their insertion time),
+--    1 when this call did the link step (ARGV[18]), else 0}
 --   (candidates evicted by max_documents are left out; expiry by time is the caller's check)
 --   {'replace', {i, ordinal, signature, ...}}: these ids exist and the client did not send the band keys
 --     of the stored version (needed to remove it): nothing was written, call again with them
@@ -31,7 +36,7 @@ local n, bands, max_candidates = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumbe
 local band_blob, sig_blob, empties = ARGV[14], ARGV[15], ARGV[16]
 local bucket_cap = tonumber(ARGV[17])
 local sig_bytes = #sig_blob / math.max(n, 1)
-local sig_offsets = ARGV[18 + 5 * n]
+local sig_offsets = ARGV[19 + 5 * n]
 if sig_offsets == '' then sig_offsets = nil end
 local function sig_of(i)
   if sig_offsets then
@@ -42,8 +47,16 @@ local function sig_of(i)
   return string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes)
 end
 local writes = mode ~= 'read'
+local link = nil
+if mode == 'insert' and ARGV[18] ~= '' then
+  local f = {}
+  for w in string.gmatch(ARGV[18], '%S+') do f[#f + 1] = w end
+  link = {threshold = f[1], fixed = f[2], bins = f[3], bits = f[4], links = f[5], partners = f[6], others = f[7]}
+  link.size = tonumber(f[2]) + tonumber(f[3]) * tonumber(f[4]) / 8
+  link.none = string.rep('\0', link.size)
+end
 
-local function arg(i, k) return ARGV[18 + 5 * (i - 1) + k] end
+local function arg(i, k) return ARGV[19 + 5 * (i - 1) + k] end
 local function bands_of(i)
   if string.sub(empties, i, i) == '1' then return '' end
   return string.sub(band_blob, (i - 1) * bands * 8 + 1, i * bands * 8)
@@ -75,14 +88,21 @@ if writes then
   end
   if #missing > 0 then return {'replace', missing} end
   for i = 1, st.pas.on and n or 0 do
-    local problem = passage_problem(st, ARGV[18 + 5 * n + i])
+    local problem = passage_problem(st, ARGV[19 + 5 * n + i])
     if problem then return redis.error_reply(problem) end
   end
 end
 
 local now = server_ms()
+-- The link step's view of what is live is the one after the whole batch (as a link.lua call after it
+-- would see): ordinals this batch's insertions evict are gone, and the clock is this call's.
+local link_floor, link_cutoff = 0, -1
+if link then
+  if st.maxd > 0 then link_floor = math.max(st.seq + n - st.maxd, 0) end
+  if st.ttl > 0 then link_cutoff = tonumber(now) - st.ttl end
+end
 local ordinals, candidates, fetched = {}, {}, {}
-local batch_index, seen_fetched = {}, {}
+local batch_index, seen_fetched, sig_cache = {}, {}, {}  -- sig_cache: fetched sketches, for the link step
 for i = 1, n do
   local ord = 0
   local o4
@@ -106,7 +126,7 @@ for i = 1, n do
     redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
     local site = arg(i, 4)
     if site ~= '' then add_site_page(ord, site) end
-    local blob = ARGV[18 + 5 * n + i]
+    local blob = ARGV[19 + 5 * n + i]
     if st.pas.on and blob and #blob >= 9 then passage_put(st, ord, o4, blob) end
     st.docs = st.docs + 1
     batch_index[ord] = i
@@ -122,9 +142,23 @@ for i = 1, n do
     if not batch_index[c] and not seen_fetched[c] then
       seen_fetched[c] = true
       fetched[#fetched + 1] = c
-      fetched[#fetched + 1] = redis.call('HGET', sig_key(c), slot(c, SIG_GROUP)) or ''
+      sig_cache[c] = redis.call('HGET', sig_key(c), slot(c, SIG_GROUP)) or ''
+      fetched[#fetched + 1] = sig_cache[c]
       fetched[#fetched + 1] = redis.call('HGET', doc_key(c), slot(c, DOC_GROUP)) or ''
     end
+  end
+  if link and arg(i, 4) ~= '' and #found > 0 then
+    local parts, sketches = {}, {}
+    for k, c in ipairs(found) do
+      parts[k] = ordinal_bytes(c)
+      local sig = batch_index[c] and sig_of(batch_index[c]) or sig_cache[c]
+      if #sig ~= link.size or string.byte(sig, 1) ~= 2 then sig = link.none end
+      sketches[k] = sig
+    end
+    redis.call('ND.MATCHLINK', '1', EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP,
+      string.format('%d', link_floor), string.format('%d', link_cutoff), link.partners, link.others,
+      link.links, link.threshold, link.fixed, link.bins, link.bits, string.format('%d', ord), sig_of(i),
+      table.concat(parts), table.concat(sketches))
   end
   candidates[i] = found
   -- Split after every document, not once per batch (band_step splits its table): a group that
@@ -133,4 +167,4 @@ for i = 1, n do
 end
 
 if writes then save_state(st) end
-return {'ok', ordinals, candidates, fetched, now}
+return {'ok', ordinals, candidates, fetched, now, link and 1 or 0}
