@@ -23,24 +23,26 @@
 //                   in the order to try them
 //   -> [edges added, edges refused by a bound]
 //
-// ND.MATCHLINK (module version 3): check.lua's link step for one document it just stored, in the same
-// script as the check, so a collection with a site_field pays no second round trip (and no second
-// append-only-file fsync) per batch. It verifies the document's candidates itself, the way the service
-// does for format 2 estimate sketches (neardup::bbit_similarity in native/sketch_v2.cpp, the same
-// arithmetic, float32 then compared as a double with the threshold - 1e-6 of index.py), orders the
-// matches on other sites as index.py's _site_links does (best first by estimate then ordinal; the best
-// one on each other site first, then the rest; at most <max links>) and runs ND.LINK's loop on them.
+// ND.MATCHLINK (module version 3): check.lua's link step, at the end of the check's own script, so
+// a collection with a site_field pays no second round trip (and no second append-only-file fsync) per
+// batch. It verifies each stored document's candidates itself, the way the service does for format 2
+// estimate sketches (neardup::bbit_similarity in native/sketch_v2.cpp, the same arithmetic, float32
+// then compared as a double with the threshold - 1e-6 of index.py), orders each document's matches on
+// other sites as index.py's _site_links does (best first by estimate then ordinal; the best one on
+// each other site first, then the rest; at most <max links>), then runs ND.LINK's loop on all the
+// pairs, in order: what a link.lua call after the check does with the pairs the service found.
 //
 //   ND.MATCHLINK 1 <edges> <shared> <records> <width> <edge group> <record group> <floor> <cutoff>
-//                <max partners> <max others> <max links> <threshold> <fixed> <bins> <bits> <ordinal>
-//                <sketch> <candidates> <sketches>
+//                <max partners> <max others> <max links> <threshold> <fixed> <bins> <bits>
+//                <sketches> <documents>
 //     threshold     the collection's threshold, as Python's repr of the float
 //     fixed, bins, bits   a stored sketch is <fixed> bytes (format tag 2, band keys) then <bins> bins of
 //                   <bits> bits as bit planes (<size> bytes in all)
-//     ordinal       the document just stored; sketch its stored sketch
-//     candidates    its candidates (check.lua's band step), <width> bytes big-endian each
-//     sketches      their stored sketches as check.lua read them, <size> bytes each; one that is not of
-//                   this size and tag is sent as <size> zero bytes and skipped (banding.readable)
+//     sketches      a pool of sketches, <size> bytes each: the batch's, then its candidates' as the
+//                   check read them; one that is not of this size and tag is sent as zero bytes and
+//                   skipped (banding.readable)
+//     documents     per document to link: its ordinal (<width> bytes big-endian), its sketch (u32
+//                   big-endian, an index into the pool), m (u32), then m candidates: ordinal, sketch
 //   -> [edges added, edges refused by a bound, matches on other sites]
 // It writes only through ND.LINK's loop, and is propagated as that ND.LINK command (the pairs it
 // chose, 16 bytes each), not verbatim: the sketches stay out of the append-only file.
@@ -308,31 +310,51 @@ float bbit_estimate(const uint8_t* q8, const uint8_t* c8, size_t bins, int bits)
   return static_cast<float>(j_hat < 0.0 ? 0.0 : (j_hat > 1.0 ? 1.0 : j_hat));
 }
 
+uint32_t u32(const char* p) { return static_cast<uint32_t>(big_endian(p, 4)); }
+
 int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 21) return api.WrongArity(ctx);
+  if (argc != 19) return api.WrongArity(ctx);
   if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: unknown protocol version");
   long long width = 0, edge_group = 0, record_group = 0, floor = 0, cutoff = 0;
-  long long max_partners = 0, max_others = 0, max_links = 0, fixed = 0, bins = 0, bits = 0, ordinal = 0;
+  long long max_partners = 0, max_others = 0, max_links = 0, fixed = 0, bins = 0, bits = 0;
   if (!integer(argv[5], 4, 5, width) || !integer(argv[6], 1, 1LL << 20, edge_group) ||
       !integer(argv[7], 1, 1LL << 20, record_group) || !integer(argv[8], 0, 1LL << 40, floor) ||
       !integer(argv[9], -1, 1LL << 53, cutoff) || !integer(argv[10], 0, 1LL << 20, max_partners) ||
       !integer(argv[11], 0, 1LL << 30, max_others) || !integer(argv[12], 0, 1LL << 20, max_links) ||
       !integer(argv[14], 1, 1LL << 20, fixed) || !integer(argv[15], 64, 4096, bins) ||
-      !integer(argv[16], 1, 8, bits) || !integer(argv[17], 1, 1LL << 40, ordinal) || bins % 64 != 0)
+      !integer(argv[16], 1, 8, bits) || bins % 64 != 0)
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: an integer argument is out of range");
   const std::string threshold_text = text_of(argv[13]);
   char* end = nullptr;
   const double threshold = std::strtod(threshold_text.c_str(), &end);
   if (threshold_text.empty() || end != threshold_text.c_str() + threshold_text.size())
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: threshold is not a number");
+  const size_t w = static_cast<size_t>(width);
   const size_t size = static_cast<size_t>(fixed + bins * bits / 8);
-  size_t sketch_len = 0, len = 0, sketches_len = 0;
-  const char* sketch = api.StringPtrLen(argv[18], &sketch_len);
-  const char* candidates = api.StringPtrLen(argv[19], &len);
-  const char* sketches = api.StringPtrLen(argv[20], &sketches_len);
-  if (len % static_cast<size_t>(width) != 0 || sketches_len != len / static_cast<size_t>(width) * size)
-    return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: candidates are <width> bytes each, their sketches <size>");
-  Linker linker(ctx, static_cast<size_t>(width));
+  size_t pool_len = 0, docs_len = 0;
+  const char* pool = api.StringPtrLen(argv[17], &pool_len);
+  const char* docs = api.StringPtrLen(argv[18], &docs_len);
+  const size_t sketches = pool_len / size;
+  // Check the whole layout before reading anything: an error writes nothing.
+  bool good = pool_len % size == 0;
+  for (size_t p = 0; good && p < docs_len;) {
+    if (p + w + 8 > docs_len || u32(docs + p + w) >= sketches) {
+      good = false;
+      break;
+    }
+    const size_t m = u32(docs + p + w + 4);
+    p += w + 8;
+    if (m > (docs_len - p) / (w + 4)) {
+      good = false;
+      break;
+    }
+    for (size_t k = 0; k < m; ++k) good = good && u32(docs + p + k * (w + 4) + w) < sketches;
+    p += m * (w + 4);
+  }
+  if (!good)
+    return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: sketches are <size> bytes each; documents are "
+                                   "<ordinal> <sketch> <m> then m <ordinal> <sketch>, sketches in range");
+  Linker linker(ctx, w);
   linker.edges = text_of(argv[2]);
   linker.shared = text_of(argv[3]);
   linker.records = text_of(argv[4]);
@@ -342,46 +364,65 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
   linker.cutoff = cutoff;
   linker.max_partners = max_partners;
   linker.max_others = max_others;
-  const uint64_t x = static_cast<uint64_t>(ordinal);
-  std::string vx, vc;
-  // (estimate, ordinal, site) of each verified match on another site
-  std::vector<std::pair<std::pair<float, uint64_t>, uint64_t>> matches;
-  const char* tag = sketch;
-  if (sketch_len == size && tag[0] == 2 && linker.get(linker.edges, x / edge_group, x % edge_group, vx) &&
-      vx.size() >= 4) {
+  const double floor_estimate = threshold - 1e-6;  // index.py: sim >= site_floor - _EPSILON
+  std::string vx, vc, pairs, rest;
+  std::vector<std::pair<std::pair<float, uint64_t>, uint64_t>> matches;  // (estimate, ordinal), site
+  std::unordered_set<uint64_t> seen;
+  long long found = 0;
+  // Every document is verified first, then every pair linked, in order: what a link.lua call after
+  // the check does with the service's pairs (verification reads only sites, records and sketches,
+  // which linking does not change).
+  for (size_t p = 0; p < docs_len && !linker.wrong_type;) {
+    const uint64_t x = big_endian(docs + p, w);
+    const char* q = pool + static_cast<size_t>(u32(docs + p + w)) * size;
+    const size_t m = u32(docs + p + w + 4);
+    const char* cands = docs + p + w + 8;
+    p += w + 8 + m * (w + 4);
+    if (q[0] != 2 || !linker.get(linker.edges, x / linker.edge_group, x % linker.edge_group, vx) || vx.size() < 4)
+      continue;
     const uint64_t a = Linker::site_of(vx);
-    const double floor_estimate = threshold - 1e-6;  // index.py: sim >= site_floor - _EPSILON
-    const auto* q8 = reinterpret_cast<const uint8_t*>(sketch) + fixed;
-    for (size_t p = 0, k = 0; p + static_cast<size_t>(width) <= len; p += static_cast<size_t>(width), ++k) {
-      const uint64_t c = big_endian(candidates + p, static_cast<size_t>(width));
-      const char* sig = sketches + k * size;
+    matches.clear();
+    for (size_t k = 0; k < m; ++k) {
+      const uint64_t c = big_endian(cands + k * (w + 4), w);
+      const char* sig = pool + static_cast<size_t>(u32(cands + k * (w + 4) + w)) * size;
       if (sig[0] != 2) continue;  // banding.readable: only sketches of this collection's format and size
       if (c == x || c <= linker.floor) continue;
-      if (!linker.get(linker.edges, c / edge_group, c % edge_group, vc) || vc.size() < 4) continue;
+      if (!linker.get(linker.edges, c / linker.edge_group, c % linker.edge_group, vc) || vc.size() < 4) continue;
       const uint64_t b = Linker::site_of(vc);
-      if (b == a) continue;
-      if (!linker.live(c)) continue;
-      const float estimate = bbit_estimate(q8, reinterpret_cast<const uint8_t*>(sig) + fixed,
+      if (b == a || !linker.live(c)) continue;
+      const float estimate = bbit_estimate(reinterpret_cast<const uint8_t*>(q) + fixed,
+                                           reinterpret_cast<const uint8_t*>(sig) + fixed,
                                            static_cast<size_t>(bins), static_cast<int>(bits));
       if (static_cast<double>(estimate) >= floor_estimate) matches.push_back({{estimate, c}, b});
     }
+    found += static_cast<long long>(matches.size());
+    // _site_links: best first (estimate, then the smaller ordinal), the best one on each other site
+    // first, then the rest; at most <max links>
+    std::sort(matches.begin(), matches.end(), [](const auto& l, const auto& r) {
+      if (l.first.first != r.first.first) return l.first.first > r.first.first;
+      return l.first.second < r.first.second;
+    });
+    seen.clear();
+    rest.clear();
+    long long taken = 0;
+    for (const auto& match : matches) {
+      if (!seen.insert(match.second).second) continue;
+      if (taken++ < max_links) {
+        append_big_endian(pairs, x, 8);
+        append_big_endian(pairs, match.first.second, 8);
+      }
+    }
+    seen.clear();
+    for (const auto& match : matches) {
+      if (seen.insert(match.second).second) continue;  // the best one of its site: taken above
+      if (taken++ < max_links) {
+        append_big_endian(pairs, x, 8);
+        append_big_endian(pairs, match.first.second, 8);
+      }
+    }
   }
   if (linker.wrong_type) return api.ReplyWithError(ctx, "WRONGTYPE ND.MATCHLINK: a site key holds a non-hash value");
-  // _site_links: best first (estimate, then the smaller ordinal), the best one on each other site first
-  std::sort(matches.begin(), matches.end(), [](const auto& l, const auto& r) {
-    if (l.first.first != r.first.first) return l.first.first > r.first.first;
-    return l.first.second < r.first.second;
-  });
-  std::string first, rest;
-  std::unordered_set<uint64_t> seen;
-  for (const auto& m : matches) {
-    std::string& out = seen.insert(m.second).second ? first : rest;
-    append_big_endian(out, x, 8);
-    append_big_endian(out, m.first.second, 8);
-  }
-  first += rest;
-  if (first.size() > static_cast<size_t>(max_links) * 16) first.resize(static_cast<size_t>(max_links) * 16);
-  linker.run(first.data(), first.size());
+  linker.run(pairs.data(), pairs.size());
   if (linker.wrote) {  // as ND.LINK of these pairs: the same writes on the same data
     VmString* args[12];
     const std::string numbers[] = {std::to_string(width), std::to_string(edge_group), std::to_string(record_group),
@@ -392,15 +433,15 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
     args[2] = api.CreateString(ctx, linker.shared.data(), linker.shared.size());
     args[3] = api.CreateString(ctx, linker.records.data(), linker.records.size());
     for (int i = 0; i < 7; ++i) args[4 + i] = api.CreateString(ctx, numbers[i].data(), numbers[i].size());
-    args[11] = api.CreateString(ctx, first.data(), first.size());
+    args[11] = api.CreateString(ctx, pairs.data(), pairs.size());
     api.Replicate(ctx, "nd.link", "v", args, static_cast<size_t>(12));
-    for (VmString* a : args) api.FreeString(ctx, a);
+    for (VmString* arg : args) api.FreeString(ctx, arg);
   }
   if (linker.wrong_type) return api.ReplyWithError(ctx, "WRONGTYPE ND.MATCHLINK: a site key holds a non-hash value");
   api.ReplyWithArray(ctx, 3);
   api.ReplyWithLongLong(ctx, linker.added);
   api.ReplyWithLongLong(ctx, linker.refused);
-  api.ReplyWithLongLong(ctx, static_cast<long long>(matches.size()));
+  api.ReplyWithLongLong(ctx, found);
   return kOk;
 }
 

@@ -454,18 +454,26 @@ async def test_a_module_older_than_nd_link_gets_the_lua_link_step(
         await store.close()
 
 
-def match_link_args(
-    ordinal: int, sketch: bytes, candidates: list[tuple[int, bytes]], **change: object
-) -> list[object]:
+def match_link_args(docs: list[tuple[int, bytes, list[tuple[int, bytes]]]], **change: object) -> list[object]:
     """ND.MATCHLINK's arguments on the keys e:<n>, x:<site>, d:<n> (as link_args), for format 2 sketches
-    of MATCH_FIXED bytes then MATCH_BINS 2-bit bins."""
+    of MATCH_FIXED bytes then MATCH_BINS 2-bit bins: per document (ordinal, sketch, candidates), each
+    sketch put in the pool once."""
+    pool: list[bytes] = []
+
+    def at(sketch: bytes) -> bytes:
+        if sketch not in pool:
+            pool.append(sketch)
+        return pool.index(sketch).to_bytes(4, "big")
+
+    blob = b""
+    for x, sketch, candidates in docs:
+        blob += x.to_bytes(5, "big") + at(sketch) + len(candidates).to_bytes(4, "big")
+        blob += b"".join(c.to_bytes(5, "big") + at(s) for c, s in candidates)
     args: dict[str, object] = {
         "version": "1", "edges": "e:", "shared": "x:", "records": "d:", "width": 5, "edge_group": 32,
         "record_group": 120, "floor": 0, "cutoff": -1, "max_partners": 16, "max_others": 256,
         "max_links": 16, "threshold": repr(MATCH_THRESHOLD), "fixed": MATCH_FIXED, "bins": MATCH_BINS,
-        "bits": 2, "ordinal": ordinal, "sketch": sketch,
-        "candidates": b"".join(c.to_bytes(5, "big") for c, _ in candidates),
-        "sketches": b"".join(s for _, s in candidates),
+        "bits": 2, "sketches": b"".join(pool), "documents": blob,
     } | change  # fmt: skip
     return list(args.values())
 
@@ -517,22 +525,22 @@ def test_nd_matchlink_verifies_as_the_service_and_links_the_best_first(
         client.hset("e:106", "8", (100).to_bytes(4, "big"))  # 3400's entry: another site
         sketch = head + query.tobytes()
         everything = [same_site, no_site, unreadable, *candidates]
+        doc = [(x, sketch, everything)]
         cases = [
-            ("wrong number", match_link_args(x, sketch, everything)[:-1]),
-            ("protocol version", match_link_args(x, sketch, everything, version="2")),
-            ("out of range", match_link_args(x, sketch, everything, bins=100)),
-            ("out of range", match_link_args(0, sketch, everything)),
-            ("not a number", match_link_args(x, sketch, everything, threshold="0.7x")),
-            ("their sketches", match_link_args(x, sketch, everything, sketches=b"\0" * 10)),
+            ("wrong number", match_link_args(doc)[:-1]),
+            ("protocol version", match_link_args(doc, version="2")),
+            ("out of range", match_link_args(doc, bins=100)),
+            ("not a number", match_link_args(doc, threshold="0.7x")),
+            ("<size> bytes each", match_link_args(doc, sketches=b"\0" * 10)),
+            ("in range", match_link_args(doc, documents=match_link_args(doc)[-1][:-3])),
+            ("in range", [*match_link_args(doc)[:-1], b"\0" * 5 + (99).to_bytes(4, "big") + bytes(4)]),
         ]
         before = dump(servers[0].url)
         for message, args in cases:
             with pytest.raises(redis.ResponseError, match=message):
                 client.execute_command("ND.MATCHLINK", *args)
         assert dump(servers[0].url) == before
-        added, refused, found = client.execute_command(
-            "ND.MATCHLINK", *match_link_args(x, sketch, everything, max_links=8)
-        )
+        added, refused, found = client.execute_command("ND.MATCHLINK", *match_link_args(doc, max_links=8))
         assert found == len(matches) and (added, refused) == (min(8, len(matches)), 0)
         ranked = sorted(matches, key=lambda k: (-estimates[k], 2000 + k))
         best_per_site: list[int] = []
@@ -547,9 +555,7 @@ def test_nd_matchlink_verifies_as_the_service_and_links_the_best_first(
         # x is one page of site 7: each other site it has a partner on counts that one page
         assert client.hgetall("x:7") == {str(sites[k]).encode(): b"1" for k in order}
         # again: the same edges are there already, nothing changes
-        assert client.execute_command("ND.MATCHLINK", *match_link_args(x, sketch, everything, max_links=8))[
-            :2
-        ] == [0, 0]
+        assert client.execute_command("ND.MATCHLINK", *match_link_args(doc, max_links=8))[:2] == [0, 0]
     finally:
         client.flushall()
         client.close()

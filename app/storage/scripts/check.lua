@@ -11,8 +11,9 @@
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
 --   ARGV[18] the link step, '' for none: in 'insert' mode, with neardup's module version 3 or later, for a
 --     collection with a site_field and format 2 estimate sketches, "<threshold> <fixed> <bins> <bits>
---     <max links> <max partners> <max others>": each stored document of a site is verified against its
---     candidates and its matches on other sites linked here (ND.MATCHLINK), not by a link.lua call
+--     <max links> <max partners> <max others>": after the batch, each stored document of a site is
+--     verified against its candidates and its matches on other sites linked here (one ND.MATCHLINK),
+--     not by a link.lua call after the check
 --   ARGV[19 + 5*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys,
 --     its site ('' = none; only collections with a site_field send any: see _common.lua's sites)
 --   ARGV[19 + 5*n] (optional) n + 1 uint32 LE offsets of the signatures in ARGV[15], when they differ in size
@@ -94,15 +95,8 @@ if writes then
 end
 
 local now = server_ms()
--- The link step's view of what is live is the one after the whole batch (as a link.lua call after it
--- would see): ordinals this batch's insertions evict are gone, and the clock is this call's.
-local link_floor, link_cutoff = 0, -1
-if link then
-  if st.maxd > 0 then link_floor = math.max(st.seq + n - st.maxd, 0) end
-  if st.ttl > 0 then link_cutoff = tonumber(now) - st.ttl end
-end
 local ordinals, candidates, fetched = {}, {}, {}
-local batch_index, seen_fetched, sig_cache = {}, {}, {}  -- sig_cache: fetched sketches, for the link step
+local batch_index, seen_fetched = {}, {}
 for i = 1, n do
   local ord = 0
   local o4
@@ -142,23 +136,9 @@ for i = 1, n do
     if not batch_index[c] and not seen_fetched[c] then
       seen_fetched[c] = true
       fetched[#fetched + 1] = c
-      sig_cache[c] = redis.call('HGET', sig_key(c), slot(c, SIG_GROUP)) or ''
-      fetched[#fetched + 1] = sig_cache[c]
+      fetched[#fetched + 1] = redis.call('HGET', sig_key(c), slot(c, SIG_GROUP)) or ''
       fetched[#fetched + 1] = redis.call('HGET', doc_key(c), slot(c, DOC_GROUP)) or ''
     end
-  end
-  if link and arg(i, 4) ~= '' and #found > 0 then
-    local parts, sketches = {}, {}
-    for k, c in ipairs(found) do
-      parts[k] = ordinal_bytes(c)
-      local sig = batch_index[c] and sig_of(batch_index[c]) or sig_cache[c]
-      if #sig ~= link.size or string.byte(sig, 1) ~= 2 then sig = link.none end
-      sketches[k] = sig
-    end
-    redis.call('ND.MATCHLINK', '1', EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP,
-      string.format('%d', link_floor), string.format('%d', link_cutoff), link.partners, link.others,
-      link.links, link.threshold, link.fixed, link.bins, link.bits, string.format('%d', ord), sig_of(i),
-      table.concat(parts), table.concat(sketches))
   end
   candidates[i] = found
   -- Split after every document, not once per batch (band_step splits its table): a group that
@@ -166,5 +146,39 @@ for i = 1, n do
   if writes then grow(st.id) end
 end
 
+-- The link step (ARGV[18]), after the whole batch as a link.lua call would run: one ND.MATCHLINK with
+-- a pool of sketches (the batch's, then the fetched ones) and per document of a site with candidates
+-- its ordinal, its sketch and its candidates' (indexes into the pool). What is live is what a link.lua
+-- call would see now: above the eviction floor after this batch, and not expired by this call's clock.
+local linked = 0
+if link and sig_offsets == nil and sig_bytes == link.size then
+  linked = 1
+  local cutoff = -1
+  if st.ttl > 0 then cutoff = tonumber(now) - st.ttl end
+  local pool, at, docs = {sig_blob}, {}, {}
+  for k = 1, #fetched, 3 do
+    local sig = fetched[k + 1]
+    if #sig ~= link.size or string.byte(sig, 1) ~= 2 then sig = link.none end
+    pool[#pool + 1] = sig
+    at[fetched[k]] = n + #pool - 2
+  end
+  for i = 1, n do
+    local found = candidates[i]
+    if arg(i, 4) ~= '' and #found > 0 then
+      local parts = {ordinal_bytes(ordinals[i]), struct.pack('>I4>I4', i - 1, #found)}
+      for _, c in ipairs(found) do
+        local j = batch_index[c]
+        parts[#parts + 1] = ordinal_bytes(c) .. struct.pack('>I4', j and j - 1 or at[c])
+      end
+      docs[#docs + 1] = table.concat(parts)
+    end
+  end
+  if #docs > 0 then
+    redis.call('ND.MATCHLINK', '1', EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP,
+      string.format('%d', math.max(floor_of(st), 0)), string.format('%d', cutoff), link.partners, link.others,
+      link.links, link.threshold, link.fixed, link.bins, link.bits, table.concat(pool), table.concat(docs))
+  end
+end
+
 if writes then save_state(st) end
-return {'ok', ordinals, candidates, fetched, now, link and 1 or 0}
+return {'ok', ordinals, candidates, fetched, now, linked}
