@@ -19,8 +19,9 @@ p90, max); documents/s of the same stream into a collection with ``site_field`` 
 (alternated, which one first alternating by round, ``--rounds`` each, fresh collections), and the CPU
 of the service and of Valkey per document; the memory of the site keys (MEMORY USAGE) per page and per
 site; and, in process on an embedded Valkey, the server's time per document in the check scripts with
-and without site_field and in the link scripts (``server_cost``), with the module's link step (ND.LINK)
-and with the Lua one, interleaved.
+and without site_field and in the link scripts (``server_cost``), interleaved: with the link step in
+the check script itself (ND.MATCHLINK, module version 3: no link script), with the module's link step
+after the check (ND.LINK, as a module of version 2) and with the Lua one (no module).
 
     python bench/bench_mirrors.py                  # ~3-4 minutes on 2 cores
     python bench/bench_mirrors.py --originals 60 --full 10 --partial 10 --rounds 1   # quick
@@ -189,9 +190,11 @@ def site_keys_memory(service: Service, collection: str) -> dict[str, int]:
 async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dict[str, Any]:
     """The store's share of the counting, in process on an embedded Valkey (no HTTP): Valkey's own time
     in EVALSHA (INFO commandstats) per document for the check scripts of a collection without and
-    with site_field, and for the link scripts alone (recorded during the checks, then sent in the
-    same order: the same work as inline, measured apart); with the module's link step and, on a second
-    store that takes the Lua one, with that."""
+    with site_field, and for the link scripts alone where the link step runs after the check
+    (recorded during the checks, then sent in the same order: the same work as inline, measured
+    apart): the check's own link step (ND.MATCHLINK: no link script); on a second store that takes the
+    module as version 2, the link script with ND.LINK; on a third that takes no module for the site
+    steps, the Lua link loop."""
     import tempfile
 
     import redis as redis_sync
@@ -200,7 +203,8 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
     from neardup.storage import EmbeddedValkey, RedisStore, scripts
 
     out: dict[str, list[float]] = {
-        "check_without": [], "check_with_site_field": [], "link": [],
+        "check_without": [], "check_with_site_field": [],
+        "check_with_site_field_after": [], "link_after": [],
         "check_with_site_field_lua": [], "link_lua": [],
     }  # fmt: skip
     pairs = 0
@@ -208,13 +212,16 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
         server = EmbeddedValkey(Path(tmp) / "valkey", fsync="everysec")
         url = server.start()
         store = RedisStore.from_url(url, timeout=600)
-        # A second store on the same server that takes the Lua site steps (as where the module is
-        # older than version 2): the module's ND.LINK against the Lua loop, same run.
+        # Stores on the same server that take the module as version 2 (the link script after the check,
+        # with ND.LINK) and as version 1 (the Lua link loop): the three link steps in the same run.
+        after_store = RedisStore.from_url(url, timeout=600)
         lua_store = RedisStore.from_url(url, timeout=600)
-        version = scripts.LINK_MODULE_VERSION
-        scripts.LINK_MODULE_VERSION = version + 1
+        versions = scripts.LINK_MODULE_VERSION, scripts.MATCH_LINK_MODULE_VERSION
+        scripts.MATCH_LINK_MODULE_VERSION = 99
+        await after_store._scripts.ensure_loaded(after_store.client)
+        scripts.LINK_MODULE_VERSION = 99
         await lua_store._scripts.ensure_loaded(lua_store.client)
-        scripts.LINK_MODULE_VERSION = version
+        scripts.LINK_MODULE_VERSION, scripts.MATCH_LINK_MODULE_VERSION = versions
         sync = redis_sync.Redis.from_url(url)
 
         def evalsha_us() -> float:
@@ -222,7 +229,8 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
 
         variants = (
             ("check_without", None, store, ""),
-            ("check_with_site_field", "url", store, "link"),
+            ("check_with_site_field", "url", store, ""),
+            ("check_with_site_field_after", "url", after_store, "link_after"),
             ("check_with_site_field_lua", "url", lua_store, "link_lua"),
         )
         try:
@@ -260,6 +268,7 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
                     await index.delete_collection(name)
         finally:
             await store.close()
+            await after_store.close()
             await lua_store.close()
             sync.close()
             server.stop()
@@ -268,9 +277,11 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
         "valkey_us_per_doc": median,
         "runs": {k: [round(x, 1) for x in v] for k, v in out.items()},
         "link_pairs_per_doc": round(pairs / len(crawl), 2),
-        "link_us_per_pair": round(median["link"] * len(crawl) / max(pairs, 1), 1),
-        "counting_us_per_doc": round(
-            median["check_with_site_field"] - median["check_without"] + median["link"], 1
+        "link_us_per_pair_after": round(median["link_after"] * len(crawl) / max(pairs, 1), 1),
+        # the counting in all: in the check's own script (no link script), or check and link script
+        "counting_us_per_doc": round(median["check_with_site_field"] - median["check_without"], 1),
+        "counting_us_per_doc_after": round(
+            median["check_with_site_field_after"] - median["check_without"] + median["link_after"], 1
         ),
         "counting_us_per_doc_lua": round(
             median["check_with_site_field_lua"] - median["check_without"] + median["link_lua"], 1

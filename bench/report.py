@@ -855,9 +855,23 @@ def mirrors_section(results: Path) -> str:
 
 
 def server_time_row(cost: dict[str, Any]) -> str:
-    """The mirrors table's row of the counting's server time: with neardup's module (ND.LINK) and, in
-    runs that measured it, with the Lua link step beside it."""
+    """The mirrors table's row of the counting's server time: with the check's own link step
+    (ND.MATCHLINK), after the check with ND.LINK and with the Lua link loop; in older runs with ND.LINK
+    and, where they measured it, the Lua link step beside it."""
     us = cost["valkey_us_per_doc"]
+    if "link_after" in us:  # runs since the check's own link step (ND.MATCHLINK)
+        repeats = len(cost["runs"]["link_after"])
+        return (
+            f"| the counting's server time (in process, embedded Valkey, medians of {repeats} interleaved "
+            "repeats): the link step in the check's own script (`ND.MATCHLINK`) / after the check with the "
+            f"module's `ND.LINK` / with the Lua link loop | check script {us['check_with_site_field']} / "
+            f"{us['check_with_site_field_after']} / {us['check_with_site_field_lua']} vs "
+            f"{us['check_without']} us per document without `site_field`; link script none / "
+            f"{us['link_after']} / {us['link_lua']} "
+            f"us per document ({cost['link_pairs_per_doc']} pairs per document); the counting in all "
+            f"**{cost['counting_us_per_doc']}** / {cost['counting_us_per_doc_after']} / "
+            f"{cost['counting_us_per_doc_lua']} us per document | a small constant per check |"
+        )
     repeats = len(cost["runs"]["link"])
     head = f"| the counting's server time (in process, embedded Valkey, medians of {repeats}"
     if "link_lua" not in us:  # runs before the Lua link step was measured beside the module's
