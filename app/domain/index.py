@@ -787,14 +787,15 @@ def _sites(params: CollectionParams, docs: Sequence[Document]) -> list[bytes]:
 
 def _link_spec(params: CollectionParams) -> str:
     """The link step's parameters for the check to do it itself (store.CheckBatch.link; check.lua's
-    ARGV[18]): only for a collection with a site_field and format 2 estimate sketches, the ones the
-    module verifies as ``candidate_scorer`` does (bbit_similarity); "" for the others, whose links
-    ``_link`` records after the check."""
+    ARGV[18]): the least estimate counted (``_results``' test: sim >= threshold - _EPSILON), the sketch
+    layout and the bounds; only for a collection with a site_field and format 2 estimate sketches, the
+    ones the module verifies as ``candidate_scorer`` does (bbit_similarity); "" for the others, whose
+    links ``_link`` records after the check."""
     if params.site_field is None or params.sketch_format != 2 or params.verify != "estimate":
         return ""
     fixed = 1 + 8 * params.bands
     return (
-        f"{float(params.threshold)!r} {fixed} {params.bins} {sketch.BITS_PER_BIN} "
+        f"{params.threshold - _EPSILON!r} {fixed} {params.bins} {sketch.BITS_PER_BIN} "
         f"{MAX_LINKS_PER_DOCUMENT} {SITE_PARTNERS} {SITE_OTHERS}"
     )
 

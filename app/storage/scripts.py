@@ -8,7 +8,9 @@ one ``ND.PASSAGES``, where the module is version 2 or later). The store asks the
 when it loads the scripts. The cluster's ``cluster_ops.lua`` likewise applies its band records with
 ``_cluster_buckets_lua.lua`` or one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node.
 ``link.lua``'s loop over a batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one
-``ND.LINK`` (``_link_module.lua``) where the module is version 2 or later."""
+``ND.LINK`` (``_link_module.lua``) where the module is version 2 or later. Where it is version 3 or later,
+check.lua does the link step itself for collections with format 2 estimate sketches (one
+``ND.MATCHLINK`` at the end of the batch, ``match_link``), and no ``link.lua`` call follows."""
 
 from __future__ import annotations
 

@@ -27,15 +27,15 @@
 // a collection with a site_field pays no second round trip (and no second append-only-file fsync) per
 // batch. It verifies each stored document's candidates itself, the way the service does for format 2
 // estimate sketches (neardup::bbit_similarity in native/sketch_v2.cpp, the same arithmetic, float32
-// then compared as a double with the threshold - 1e-6 of index.py), orders each document's matches on
+// then compared as a double with index.py's threshold - _EPSILON, sent), orders each document's matches on
 // other sites as index.py's _site_links does (best first by estimate then ordinal; the best one on
 // each other site first, then the rest; at most <max links>), then runs ND.LINK's loop on all the
 // pairs, in order: what a link.lua call after the check does with the pairs the service found.
 //
 //   ND.MATCHLINK 1 <edges> <shared> <records> <width> <edge group> <record group> <floor> <cutoff>
-//                <max partners> <max others> <max links> <threshold> <fixed> <bins> <bits>
+//                <max partners> <max others> <max links> <least> <fixed> <bins> <bits>
 //                <sketches> <documents>
-//     threshold     the collection's threshold, as Python's repr of the float
+//     least         the least estimate counted (the threshold - index.py's _EPSILON), as Python's repr
 //     fixed, bins, bits   a stored sketch is <fixed> bytes (format tag 2, band keys) then <bins> bins of
 //                   <bits> bits as bit planes (<size> bytes in all)
 //     sketches      a pool of sketches, <size> bytes each: the batch's, then its candidates' as the
@@ -51,6 +51,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -149,6 +150,24 @@ class Linker {
     return kept;
   }
 
+  // An ordinal's entry, read once per command: later reads come from the copy, which set_entry keeps
+  // up to date (entries change only through it while the command runs).
+  bool entry(uint64_t ord, std::string& out) {
+    const auto it = entries_.find(ord);
+    if (it != entries_.end()) {
+      if (it->second.first) out = it->second.second;
+      return it->second.first;
+    }
+    const bool have = get(edges, ord / edge_group, ord % edge_group, out);
+    entries_.emplace(ord, std::make_pair(have, have ? out : std::string()));
+    return have;
+  }
+
+  void set_entry(uint64_t ord, const std::string& value) {
+    set(edges, ord / edge_group, ord % edge_group, value);
+    entries_[ord] = std::make_pair(true, value);
+  }
+
   bool live(uint64_t ord) {
     if (ord <= floor) return false;
     if (cutoff < 0) return true;
@@ -180,7 +199,7 @@ class Linker {
     std::string vx, vy, x_bytes, y_bytes;
     std::unordered_set<uint64_t> x_sites;
     const auto flush = [&] {
-      if (dirty) set(edges, cur / edge_group, cur % edge_group, vx);
+      if (dirty) set_entry(cur, vx);
       dirty = false;
     };
     for (size_t p = 0; p + 16 <= len && !wrong_type; p += 16) {
@@ -189,7 +208,7 @@ class Linker {
         flush();
         have_cur = true;
         cur = x;
-        have_x = get(edges, x / edge_group, x % edge_group, vx);
+        have_x = entry(x, vx);
         if (have_x) {
           a = site_of(vx);
           x_sites.clear();
@@ -200,7 +219,7 @@ class Linker {
         }
       }
       if (!have_x || !x_live || x == y) continue;
-      if (!get(edges, y / edge_group, y % edge_group, vy) || vy.size() < 4 || site_of(vy) == a) continue;
+      if (!entry(y, vy) || vy.size() < 4 || site_of(vy) == a) continue;
       y_bytes.clear();
       append_big_endian(y_bytes, y, width_);
       if (has_partner(vx, y_bytes.data()) || !live(y)) continue;
@@ -222,7 +241,7 @@ class Linker {
         dirty = true;
         vy += x_bytes;
         append_big_endian(vy, a, 4);
-        set(edges, y / edge_group, y % edge_group, vy);
+        set_entry(y, vy);
         ++added;
       } else {
         ++refused;
@@ -239,6 +258,7 @@ class Linker {
 
   VmCtx* ctx_;
   size_t width_, step_;
+  std::unordered_map<uint64_t, std::pair<bool, std::string>> entries_;
 };
 
 bool integer(VmString* s, long long lo, long long hi, long long& out) {
@@ -324,11 +344,11 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
       !integer(argv[14], 1, 1LL << 20, fixed) || !integer(argv[15], 64, 4096, bins) ||
       !integer(argv[16], 1, 8, bits) || bins % 64 != 0)
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: an integer argument is out of range");
-  const std::string threshold_text = text_of(argv[13]);
+  const std::string least_text = text_of(argv[13]);
   char* end = nullptr;
-  const double threshold = std::strtod(threshold_text.c_str(), &end);
-  if (threshold_text.empty() || end != threshold_text.c_str() + threshold_text.size())
-    return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: threshold is not a number");
+  const double least = std::strtod(least_text.c_str(), &end);
+  if (least_text.empty() || end != least_text.c_str() + least_text.size())
+    return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: the least estimate is not a number");
   const size_t w = static_cast<size_t>(width);
   const size_t size = static_cast<size_t>(fixed + bins * bits / 8);
   size_t pool_len = 0, docs_len = 0;
@@ -364,7 +384,6 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
   linker.cutoff = cutoff;
   linker.max_partners = max_partners;
   linker.max_others = max_others;
-  const double floor_estimate = threshold - 1e-6;  // index.py: sim >= site_floor - _EPSILON
   std::string vx, vc, pairs, rest;
   std::vector<std::pair<std::pair<float, uint64_t>, uint64_t>> matches;  // (estimate, ordinal), site
   std::unordered_set<uint64_t> seen;
@@ -378,7 +397,7 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
     const size_t m = u32(docs + p + w + 4);
     const char* cands = docs + p + w + 8;
     p += w + 8 + m * (w + 4);
-    if (q[0] != 2 || !linker.get(linker.edges, x / linker.edge_group, x % linker.edge_group, vx) || vx.size() < 4)
+    if (q[0] != 2 || !linker.entry(x, vx) || vx.size() < 4)
       continue;
     const uint64_t a = Linker::site_of(vx);
     matches.clear();
@@ -387,13 +406,13 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
       const char* sig = pool + static_cast<size_t>(u32(cands + k * (w + 4) + w)) * size;
       if (sig[0] != 2) continue;  // banding.readable: only sketches of this collection's format and size
       if (c == x || c <= linker.floor) continue;
-      if (!linker.get(linker.edges, c / linker.edge_group, c % linker.edge_group, vc) || vc.size() < 4) continue;
+      if (!linker.entry(c, vc) || vc.size() < 4) continue;
       const uint64_t b = Linker::site_of(vc);
       if (b == a || !linker.live(c)) continue;
       const float estimate = bbit_estimate(reinterpret_cast<const uint8_t*>(q) + fixed,
                                            reinterpret_cast<const uint8_t*>(sig) + fixed,
                                            static_cast<size_t>(bins), static_cast<int>(bits));
-      if (static_cast<double>(estimate) >= floor_estimate) matches.push_back({{estimate, c}, b});
+      if (static_cast<double>(estimate) >= least) matches.push_back({{estimate, c}, b});  // index.py's test
     }
     found += static_cast<long long>(matches.size());
     // _site_links: best first (estimate, then the smaller ordinal), the best one on each other site

@@ -472,7 +472,7 @@ def match_link_args(docs: list[tuple[int, bytes, list[tuple[int, bytes]]]], **ch
     args: dict[str, object] = {
         "version": "1", "edges": "e:", "shared": "x:", "records": "d:", "width": 5, "edge_group": 32,
         "record_group": 120, "floor": 0, "cutoff": -1, "max_partners": 16, "max_others": 256,
-        "max_links": 16, "threshold": repr(MATCH_THRESHOLD), "fixed": MATCH_FIXED, "bins": MATCH_BINS,
+        "max_links": 16, "least": repr(MATCH_THRESHOLD - 1e-6), "fixed": MATCH_FIXED, "bins": MATCH_BINS,
         "bits": 2, "sketches": b"".join(pool), "documents": blob,
     } | change  # fmt: skip
     return list(args.values())
@@ -530,7 +530,7 @@ def test_nd_matchlink_verifies_as_the_service_and_links_the_best_first(
             ("wrong number", match_link_args(doc)[:-1]),
             ("protocol version", match_link_args(doc, version="2")),
             ("out of range", match_link_args(doc, bins=100)),
-            ("not a number", match_link_args(doc, threshold="0.7x")),
+            ("not a number", match_link_args(doc, least="0.7x")),
             ("<size> bytes each", match_link_args(doc, sketches=b"\0" * 10)),
             ("in range", match_link_args(doc, documents=match_link_args(doc)[-1][:-3])),
             ("in range", [*match_link_args(doc)[:-1], b"\0" * 5 + (99).to_bytes(4, "big") + bytes(4)]),

@@ -10,7 +10,7 @@
 --   ARGV[16] n characters, '1' where the document is empty (no band entries, never matches)
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
 --   ARGV[18] the link step, '' for none: in 'insert' mode, with neardup's module version 3 or later, for a
---     collection with a site_field and format 2 estimate sketches, "<threshold> <fixed> <bins> <bits>
+--     collection with a site_field and format 2 estimate sketches, "<least estimate> <fixed> <bins> <bits>
 --     <max links> <max partners> <max others>": after the batch, each stored document of a site is
 --     verified against its candidates and its matches on other sites linked here (one ND.MATCHLINK),
 --     not by a link.lua call after the check
@@ -52,7 +52,7 @@ local link = nil
 if mode == 'insert' and ARGV[18] ~= '' then
   local f = {}
   for w in string.gmatch(ARGV[18], '%S+') do f[#f + 1] = w end
-  link = {threshold = f[1], fixed = f[2], bins = f[3], bits = f[4], links = f[5], partners = f[6], others = f[7]}
+  link = {least = f[1], fixed = f[2], bins = f[3], bits = f[4], links = f[5], partners = f[6], others = f[7]}
   link.size = tonumber(f[2]) + tonumber(f[3]) * tonumber(f[4]) / 8
   link.none = string.rep('\0', link.size)
 end
@@ -176,7 +176,7 @@ if link and sig_offsets == nil and sig_bytes == link.size then
   if #docs > 0 then
     redis.call('ND.MATCHLINK', '1', EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP,
       string.format('%d', math.max(floor_of(st), 0)), string.format('%d', cutoff), link.partners, link.others,
-      link.links, link.threshold, link.fixed, link.bins, link.bits, table.concat(pool), table.concat(docs))
+      link.links, link.least, link.fixed, link.bins, link.bits, table.concat(pool), table.concat(docs))
   end
 end
 
