@@ -542,6 +542,10 @@ def main() -> None:
                 "service_env": {**env, "NEARDUP_VALKEY_MALLOC": bench_service.VALKEY_MALLOC},
                 "expected_documents": args.expected_documents,
                 "valkey_config": valkey_config,
+                # the allocator's variables reach the embedded server from this process's environment
+                "environment_passed_through": {
+                    k: v for k, v in os.environ.items() if k.startswith(("MIMALLOC_", "GLIBC_TUNABLES"))
+                },
                 "documents_how": f"{MIN_WORDS}-{MAX_WORDS} random {WORD_LETTERS}-letter words (a space "
                 f"after each) of a vocabulary of {VOCABULARY:,}, numpy seeded per batch; a share "
                 f"'near_duplicates' are copies of a document {SOURCE_BATCHES_BACK[0]}-"
