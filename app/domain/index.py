@@ -4,6 +4,7 @@ stored signatures and first-seen order taken from the store's stamps (one script
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import secrets
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from neardup import sketch
+from neardup import __version__, sketch
 from neardup.domain.banding import (
     Sketches,
     candidate_scorer,
@@ -34,6 +35,7 @@ from neardup.domain.errors import (
     InvalidParameters,
     SitesNotCounted,
     StoreUnavailable,
+    WrittenByNewerVersion,
 )
 from neardup.domain.group_commit import GroupCommit
 from neardup.domain.models import (
@@ -146,9 +148,28 @@ def _encode_params(params: CollectionParams, gen: str) -> bytes:
     return orjson.dumps({"params": params.to_dict(), "gen": gen}, option=orjson.OPT_SORT_KEYS)
 
 
+#: The registry entry's top-level keys and parameters this release knows. Every release that changes what
+#: a collection stores adds a parameter (or a value of one) to the entries it creates, so a release before
+#: it refuses those collections (WrittenByNewerVersion) instead of reading them wrongly (design.md,
+#: Versioning).
+_ENTRY_KEYS = frozenset({"params", "gen"})
+_PARAMETERS = frozenset(field.name for field in dataclasses.fields(CollectionParams))
+
+
 def _decode_params(raw: bytes) -> _Collection:
     data = orjson.loads(raw)
-    params = CollectionParams.from_dict(data["params"])
+    entry = data.get("params") if isinstance(data, dict) else None
+    if not isinstance(entry, dict) or "gen" not in data:
+        raise WrittenByNewerVersion("?", "a registry entry of another shape", __version__)
+    name = str(entry.get("name", "?"))
+    unknown = sorted((set(data) - _ENTRY_KEYS) | (set(entry) - _PARAMETERS))
+    if unknown:
+        raise WrittenByNewerVersion(name, f"unknown {', '.join(map(repr, unknown))}", __version__)
+    try:
+        params = CollectionParams.from_dict(entry)
+    except (InvalidParameters, TypeError, ValueError) as error:
+        what = f"parameters this release rejects: {getattr(error, 'message', error)}"
+        raise WrittenByNewerVersion(name, what, __version__) from error
     return _Collection(params, CollectionKeys(params.name, data["gen"]))
 
 
@@ -289,6 +310,8 @@ class Index:
         """Drop the collection and all its documents; CollectionNotFound if absent."""
         if not is_collection_name(name):
             raise CollectionNotFound(name)
+        # a collection of a newer release is left to it: its keys may be of families this one cannot name
+        await self._fetch_collection(name)
         self._collections.pop(name, None)
         async with self._storage(name):
             dropped = await self._store.drop_collection(name)
