@@ -77,6 +77,7 @@ MAX_INSERTIONS = max_ordinal(ORDINAL_WIDTH)
 MAX_LINKS_PER_DOCUMENT = SITE_PARTNERS
 #: Attempts when another client changes the same ids (or drops/recreates the collection) meanwhile.
 _ATTEMPTS = 8
+KEEPS_CHANGING = "the collection keeps changing under this request; retry"
 T = TypeVar("T")
 #: Estimates are fractions of num_perm slots held in float32: compare with a little slack so a
 #: similarity of exactly the threshold (e.g. 70/100 vs 0.7) is not lost to rounding.
@@ -219,6 +220,19 @@ class Index:
             return self._collections[name]
         collection, _ = await self._fetch_collection(name)
         return collection
+
+    async def _views(
+        self, name: str, first: Callable[[str], Awaitable[_Collection]] | None = None
+    ) -> AsyncIterator[_Collection]:
+        """The collection (``first``'s view of it, or the cached one), then, each time the caller comes
+        back for another (its request met GenerationChanged: dropped and created again meanwhile), a
+        view read again from the store; after ``_ATTEMPTS`` of them, StoreUnavailable."""
+        for attempt in range(_ATTEMPTS):
+            if attempt == 0:
+                yield await (first or self._collection)(name)
+            else:
+                yield await self._collection(name, refresh=True)
+        raise StoreUnavailable(KEEPS_CHANGING)
 
     async def _fetch_collection(self, name: str) -> tuple[_Collection, int]:
         """The collection's parameters from the store (cached for later calls) and its document count."""
@@ -472,8 +486,7 @@ class Index:
 
     async def get_document(self, name: str, doc_id: str) -> StoredDocument:
         """DocumentNotFound / CollectionNotFound if absent."""
-        for attempt in range(_ATTEMPTS):
-            collection = await self._collection(name, refresh=attempt > 0)
+        async for collection in self._views(name):
             try:
                 async with self._storage(name):
                     [found] = await self._store.lookup(
@@ -486,13 +499,12 @@ class Index:
                 raise DocumentNotFound(name, doc_id)
             stored_id, inserted_at, metadata = records.unpack(found.record)
             return StoredDocument(stored_id, metadata, inserted_at)
-        raise StoreUnavailable("the collection keeps changing under this request; retry")
+        raise AssertionError("unreachable: _views raises when it runs out")
 
     async def delete_document(self, name: str, doc_id: str) -> None:
         """Remove it everywhere (bands, signature, metadata, stamp); DocumentNotFound if absent."""
         raw_id = doc_id.encode("utf-8", "surrogatepass")
-        for attempt in range(_ATTEMPTS):
-            collection = await self._collection(name, refresh=attempt > 0)
+        async for collection in self._views(name):
             try:
                 async with self._storage(name):
                     [found] = await self._store.lookup(collection.keys, [raw_id])
@@ -512,7 +524,7 @@ class Index:
             except GenerationChanged:
                 continue
             raise DocumentNotFound(name, doc_id)
-        raise StoreUnavailable("the collection keeps changing under this request; retry")
+        raise AssertionError("unreachable: _views raises when it runs out")
 
     # --- the check path -------------------------------------------------------------------------------
 
@@ -534,8 +546,7 @@ class Index:
         ids = [doc.id.encode("utf-8", "surrogatepass") for doc in docs]
         batch: Sketches | None = None
         previous: CollectionParams | None = None
-        for attempt in range(_ATTEMPTS):
-            collection = await self._collection(name, refresh=attempt > 0)
+        async for collection in self._views(name):
             if batch is None or collection.params != previous:
                 started = time.perf_counter()
                 if sum(map(len, texts)) <= INLINE_SKETCH_CHARS:
@@ -578,7 +589,7 @@ class Index:
                         request.old_bands[i] = stored_band_keys(collection.params, signature)
             except GenerationChanged:
                 continue
-        raise StoreUnavailable("the collection keeps changing under this request; retry")
+        raise AssertionError("unreachable: _views raises when it runs out")
 
     async def _server_ms(self, collection: _Collection) -> int:
         """The store server's time, for expiry; only asked of collections that expire documents."""
@@ -752,18 +763,13 @@ class Index:
     async def _read_sites(self, name: str, read: Callable[[CollectionKeys], Awaitable[T]]) -> T:
         """``read`` of a site_field collection's keys, again on a fresh view of the collection when it
         was recreated meanwhile."""
-        for attempt in range(_ATTEMPTS):
-            collection = (
-                await self._site_collection(name)
-                if attempt == 0
-                else await self._collection(name, refresh=True)
-            )
+        async for collection in self._views(name, first=self._site_collection):
             try:
                 async with self._storage(name):
                     return await read(collection.keys)
             except GenerationChanged:
                 continue
-        raise StoreUnavailable("the collection keeps changing under this request; retry")
+        raise AssertionError("unreachable: _views raises when it runs out")
 
     async def _reclaim(self, collection: _Collection, written: int, now_ms: int) -> int:
         """Reclaim expired or evicted documents, a bounded amount per write. Their band keys come
