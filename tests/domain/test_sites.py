@@ -589,3 +589,34 @@ def test_the_link_spec_names_the_service_s_verification() -> None:
     ]  # fmt: skip
     assert 1 + 8 * params.bands + params.bins * sketch.BITS_PER_BIN // 8 == params.stored_bytes
     assert index_module._link_spec(CollectionParams.create("nosites", threshold=0.8)) == ""
+
+
+async def test_a_link_step_the_server_refuses_fails_the_check_before_it_writes(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """check.lua asks for ND.MATCHLINK before its first write (as for ND.BANDS): a server that refuses
+    it (a module older than the scripts were chosen for, played by parameters it rejects) fails the
+    check with nothing written, and the next check with the right parameters is counted as usual."""
+    from neardup.domain import StoreUnavailable
+    from neardup.domain import index as index_module
+
+    store = RedisStore.from_url(redis_url, timeout=5.0)
+    try:
+        index = Index(store)
+        await index.create_collection(CollectionParams.create("refused", threshold=0.7, site_field="url"))
+        await index.check("refused", [Document("a", text(11), page("a.example", "1"))])
+        before = site_dump(redis_url)
+        spec = index_module._link_spec
+        monkeypatch.setattr(index_module, "_link_spec", lambda p: spec(p).replace(f" {p.bins} ", " 100 "))
+        copy = Document("b", variant(text(11), 1), page("b.example", "1"))
+        with pytest.raises(StoreUnavailable):
+            await index.check("refused", [copy])
+        assert site_dump(redis_url) == before
+        monkeypatch.setattr(index_module, "_link_spec", spec)
+        await index.check("refused", [copy])
+        assert [(m.site, m.shared) for m in (await index.site("refused", "b.example")).mirrors] == [
+            ("a.example", 1)
+        ]
+        assert await stored_edges_agree(store, index, "refused")
+    finally:
+        await store.close()

@@ -56,6 +56,10 @@ if mode == 'insert' and ARGV[18] ~= '' then
   link.size = tonumber(f[2]) + tonumber(f[3]) * tonumber(f[4]) / 8
   link.none = string.rep('\0', link.size)
 end
+local function link_step_ready()  -- ND.MATCHLINK of no documents: writes nothing, answers {0, 0, 0}
+  redis.call('ND.MATCHLINK', '1', EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP, '0', '-1', link.partners,
+    link.others, link.links, link.least, link.fixed, link.bins, link.bits, '', '')
+end
 
 local function arg(i, k) return ARGV[19 + 5 * (i - 1) + k] end
 local function bands_of(i)
@@ -88,6 +92,9 @@ if writes then
     end
   end
   if #missing > 0 then return {'replace', missing} end
+  -- The link step's command, asked before the first write (as band_step_ready): a server whose module
+  -- is older than the scripts were chosen for fails here, with nothing written, not after the batch.
+  if link then link_step_ready() end
   for i = 1, st.pas.on and n or 0 do
     local problem = passage_problem(st, ARGV[19 + 5 * n + i])
     if problem then return redis.error_reply(problem) end
@@ -146,6 +153,9 @@ for i = 1, n do
   if writes then grow(st.id) end
 end
 
+-- The state first: the link step writes only site keys, and whatever it answers, the batch is stored.
+if writes then save_state(st) end
+
 -- The link step (ARGV[18]), after the whole batch as a link.lua call would run: one ND.MATCHLINK with
 -- a pool of sketches (the batch's, then the fetched ones) and per document of a site with candidates
 -- its ordinal, its sketch and its candidates' (indexes into the pool). What is live is what a link.lua
@@ -180,5 +190,4 @@ if link and sig_offsets == nil and sig_bytes == link.size then
   end
 end
 
-if writes then save_state(st) end
 return {'ok', ordinals, candidates, fetched, now, linked}
