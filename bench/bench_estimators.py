@@ -10,8 +10,9 @@ banding (a pair must share a band key); verification floors t + 0, 1, 2 standard
 speed in MB/s of text (one thread, after the run's first pass warmed the caches).
 
 Estimators: format 1 (num_perm 32-bit MinHash slots, the fraction of equal slots), format 2 (b-bit
-one-permutation hashing with optimal densification, ``bins`` x ``bits``), exact (sorted 32-bit
-shingle hashes, merge).
+one-permutation hashing, ``bins`` x ``bits``, empty bins kept apart), format 3 (format 2's 2-bit bins,
+or for a document of at most bins / 3 shingles a filled-bin bitmap and every shingle's code), exact
+(sorted 32-bit shingle hashes, merge).
 
     python bench/bench_estimators.py --output bench/results/estimators.json      # ~2-4 minutes
 """
@@ -42,6 +43,8 @@ from neardup.domain.models import CollectionParams  # noqa: E402
 BUCKETS = np.round(np.arange(0.5, 1.0001, 0.05), 2)
 #: (label, bins, bits) of the format-2 candidates tried; bytes per document = bins * bits / 8 + band keys.
 OPH = [(1024, 2), (1408, 2), (1536, 2), (960, 3), (704, 4), (1024, 4)]
+#: Bins of the format-3 candidates tried (2-bit bins; bytes per document = 1 + bins / 4 + band keys).
+ADAPTIVE = [1408, 1472]
 
 
 def even_spread(jac: npt.NDArray[np.float64], per_bucket: int, seed: int = 0) -> npt.NDArray[np.int64]:
@@ -112,13 +115,15 @@ def main() -> None:
     mb = sum(len(x.encode("utf-8", "surrogatepass")) for x in speed_texts) / 1e6
 
     v1 = CollectionParams.create("v1", threshold=t, sketch_format=1)
-    v2 = CollectionParams.create("v2", threshold=t)
+    v2 = CollectionParams.create("v2", threshold=t, sketch_format=2)
+    v3 = CollectionParams.create("v3", threshold=t, sketch_format=3)
     report: dict[str, Any] = {
         "documents": len(texts),
         "threshold": t,
         "pairs": {k: len(v) for k, v in sets.items()},
         "v1": {"bands": v1.bands, "rows": v1.rows},
         "v2": {"bands": v2.bands, "rows": v2.rows, "bins": v2.bins, "stored_bytes": v2.stored_bytes},
+        "v3": {"bands": v3.bands, "rows": v3.rows, "bins": v3.bins, "stored_bytes": v3.stored_bytes},
         "estimators": {},
     }
 
@@ -135,6 +140,7 @@ def main() -> None:
     keys = {
         1: sketch.band_keys(sigs, v1.bands, v1.rows),
         2: sketch.band_keys(sigs, v2.bands, v2.rows, sketch_format=2),
+        3: sketch.band_keys(sigs, v3.bands, v3.rows, sketch_format=3),
     }
     estimators: dict[str, tuple[int, Any, float, float, int]] = {}
     # label -> (bytes per document, estimates of the pairs, sketch seconds, floor, band format)
@@ -152,6 +158,15 @@ def main() -> None:
         seconds = timed(lambda b=bins, w=bits: sketch.estimate_sketches(speed_texts, bins=b, bits=w))
         floor = t if (bins, bits) != (v2.bins, 2) else collection_floor(v2)
         estimators[f"v2 oph {bins}x{bits}"] = (bins * bits // 8, est, seconds, floor, 2)
+    for bins in ADAPTIVE:
+        _, packed = sketch.adaptive_sketches(texts, bins=bins)
+        est = np.empty(len(pi))
+        for a in np.unique(pi):
+            rows = np.flatnonzero(pi == a)
+            est[rows] = sketch.adaptive_similarity(packed[a], packed, pj[rows], bins=bins)
+        seconds = timed(lambda b=bins: sketch.adaptive_sketches(speed_texts, bins=b))
+        floor = collection_floor(v3) if bins == v3.bins else t
+        estimators[f"v3 adaptive {bins}x2"] = (1 + bins // 4, est, seconds, floor, 3)
     _, flat, offsets = sketch.exact_sketches(texts)
     est = np.empty(len(pi))
     merge_started = time.perf_counter()

@@ -215,6 +215,20 @@ void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& ke
 // for chance agreement of the codes, over the bins filled on either side.
 void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
                      const int64_t* rows, size_t n, float* out);
+// Sketch format 3 (sketch_v2.cpp): a mode byte, then bins / 4 bytes. Mode 0 (dense): format 2's two bit
+// planes. Mode w in [kAdaptiveMinWidth, kAdaptiveMaxWidth] (sparse: n distinct shingles with
+// w = min(bins / n - 1, kAdaptiveMaxWidth) >= kAdaptiveMinWidth): the filled-bin bitmap (bins / 64
+// little-endian words), then as a little-endian bit stream every shingle in bin order (within a bin by
+// its 32-bit value): the value mod 3 * 2^(w - 2) in w bits, then 1 if the next shingle is in the same
+// bin, else 0; the rest zero. Every ISA gives the same bytes. Two sparse sketches whose widths are both
+// at least kAdaptiveSetWidth are compared shingle by shingle, any other pair on the bins' minima.
+inline constexpr size_t kAdaptiveMinWidth = 2, kAdaptiveMaxWidth = 16, kAdaptiveSetWidth = 6;
+size_t adaptive_bytes(size_t bins);
+void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
+                   std::vector<uint32_t>& value, uint8_t* out);
+// Estimated Jaccard of a format-3 sketch with candidates[row_j] (adaptive_bytes(bins) each).
+void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows,
+                         size_t n, float* out);
 // Sort and deduplicate in place; returns the size.
 size_t sorted_set(std::vector<uint32_t>& hashes);
 // Size of the intersection of two sorted sets when it is >= need; otherwise some value < need.

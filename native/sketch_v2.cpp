@@ -141,3 +141,223 @@ size_t intersect_serial(const uint32_t* a, size_t na, const uint32_t* b, size_t 
 }
 
 }  // namespace neardup
+
+// ---- sketch format 3: format 2's bins, or every shingle of a short document ------------------------
+//
+// A document with n distinct shingles, few enough that w = bins / n - 1 >= 2, is stored sparse: the
+// filled-bin bitmap, then every shingle (in bin order, within a bin by its 32-bit value, so the bin's
+// minimum comes first) as its value mod 3 * 2^(w - 2) in w bits and a bit saying whether the next one
+// is in the same bin. From that the bins' minima (format 2's codes: their value mod 3) can be read, and
+// two sparse documents can be compared shingle by shingle: one-permutation hashing loses the shingles
+// that share a bin, which on documents of a few hundred shingles is most of its error.
+
+namespace neardup {
+
+namespace {
+
+inline uint32_t sparse_modulus(int width) { return 3u << (width - 2); }
+
+// Reads `width` bits (<= 17) at bit `pos` of a little-endian bit stream of `size` bytes.
+inline uint32_t read_bits(const uint8_t* stream, size_t size, size_t pos, int width) {
+  uint32_t word = 0;
+  const size_t byte = pos / 8;
+  const size_t last = std::min(size, byte + 4);
+  for (size_t k = byte; k < last; ++k) word |= static_cast<uint32_t>(stream[k]) << (8 * (k - byte));
+  return (word >> (pos % 8)) & ((1u << width) - 1u);
+}
+
+// A format-3 sketch decoded: its filled-bin bitmap, each filled bin's minimum's residue (mod
+// `modulus`; 3 in dense mode), and in sparse mode every shingle's bin and residue, in bin order.
+struct Decoded {
+  uint64_t filled[64];
+  uint32_t residue[4096];
+  uint16_t elem_bin[4096];
+  uint32_t elem_res[4096];
+  size_t elements = 0;
+  uint32_t modulus = 3;
+  int width = 0;
+};
+
+void decode_adaptive(const uint8_t* sketch, size_t bins, Decoded& d) {
+  const size_t words = bins / 64;
+  const int width = sketch[0];
+  const uint8_t* body = sketch + 1;
+  d.elements = 0;
+  d.width = 0;
+  d.modulus = 3;
+  if (width == 0) {
+    for (size_t w = 0; w < words; ++w) {
+      uint64_t p0, p1;
+      std::memcpy(&p0, body + 8 * w, 8);
+      std::memcpy(&p1, body + 8 * (words + w), 8);
+      d.filled[w] = p0 | p1;
+      for (uint64_t m = d.filled[w]; m; m &= m - 1) {
+        const unsigned t = static_cast<unsigned>(__builtin_ctzll(m));
+        d.residue[w * 64 + t] = static_cast<uint32_t>(((p0 >> t) & 1u) | (((p1 >> t) & 1u) << 1)) - 1u;
+      }
+    }
+    return;
+  }
+  if (width < static_cast<int>(kAdaptiveMinWidth) || width > static_cast<int>(kAdaptiveMaxWidth)) {
+    std::memset(d.filled, 0, 8 * words);  // not a format-3 sketch: nothing filled
+    return;
+  }
+  d.width = width;
+  d.modulus = sparse_modulus(width);
+  const uint8_t* stream = body + 8 * words;
+  const size_t size = bins / 8;
+  size_t pos = 0;
+  for (size_t w = 0; w < words; ++w) {
+    std::memcpy(&d.filled[w], body + 8 * w, 8);
+    for (uint64_t m = d.filled[w]; m; m &= m - 1) {
+      const size_t b = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
+      bool more = true;
+      for (bool first = true; more && d.elements < bins && pos + static_cast<size_t>(width) < 8 * size; first = false) {
+        const uint32_t code = read_bits(stream, size, pos, width + 1);
+        pos += static_cast<size_t>(width) + 1;
+        const uint32_t r = code & ((1u << width) - 1u);
+        more = (code >> width) & 1u;
+        if (first) d.residue[b] = r;
+        d.elem_bin[d.elements] = static_cast<uint16_t>(b);
+        d.elem_res[d.elements] = r;
+        ++d.elements;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t adaptive_bytes(size_t bins) { return 1 + bins / 4; }
+
+void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
+                   std::vector<uint32_t>& value, uint8_t* out) {
+  // Dense mode first: format 2's bins, from the kernel (the same bytes on every ISA).
+  const size_t k = f.bins;
+  const size_t words = k / 64;
+  alignas(64) uint8_t dense[1024];  // 2 planes of up to 4096 bins
+  oph_bins(x, n, f, kernels, value, dense);
+  size_t filled_bins = 0;
+  uint64_t filled[64];
+  for (size_t w = 0; w < words; ++w) {
+    uint64_t p0, p1;
+    std::memcpy(&p0, dense + 8 * w, 8);
+    std::memcpy(&p1, dense + 8 * (words + w), 8);
+    filled[w] = p0 | p1;
+    filled_bins += static_cast<size_t>(__builtin_popcountll(filled[w]));
+  }
+  const size_t body = k / 4;
+  std::memset(out, 0, 1 + body);
+  // Distinct shingles >= filled bins: a document with too many filled bins is dense without a look at
+  // its shingles.
+  if (filled_bins == 0 || k / filled_bins < kAdaptiveMinWidth + 1) {
+    std::memcpy(out + 1, dense, body);
+    return;
+  }
+  // (bin << 32 | value, hash) of every shingle, sorted: bins in order, each bin's minimum first.
+  thread_local std::vector<std::pair<uint64_t, uint64_t>> keyed;
+  keyed.clear();
+  for (size_t j = 0; j < n; ++j) {
+    const uint64_t v = oph_hash(x[j], f.salt);
+    keyed.emplace_back((static_cast<uint64_t>(oph_bin(v, k)) << 32) | (v & 0xFFFFFFFFull), v);
+  }
+  std::sort(keyed.begin(), keyed.end());
+  keyed.erase(std::unique(keyed.begin(), keyed.end()), keyed.end());  // repeated shingles
+  const size_t distinct = keyed.size();
+  if (k / distinct < kAdaptiveMinWidth + 1) {
+    std::memcpy(out + 1, dense, body);
+    return;
+  }
+  const int width = static_cast<int>(std::min<size_t>(k / distinct - 1, kAdaptiveMaxWidth));
+  const uint32_t modulus = sparse_modulus(width);
+  out[0] = static_cast<uint8_t>(width);
+  std::memcpy(out + 1, filled, 8 * words);
+  uint8_t* stream = out + 1 + 8 * words;
+  size_t pos = 0;
+  for (size_t j = 0; j < distinct; ++j) {
+    const bool more = j + 1 < distinct && (keyed[j + 1].first >> 32) == (keyed[j].first >> 32);
+    const uint32_t code = (static_cast<uint32_t>(keyed[j].first) % modulus) | (static_cast<uint32_t>(more) << width);
+    for (int bit = 0; bit <= width; ++bit, ++pos)
+      stream[pos / 8] = static_cast<uint8_t>(stream[pos / 8] | (((code >> bit) & 1u) << (pos % 8)));
+  }
+}
+
+void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows,
+                         size_t n, float* out) {
+  const size_t words = bins / 64;
+  const size_t stride = adaptive_bytes(bins);
+  thread_local Decoded q, c;
+  decode_adaptive(query, bins, q);
+  for (size_t j = 0; j < n; ++j) {
+    const uint8_t* s = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * stride;
+    double j_hat = 0.0;
+    if (q.width == 0 && s[0] == 0) {
+      // Both dense: format 2's estimate on its planes, a word at a time.
+      uint64_t equal = 0, both = 0, either = 0;
+      const uint8_t* qd = query + 1;
+      const uint8_t* cd = s + 1;
+      for (size_t w = 0; w < words; ++w) {
+        uint64_t q0, q1, c0, c1;
+        std::memcpy(&q0, qd + 8 * w, 8);
+        std::memcpy(&q1, qd + 8 * (words + w), 8);
+        std::memcpy(&c0, cd + 8 * w, 8);
+        std::memcpy(&c1, cd + 8 * (words + w), 8);
+        const uint64_t qf = q0 | q1, cf = c0 | c1, filled_both = qf & cf;
+        equal += static_cast<uint64_t>(__builtin_popcountll(~((q0 ^ c0) | (q1 ^ c1)) & filled_both));
+        both += static_cast<uint64_t>(__builtin_popcountll(filled_both));
+        either += static_cast<uint64_t>(__builtin_popcountll(qf | cf));
+      }
+      const double chance = 1.0 / 3.0;  // as format 2's bbit_similarity computes it, to the bit
+      if (either)
+        j_hat = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance) / static_cast<double>(either);
+    } else {
+      decode_adaptive(s, bins, c);
+      const uint32_t modulus = std::min(q.modulus, c.modulus);
+      const double chance = 1.0 / static_cast<double>(modulus);
+      if (std::min(q.width, c.width) >= static_cast<int>(kAdaptiveSetWidth)) {
+        // Both sparse with wide codes: shingle by shingle. In the bins filled on both sides, of the
+        // pairs (one shingle of each) `equal` agree: the common shingles, and 1 / modulus of the other
+        // pairs by chance. The common shingles are a whole number: the estimate is rounded to one, so
+        // a pair with no chance agreement (most of them) gets its exact Jaccard, not one a fraction
+        // of a shingle below it (half the pairs exactly at the threshold were missed that way).
+        uint64_t equal = 0, pairs = 0;
+        size_t a = 0, b = 0;
+        while (a < q.elements && b < c.elements) {
+          const uint16_t ba = q.elem_bin[a], bb = c.elem_bin[b];
+          size_t ae = a, be = b;
+          while (ae < q.elements && q.elem_bin[ae] == ba) ++ae;
+          while (be < c.elements && c.elem_bin[be] == bb) ++be;
+          if (ba == bb) {
+            pairs += static_cast<uint64_t>((ae - a) * (be - b));
+            for (size_t i = a; i < ae; ++i)
+              for (size_t t = b; t < be; ++t) equal += (q.elem_res[i] % modulus) == (c.elem_res[t] % modulus);
+          }
+          if (ba <= bb) a = ae;
+          if (bb <= ba) b = be;
+        }
+        const double common =
+            std::floor((static_cast<double>(equal) - chance * static_cast<double>(pairs)) / (1.0 - chance) + 0.5);
+        const double all = static_cast<double>(q.elements + c.elements) - common;
+        if (all > 0.0) j_hat = common / all;
+      } else {
+        // Format 2's estimate over the bins' minima, at the smaller of the two moduli (both are
+        // multiples of 3, so either residue reduces to the other's).
+        uint64_t equal = 0, both = 0, either = 0;
+        for (size_t w = 0; w < words; ++w) {
+          const uint64_t filled_both = q.filled[w] & c.filled[w];
+          either += static_cast<uint64_t>(__builtin_popcountll(q.filled[w] | c.filled[w]));
+          both += static_cast<uint64_t>(__builtin_popcountll(filled_both));
+          for (uint64_t m = filled_both; m; m &= m - 1) {
+            const size_t bin = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
+            equal += (q.residue[bin] % modulus) == (c.residue[bin] % modulus);
+          }
+        }
+        if (either)
+          j_hat = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance) / static_cast<double>(either);
+      }
+    }
+    out[j] = static_cast<float>(j_hat < 0.0 ? 0.0 : (j_hat > 1.0 ? 1.0 : j_hat));
+  }
+}
+
+}  // namespace neardup
