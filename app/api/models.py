@@ -97,16 +97,17 @@ class CollectionCreate(RequestBody):
     )
     sketch_format: Annotated[int, Field(ge=1, le=3), _INTEGER] | None = Field(
         default=None,
-        description="what each document keeps (default 2): 1, the num_perm 32-bit MinHash slots "
-        "(the format of collections created before format 2); 2, the band keys and a sharper "
-        "verification sketch (b-bit one-permutation bins) in fewer bytes; 3, format 2's bins, or for a "
-        "short document (at most bins / 3 shingles) every shingle in the same bytes (sharper)",
+        description="what each document keeps (default 3; 2 with verify 'exact'): 1, the "
+        "num_perm 32-bit MinHash slots (the format of collections created before format 2); 2, the "
+        "band keys and a sharper verification sketch (b-bit one-permutation bins) in fewer bytes; 3, "
+        "format 2's bins, or for a short document (at most bins / 3 shingles) every shingle in the "
+        "same bytes (sharper)",
     )
     verify: Literal["estimate", "exact"] | None = Field(
         default=None,
         description="how candidates are decided (default estimate): 'exact' stores the sorted 32-bit "
         "hashes of every shingle (4 bytes per distinct shingle) and decides on the exact Jaccard of "
-        "the shingle sets; needs sketch_format 2",
+        "the shingle sets; needs sketch_format 2 (the format it takes when none is given)",
     )
     expected_documents: Annotated[int, Field(ge=1, le=2**27), _INTEGER] | None = Field(
         default=None,

@@ -38,8 +38,9 @@ MAX_SHINGLE_SIZE = sketch.MAX_SHINGLE_SIZE
 #: bands found no more pairs there, b=14 found fewer.
 FP_WEIGHT, FN_WEIGHT = 0.15, 0.85
 #: Sketch format of new collections (``sketch.SKETCH_FORMATS``). A collection keeps the format it was
-#: created with; a registry entry without one is format 1.
-DEFAULT_SKETCH_FORMAT = 2
+#: created with; a registry entry without one is format 1. Exact mode, which only format 2 has, takes
+#: format 2 when no format is given.
+DEFAULT_SKETCH_FORMAT = 3
 #: The passage format (neardup.domain.fingerprints) of collections created with passages on.
 DEFAULT_PASSAGE_FORMAT = 2
 #: Format 2 chooses its banding for recall at the threshold (``sketch.recall_bands``): P(t) of at
@@ -147,7 +148,7 @@ class CollectionParams:
         ttl_seconds: int | None = None,
         max_documents: int | None = None,
         expected_documents: int | None = None,
-        sketch_format: int = DEFAULT_SKETCH_FORMAT,
+        sketch_format: int | None = None,
         verify: Verify = "estimate",
         passages: bool = False,
         site_field: str | None = None,
@@ -158,6 +159,8 @@ class CollectionParams:
         _check_name(name)
         _check_threshold(threshold)
         _check_num_perm(num_perm)
+        if sketch_format is None:
+            sketch_format = 2 if verify == "exact" else DEFAULT_SKETCH_FORMAT
         _check_format(sketch_format, verify)
         if (bands is None) != (rows is None):
             # Given one alone, derive the other so the banding uses as many slots as it can.

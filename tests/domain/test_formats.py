@@ -23,8 +23,8 @@ pytestmark = pytest.mark.anyio
 
 FORMATS: dict[str, dict[str, Any]] = {
     "v1": {"sketch_format": 1},
-    "v2": {},
-    "v3": {"sketch_format": 3},
+    "v2": {"sketch_format": 2},
+    "v3": {},
     "exact": {"verify": "exact"},
 }
 
@@ -93,7 +93,8 @@ def test_stored_sketch_gives_back_its_band_keys(fmt: str) -> None:
 
 def test_registry_entries_before_format_2_are_format_1() -> None:
     new = CollectionParams.create("c")
-    assert (new.sketch_format, new.verify) == (2, "estimate") and new.bins > 0
+    assert (new.sketch_format, new.verify) == (3, "estimate") and new.bins > 0
+    assert CollectionParams.create("c", verify="exact").sketch_format == 2  # exact mode is format 2's
     old = CollectionParams.create("c", sketch_format=1)
     # a format-1 entry is written as before format 2 (an older service reads it), and read back as v1
     assert "sketch_format" not in old.to_dict() and "bins" not in old.to_dict()
