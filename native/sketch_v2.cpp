@@ -42,7 +42,7 @@ OphFamily make_oph_family(size_t bins, int bits, uint64_t seed) {
 
 // The portable kernel, the reference of the others: one pass over the shingles marks the filled bins in
 // a bitmap and keeps each bin's minimum, then one pass over the filled bins writes their codes.
-void oph_serial(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value, uint8_t* out) {
+void oph_serial(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value, uint8_t* out, uint64_t* keys) {
   const size_t k = f.bins;
   const size_t words = k / 64;
   std::memset(out, 0, oph_bytes(f));
@@ -54,6 +54,7 @@ void oph_serial(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value
     const uint32_t low = static_cast<uint32_t>(v);
     filled[b / 64] |= uint64_t{1} << (b % 64);
     value[b] = low < value[b] ? low : value[b];
+    if (keys) keys[j] = (static_cast<uint64_t>(b) << 32) | low;
   }
   // Code 0 marks an empty bin; a filled one keeps its minimum's value mod (2^bits - 1), plus 1.
   const uint32_t codes = (1u << f.bits) - 1u;
@@ -65,7 +66,7 @@ void oph_serial(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value
       uint32_t& slot = value[w * 64 + t];
       // the format's 2 bits: a constant divisor is a multiply, not a division
       const uint32_t code = (f.bits == 2 ? slot % 3u : slot % codes) + 1u;
-      slot = 0xFFFFFFFFu;
+      if (!keys) slot = 0xFFFFFFFFu;
       for (int p = 0; p < f.bits; ++p) plane[p] |= static_cast<uint64_t>((code >> p) & 1u) << t;
     }
     for (int p = 0; p < f.bits; ++p) planes[static_cast<size_t>(p) * words + w] = plane[p];
@@ -73,11 +74,11 @@ void oph_serial(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value
 }
 
 void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
-              std::vector<uint32_t>& value, uint8_t* out) {
+              std::vector<uint32_t>& value, uint8_t* out, uint64_t* keys) {
   // `value` is kept all 0xFFFFFFFF between calls (each kernel resets what it wrote), so a short
   // document costs in proportion to its shingles, not to the bins.
   if (value.size() != f.bins) value.assign(f.bins, 0xFFFFFFFFu);
-  kernels.oph(x, n, f, value.data(), out);
+  kernels.oph(x, n, f, value.data(), out, keys);
 }
 
 void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
@@ -157,6 +158,21 @@ namespace {
 
 inline uint32_t sparse_modulus(int width) { return 3u << (width - 2); }
 
+// Set bits of a word. This file is built for any x86-64 (no POPCNT instruction assumed), where
+// __builtin_popcountll is a call into libgcc: a few times slower than these steps, inlined.
+inline uint64_t bit_count(uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return (x * 0x0101010101010101ull) >> 56;
+}
+
+// x mod 3 * 2^shift, without a division by a number known only at run time (tens of cycles): the low
+// `shift` bits stay, the rest is taken mod 3 (a multiply, for the constant 3).
+inline uint32_t mod_three_shifted(uint32_t x, unsigned shift) {
+  return (((x >> shift) % 3u) << shift) | (x & ((1u << shift) - 1u));
+}
+
 // Reads `width` bits (<= 17) at bit `pos` of a little-endian bit stream of `size` bytes.
 inline uint32_t read_bits(const uint8_t* stream, size_t size, size_t pos, int width) {
   uint32_t word = 0;
@@ -232,11 +248,21 @@ size_t adaptive_bytes(size_t bins) { return 1 + bins / 4; }
 
 void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
                    std::vector<uint32_t>& value, uint8_t* out) {
-  // Dense mode first: format 2's bins, from the kernel (the same bytes on every ISA).
   const size_t k = f.bins;
   const size_t words = k / 64;
+  thread_local ByteBuffer tls_keys, tls_extra;
+  // Plain pointers taken once: a thread-local's address would otherwise be looked up (a call, in a
+  // shared library) at every use, even through a reference.
+  uint8_t* key_bytes = tls_keys.reserve(8 * (n + 1));
+  uint8_t* extra_bytes = tls_extra.reserve(8 * (n + 1));
+  // Dense mode first: format 2's bins, from the kernel (the same bytes on every ISA), which also hands
+  // back every shingle's bin and value and leaves each bin's minimum in `value` (reset below).
   alignas(64) uint8_t dense[1024];  // 2 planes of up to 4096 bins
-  oph_bins(x, n, f, kernels, value, dense);
+  uint64_t* keys = reinterpret_cast<uint64_t*>(key_bytes);
+  uint64_t* extra = reinterpret_cast<uint64_t*>(extra_bytes);
+  if (value.size() != k) value.assign(k, 0xFFFFFFFFu);
+  kernels.oph(x, n, f, value.data(), dense, keys);
+  uint32_t* minimum = value.data();
   size_t filled_bins = 0;
   uint64_t filled[64];
   for (size_t w = 0; w < words; ++w) {
@@ -244,41 +270,75 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
     std::memcpy(&p0, dense + 8 * w, 8);
     std::memcpy(&p1, dense + 8 * (words + w), 8);
     filled[w] = p0 | p1;
-    filled_bins += static_cast<size_t>(__builtin_popcountll(filled[w]));
+    filled_bins += static_cast<size_t>(bit_count(filled[w]));
   }
+  auto reset = [&] {
+    for (size_t w = 0; w < words; ++w)
+      for (uint64_t m = filled[w]; m; m &= m - 1) minimum[w * 64 + static_cast<size_t>(__builtin_ctzll(m))] = 0xFFFFFFFFu;
+  };
   const size_t body = k / 4;
-  std::memset(out, 0, 1 + body);
+  out[0] = 0;
   // Distinct shingles >= filled bins: a document with too many filled bins is dense without a look at
   // its shingles.
   if (filled_bins == 0 || k / filled_bins < kAdaptiveMinWidth + 1) {
+    std::fill(minimum, minimum + k, 0xFFFFFFFFu);  // most bins filled: all of them, a vector at a time
     std::memcpy(out + 1, dense, body);
     return;
   }
-  // (bin << 32 | value, hash) of every shingle, sorted: bins in order, each bin's minimum first.
-  thread_local std::vector<std::pair<uint64_t, uint64_t>> keyed;
-  keyed.clear();
+  // The values of a bin other than its minimum (most bins hold one shingle), as bin << 32 | value,
+  // sorted, repeats dropped.
+  size_t extras = 0;
   for (size_t j = 0; j < n; ++j) {
-    const uint64_t v = oph_hash(x[j], f.salt);
-    keyed.emplace_back((static_cast<uint64_t>(oph_bin(v, k)) << 32) | (v & 0xFFFFFFFFull), v);
+    const uint64_t key = keys[j];
+    extra[extras] = key;
+    extras += static_cast<uint32_t>(key) != minimum[key >> 32];
   }
-  std::sort(keyed.begin(), keyed.end());
-  keyed.erase(std::unique(keyed.begin(), keyed.end()), keyed.end());  // repeated shingles
-  const size_t distinct = keyed.size();
+  if (extras > 1) {
+    std::sort(extra, extra + extras);
+    extras = static_cast<size_t>(std::unique(extra, extra + extras) - extra);
+  }
+  const size_t distinct = filled_bins + extras;
   if (k / distinct < kAdaptiveMinWidth + 1) {
+    reset();
     std::memcpy(out + 1, dense, body);
     return;
   }
   const int width = static_cast<int>(std::min<size_t>(k / distinct - 1, kAdaptiveMaxWidth));
-  const uint32_t modulus = sparse_modulus(width);
+  const unsigned shift = static_cast<unsigned>(width - 2);  // the modulus is 3 * 2^shift
+  const unsigned bits = static_cast<unsigned>(width) + 1;
   out[0] = static_cast<uint8_t>(width);
   std::memcpy(out + 1, filled, 8 * words);
+  // Bin by bin, its minimum then its other values in order, as codes of width + 1 bits (the last bit:
+  // another value of the same bin follows) through a 64-bit accumulator into the bit stream.
   uint8_t* stream = out + 1 + 8 * words;
-  size_t pos = 0;
-  for (size_t j = 0; j < distinct; ++j) {
-    const bool more = j + 1 < distinct && (keyed[j + 1].first >> 32) == (keyed[j].first >> 32);
-    const uint32_t code = (static_cast<uint32_t>(keyed[j].first) % modulus) | (static_cast<uint32_t>(more) << width);
-    for (int bit = 0; bit <= width; ++bit, ++pos)
-      stream[pos / 8] = static_cast<uint8_t>(stream[pos / 8] | (((code >> bit) & 1u) << (pos % 8)));
+  std::memset(stream, 0, body - 8 * words);
+  uint64_t acc = 0;
+  unsigned held = 0;
+  size_t byte = 0, e = 0;
+  for (size_t w = 0; w < words; ++w)
+    for (uint64_t m = filled[w]; m; m &= m - 1) {
+      const size_t b = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
+      uint64_t v = minimum[b];
+      minimum[b] = 0xFFFFFFFFu;
+      for (;;) {
+        const bool more = e < extras && (extra[e] >> 32) == b;
+        acc |= static_cast<uint64_t>(mod_three_shifted(static_cast<uint32_t>(v), shift) | (uint32_t{more} << width))
+               << held;
+        held += bits;
+        if (held >= 32) {
+          std::memcpy(stream + byte, &acc, 4);
+          byte += 4;
+          acc >>= 32;
+          held -= 32;
+        }
+        if (!more) break;
+        v = extra[e++] & 0xFFFFFFFFull;
+      }
+    }
+  while (held > 0) {
+    stream[byte++] = static_cast<uint8_t>(acc);
+    acc >>= 8;
+    held = held > 8 ? held - 8 : 0;
   }
 }
 
@@ -286,7 +346,9 @@ void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t
                          size_t n, float* out) {
   const size_t words = bins / 64;
   const size_t stride = adaptive_bytes(bins);
-  thread_local Decoded q, c;
+  thread_local Decoded tls_q, tls_c;
+  Decoded& q = tls_q;
+  Decoded& c = tls_c;
   decode_adaptive(query, bins, q);
   for (size_t j = 0; j < n; ++j) {
     const uint8_t* s = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * stride;
@@ -303,9 +365,9 @@ void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t
         std::memcpy(&c0, cd + 8 * w, 8);
         std::memcpy(&c1, cd + 8 * (words + w), 8);
         const uint64_t qf = q0 | q1, cf = c0 | c1, filled_both = qf & cf;
-        equal += static_cast<uint64_t>(__builtin_popcountll(~((q0 ^ c0) | (q1 ^ c1)) & filled_both));
-        both += static_cast<uint64_t>(__builtin_popcountll(filled_both));
-        either += static_cast<uint64_t>(__builtin_popcountll(qf | cf));
+        equal += bit_count(~((q0 ^ c0) | (q1 ^ c1)) & filled_both);
+        both += bit_count(filled_both);
+        either += bit_count(qf | cf);
       }
       const double chance = 1.0 / 3.0;  // as format 2's bbit_similarity computes it, to the bit
       if (either)
@@ -313,6 +375,7 @@ void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t
     } else {
       decode_adaptive(s, bins, c);
       const uint32_t modulus = std::min(q.modulus, c.modulus);
+      const unsigned shift = static_cast<unsigned>(__builtin_ctz(modulus));  // modulus = 3 * 2^shift
       const double chance = 1.0 / static_cast<double>(modulus);
       if (std::min(q.width, c.width) >= static_cast<int>(kAdaptiveSetWidth)) {
         // Both sparse with wide codes: shingle by shingle. In the bins filled on both sides, of the
@@ -330,7 +393,8 @@ void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t
           if (ba == bb) {
             pairs += static_cast<uint64_t>((ae - a) * (be - b));
             for (size_t i = a; i < ae; ++i)
-              for (size_t t = b; t < be; ++t) equal += (q.elem_res[i] % modulus) == (c.elem_res[t] % modulus);
+              for (size_t t = b; t < be; ++t)
+                equal += mod_three_shifted(q.elem_res[i], shift) == mod_three_shifted(c.elem_res[t], shift);
           }
           if (ba <= bb) a = ae;
           if (bb <= ba) b = be;
@@ -345,11 +409,11 @@ void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t
         uint64_t equal = 0, both = 0, either = 0;
         for (size_t w = 0; w < words; ++w) {
           const uint64_t filled_both = q.filled[w] & c.filled[w];
-          either += static_cast<uint64_t>(__builtin_popcountll(q.filled[w] | c.filled[w]));
-          both += static_cast<uint64_t>(__builtin_popcountll(filled_both));
+          either += bit_count(q.filled[w] | c.filled[w]);
+          both += bit_count(filled_both);
           for (uint64_t m = filled_both; m; m &= m - 1) {
             const size_t bin = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
-            equal += (q.residue[bin] % modulus) == (c.residue[bin] % modulus);
+            equal += mod_three_shifted(q.residue[bin], shift) == mod_three_shifted(c.residue[bin], shift);
           }
         }
         if (either)

@@ -278,17 +278,17 @@ def band_keys_v3(sig: np.ndarray, bands: int, rows: int) -> list[int]:
 
 
 def _oph_keys(text: str, bins: int, seed: int, size: int, shingle: str) -> list[tuple[int, int]]:
-    """(bin, 32-bit value) of every distinct shingle, sorted: bins in order, each bin's minimum first."""
+    """The distinct (bin, 32-bit value) of the shingles, sorted: bins in order, each bin's minimum first."""
     salt = splitmix64(seed ^ OPH_SALT, 1)[0]
     keyed = set()
     for x in shingle_keys(text, size=size, shingle=shingle):
         v = fmix64(x ^ salt)
-        keyed.add(((((v >> 32) * bins) >> 32), v & 0xFFFFFFFF, v))
-    return [(b, low) for b, low, _ in sorted(keyed)]
+        keyed.add((((v >> 32) * bins) >> 32, v & 0xFFFFFFFF))
+    return sorted(keyed)
 
 
 def oph_bins_v3(text: str, *, bins: int = 1024, seed: int = 1, size: int = 5, shingle: str = "word") -> bytes:
-    """Sketch format 3: a mode byte, then bins / 4 bytes. With n distinct shingles and
+    """Sketch format 3: a mode byte, then bins / 4 bytes. With n distinct (bin, value) of the shingles and
     w = bins // n - 1 >= 2: mode min(w, 16), the filled-bin bitmap (little-endian 64-bit words), then
     every shingle in bin order (within a bin by its 32-bit value) as its value mod 3 * 2^(w - 2) in w
     bits and 1 bit (1: the next shingle is in the same bin), a little-endian bit stream. Otherwise
