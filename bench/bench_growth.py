@@ -23,7 +23,9 @@ For each step of ``--step`` documents the JSON has:
 - ``valkey_cpu_us_per_doc`` over the step: the valkey-server process (``/proc/<pid>/stat`` utime +
   stime, user and system apart); ``valkey_rewrite_children_cpu_us_per_doc``: its reaped children
   (cutime + cstime: the forked append-only-file rewrites); ``valkey_minor_faults_per_doc`` (copy on
-  write after a fork shows there); ``service_cpu_us_per_doc`` (the Python service process);
+  write after a fork shows there); ``valkey_huge_pages_share``: the share of the server's resident memory
+  on transparent huge pages at the end of the step (``AnonHugePages`` of ``/proc/<pid>/smaps_rollup``);
+  ``service_cpu_us_per_doc`` (the Python service process);
 - ``eventloop_us_per_doc``: where the server's event loop spent its busy time (``INFO stats`` and
   ``INFO debug``: ``eventloop_duration_sum``, ``_cmd_sum``, ``_aof_sum``, ``_cron_sum``: in commands,
   writing and fsyncing the append-only file, in cron); ``top_commands``: the commands that took the
@@ -41,6 +43,7 @@ For each step of ``--step`` documents the JSON has:
     python bench/bench_growth.py --wait-quiet 300 > growth.json   # 3,000,000 in steps of 250,000 (~7 min)
     python bench/bench_growth.py --env NEARDUP_VALKEY_MALLOC=libc   # one service setting changed
     python bench/bench_growth.py --documents 1000000 --env NEARDUP_FSYNC=everysec
+    python bench/bench_growth.py --documents 1500000 --valkey-config auto-aof-rewrite-percentage=0
 
 Progress goes to stderr, one line per step. Ratios come from one run; absolute rates only as context
 (a shared 2-core machine: ``other_processes`` says how busy the rest of it was).
@@ -158,6 +161,17 @@ def proc_stat(pid: int) -> dict[str, float]:
     }
 
 
+def huge_pages_mb(pid: int) -> float:
+    """MB of the process's anonymous memory on transparent huge pages (``/proc/<pid>/smaps_rollup``)."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("AnonHugePages:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
 async def server_info(client: aioredis.Redis) -> dict[str, Any]:
     memory = await client.info("memory")
     persistence = await client.info("persistence")
@@ -218,6 +232,7 @@ async def run(
     near_duplicates: float,
     seed: int,
     expected_documents: int | None = None,
+    valkey_config: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     assert service.process is not None
     valkey_pid = service.valkey_pid()
@@ -227,6 +242,8 @@ async def run(
     limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
     timeout = httpx.Timeout(600.0, connect=30.0)
     client = aioredis.Redis.from_url(service.redis_url, socket_timeout=60)
+    for name, value in (valkey_config or {}).items():  # an experiment's server setting (CONFIG SET)
+        await client.config_set(name, value)
     generator = Documents(seed, batch, near_duplicates)
     batches = (documents + batch - 1) // batch
     boundaries = [*range(step, documents, step), documents]
@@ -304,6 +321,9 @@ async def run(
                     "valkey_system_us_per_doc": round(d["system"] * per, 1),
                     "valkey_rewrite_children_cpu_us_per_doc": round(d["children"] * per, 1),
                     "valkey_minor_faults_per_doc": round(d["minor_faults"] / max(n, 1), 2),
+                    "valkey_huge_pages_share": round(
+                        huge_pages_mb(valkey_pid) / max(info["used_memory_rss"] / 2**20, 1), 3
+                    ),
                     "valkey_cores_busy": round((d["user"] + d["system"]) / wall, 2),
                     "service_cpu_us_per_doc": cpu["cpu_us_per_doc"]["service_python"],
                     "load_generator_cpu_us_per_doc": cpu["cpu_us_per_doc"]["load_generator"],
@@ -351,6 +371,7 @@ async def run(
                 print(
                     f"{end:>10,} docs  {entry['docs_per_s']:>6,}/s ({entry['docs_per_s'] / first:.2f}x)  "
                     f"{entry['used_memory_per_doc']} B/doc  valkey {entry['valkey_cpu_us_per_doc']} us/doc  "
+                    f"huge {entry['valkey_huge_pages_share']:.2f}  "
                     f"aof {entry['aof']['size_mb']} MB, {info['aof_rewrites']} rewrites "
                     f"({entry['aof']['rewriting_s']} s rewriting)  "
                     f"others {entry['other_processes_cores_busy']}",
@@ -476,7 +497,16 @@ def main() -> None:
         metavar="NEARDUP_NAME=VALUE",
         help="a service setting for an experiment (repeatable; default: none, the service's defaults)",
     )
+    parser.add_argument(
+        "--valkey-config",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a server setting of the embedded Valkey, set with CONFIG SET before the first document "
+        "(repeatable; an experiment: the service's own settings are the default)",
+    )
     args = parser.parse_args()
+    valkey_config = dict(item.split("=", 1) for item in args.valkey_config)
     documents = args.documents or (200_000 if args.quick else 3_000_000)
     step = args.step or (50_000 if args.quick else 250_000)
     env = dict(item.split("=", 1) for item in args.env)
@@ -511,6 +541,11 @@ def main() -> None:
                 "seed": args.seed,
                 "service_env": {**env, "NEARDUP_VALKEY_MALLOC": bench_service.VALKEY_MALLOC},
                 "expected_documents": args.expected_documents,
+                "valkey_config": valkey_config,
+                # the allocator's variables reach the embedded server from this process's environment
+                "environment_passed_through": {
+                    k: v for k, v in os.environ.items() if k.startswith(("MIMALLOC_", "GLIBC_TUNABLES"))
+                },
                 "documents_how": f"{MIN_WORDS}-{MAX_WORDS} random {WORD_LETTERS}-letter words (a space "
                 f"after each) of a vocabulary of {VOCABULARY:,}, numpy seeded per batch; a share "
                 f"'near_duplicates' are copies of a document {SOURCE_BATCHES_BACK[0]}-"
@@ -527,6 +562,7 @@ def main() -> None:
                 args.near_duplicates,
                 args.seed,
                 args.expected_documents,
+                valkey_config,
             )
         )
     report["neardup"] = result

@@ -75,4 +75,5 @@ __all__ = [
     "SitesNotCounted",
     "StoreUnavailable",
     "StoredDocument",
+    "WrittenByNewerVersion",
 ]

@@ -12,7 +12,9 @@ The tree::
      ├── InvalidInput             422/400: a value the client sent is wrong (message says what to change)
      │    └── InvalidParameters   collection parameters that cannot work together
      └── StoreUnavailable         503 + Retry-After: the store cannot be reached, timed out, is loading,
-                                  or stayed too contended; retrying later is the right reaction
+          │                       or stayed too contended; retrying later is the right reaction
+          └── WrittenByNewerVersion  the collection's registry entry has what this release does not know
+                                  (a newer release created it): a process of that release serves it
 """
 
 from __future__ import annotations
@@ -69,3 +71,17 @@ class StoreUnavailable(NearDupError):
     def __init__(self, message: str, retry_after: int = 1) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class WrittenByNewerVersion(StoreUnavailable):
+    """The collection was created by a newer release (its registry entry holds a parameter or a value
+    this one does not know): this process refuses it rather than misread it. A 503, because another
+    process behind the same address (an upgraded one, in a rolling upgrade) can serve it."""
+
+    def __init__(self, name: str, what: str, version: str) -> None:
+        super().__init__(
+            f"collection {name!r} was created by a newer release of neardup ({what}); this process runs "
+            f"neardup {version} and cannot read it: upgrade it",
+            retry_after=30,
+        )
+        self.name = name

@@ -4,6 +4,7 @@ stored signatures and first-seen order taken from the store's stamps (one script
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import secrets
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from neardup import sketch
+from neardup import __version__, sketch
 from neardup.domain.banding import (
     Sketches,
     candidate_scorer,
@@ -34,6 +35,7 @@ from neardup.domain.errors import (
     InvalidParameters,
     SitesNotCounted,
     StoreUnavailable,
+    WrittenByNewerVersion,
 )
 from neardup.domain.group_commit import GroupCommit
 from neardup.domain.models import (
@@ -75,6 +77,7 @@ MAX_INSERTIONS = max_ordinal(ORDINAL_WIDTH)
 MAX_LINKS_PER_DOCUMENT = SITE_PARTNERS
 #: Attempts when another client changes the same ids (or drops/recreates the collection) meanwhile.
 _ATTEMPTS = 8
+KEEPS_CHANGING = "the collection keeps changing under this request; retry"
 T = TypeVar("T")
 #: Estimates are fractions of num_perm slots held in float32: compare with a little slack so a
 #: similarity of exactly the threshold (e.g. 70/100 vs 0.7) is not lost to rounding.
@@ -146,9 +149,28 @@ def _encode_params(params: CollectionParams, gen: str) -> bytes:
     return orjson.dumps({"params": params.to_dict(), "gen": gen}, option=orjson.OPT_SORT_KEYS)
 
 
+#: The registry entry's top-level keys and parameters this release knows. Every release that changes what
+#: a collection stores adds a parameter (or a value of one) to the entries it creates, so a release before
+#: it refuses those collections (WrittenByNewerVersion) instead of reading them wrongly (design.md,
+#: Versioning).
+_ENTRY_KEYS = frozenset({"params", "gen"})
+_PARAMETERS = frozenset(field.name for field in dataclasses.fields(CollectionParams))
+
+
 def _decode_params(raw: bytes) -> _Collection:
     data = orjson.loads(raw)
-    params = CollectionParams.from_dict(data["params"])
+    entry = data.get("params") if isinstance(data, dict) else None
+    if not isinstance(entry, dict) or "gen" not in data:
+        raise WrittenByNewerVersion("?", "a registry entry of another shape", __version__)
+    name = str(entry.get("name", "?"))
+    unknown = sorted((set(data) - _ENTRY_KEYS) | (set(entry) - _PARAMETERS))
+    if unknown:
+        raise WrittenByNewerVersion(name, f"unknown {', '.join(map(repr, unknown))}", __version__)
+    try:
+        params = CollectionParams.from_dict(entry)
+    except (InvalidParameters, TypeError, ValueError) as error:
+        what = f"parameters this release rejects: {getattr(error, 'message', error)}"
+        raise WrittenByNewerVersion(name, what, __version__) from error
     return _Collection(params, CollectionKeys(params.name, data["gen"]))
 
 
@@ -198,6 +220,19 @@ class Index:
             return self._collections[name]
         collection, _ = await self._fetch_collection(name)
         return collection
+
+    async def _views(
+        self, name: str, first: Callable[[str], Awaitable[_Collection]] | None = None
+    ) -> AsyncIterator[_Collection]:
+        """The collection (``first``'s view of it, or the cached one), then, each time the caller comes
+        back for another (its request met GenerationChanged: dropped and created again meanwhile), a
+        view read again from the store; after ``_ATTEMPTS`` of them, StoreUnavailable."""
+        for attempt in range(_ATTEMPTS):
+            if attempt == 0:
+                yield await (first or self._collection)(name)
+            else:
+                yield await self._collection(name, refresh=True)
+        raise StoreUnavailable(KEEPS_CHANGING)
 
     async def _fetch_collection(self, name: str) -> tuple[_Collection, int]:
         """The collection's parameters from the store (cached for later calls) and its document count."""
@@ -289,6 +324,8 @@ class Index:
         """Drop the collection and all its documents; CollectionNotFound if absent."""
         if not is_collection_name(name):
             raise CollectionNotFound(name)
+        # a collection of a newer release is left to it: its keys may be of families this one cannot name
+        await self._fetch_collection(name)
         self._collections.pop(name, None)
         async with self._storage(name):
             dropped = await self._store.drop_collection(name)
@@ -449,8 +486,7 @@ class Index:
 
     async def get_document(self, name: str, doc_id: str) -> StoredDocument:
         """DocumentNotFound / CollectionNotFound if absent."""
-        for attempt in range(_ATTEMPTS):
-            collection = await self._collection(name, refresh=attempt > 0)
+        async for collection in self._views(name):
             try:
                 async with self._storage(name):
                     [found] = await self._store.lookup(
@@ -463,13 +499,12 @@ class Index:
                 raise DocumentNotFound(name, doc_id)
             stored_id, inserted_at, metadata = records.unpack(found.record)
             return StoredDocument(stored_id, metadata, inserted_at)
-        raise StoreUnavailable("the collection keeps changing under this request; retry")
+        raise AssertionError("unreachable: _views raises when it runs out")
 
     async def delete_document(self, name: str, doc_id: str) -> None:
         """Remove it everywhere (bands, signature, metadata, stamp); DocumentNotFound if absent."""
         raw_id = doc_id.encode("utf-8", "surrogatepass")
-        for attempt in range(_ATTEMPTS):
-            collection = await self._collection(name, refresh=attempt > 0)
+        async for collection in self._views(name):
             try:
                 async with self._storage(name):
                     [found] = await self._store.lookup(collection.keys, [raw_id])
@@ -489,7 +524,7 @@ class Index:
             except GenerationChanged:
                 continue
             raise DocumentNotFound(name, doc_id)
-        raise StoreUnavailable("the collection keeps changing under this request; retry")
+        raise AssertionError("unreachable: _views raises when it runs out")
 
     # --- the check path -------------------------------------------------------------------------------
 
@@ -511,8 +546,7 @@ class Index:
         ids = [doc.id.encode("utf-8", "surrogatepass") for doc in docs]
         batch: Sketches | None = None
         previous: CollectionParams | None = None
-        for attempt in range(_ATTEMPTS):
-            collection = await self._collection(name, refresh=attempt > 0)
+        async for collection in self._views(name):
             if batch is None or collection.params != previous:
                 started = time.perf_counter()
                 if sum(map(len, texts)) <= INLINE_SKETCH_CHARS:
@@ -555,7 +589,7 @@ class Index:
                         request.old_bands[i] = stored_band_keys(collection.params, signature)
             except GenerationChanged:
                 continue
-        raise StoreUnavailable("the collection keeps changing under this request; retry")
+        raise AssertionError("unreachable: _views raises when it runs out")
 
     async def _server_ms(self, collection: _Collection) -> int:
         """The store server's time, for expiry; only asked of collections that expire documents."""
@@ -729,18 +763,13 @@ class Index:
     async def _read_sites(self, name: str, read: Callable[[CollectionKeys], Awaitable[T]]) -> T:
         """``read`` of a site_field collection's keys, again on a fresh view of the collection when it
         was recreated meanwhile."""
-        for attempt in range(_ATTEMPTS):
-            collection = (
-                await self._site_collection(name)
-                if attempt == 0
-                else await self._collection(name, refresh=True)
-            )
+        async for collection in self._views(name, first=self._site_collection):
             try:
                 async with self._storage(name):
                     return await read(collection.keys)
             except GenerationChanged:
                 continue
-        raise StoreUnavailable("the collection keeps changing under this request; retry")
+        raise AssertionError("unreachable: _views raises when it runs out")
 
     async def _reclaim(self, collection: _Collection, written: int, now_ms: int) -> int:
         """Reclaim expired or evicted documents, a bounded amount per write. Their band keys come

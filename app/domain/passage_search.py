@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from neardup.domain import alignment, fingerprints
-from neardup.domain.errors import CollectionConflict, StoreUnavailable
+from neardup.domain.errors import CollectionConflict
 from neardup.domain.models import Metadata
 from neardup.storage import records
 from neardup.storage.errors import GenerationChanged
@@ -28,7 +28,6 @@ INLINE_CHARS = 32_768
 #: A fingerprint in this many stored documents or more is "common" (boilerplate: a template line, a
 #: licence): a span needs at least one hit on a key that is not (see alignment.align).
 COMMON_AT = 32
-_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,7 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
         return PassageResult(0.0, [])
     version = collection.params.passage_format
     wanted = fingerprints.key_bytes(np.unique(fingerprints.truncated(f.keys, version)), version)
-    for attempt in range(_ATTEMPTS):
-        collection = await index._collection(name, refresh=attempt > 0)
+    async for collection in index._views(name):
         if not collection.params.passages:
             raise CollectionConflict(f"collection {name!r} was created without passages")
         if collection.params.passage_format != version:  # recreated in between: another format
@@ -79,8 +77,6 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
             break
         except GenerationChanged:
             continue
-    else:
-        raise StoreUnavailable("the collection keeps changing under this request; retry")
     ttl = collection.params.ttl_seconds
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
     query = alignment.QueryIndex(f, version)

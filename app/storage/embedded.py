@@ -153,6 +153,14 @@ class EmbeddedValkey:
             self.preload = library
         #: The malloc the server runs with: "mimalloc" or "libc".
         self.malloc = "mimalloc" if self.preload else "libc"
+        #: With mimalloc the heap stays on 2 MiB transparent huge pages, so that the TLB covers gigabytes
+        #: (each document reads ~17 groups at random places in it): mimalloc asks for them
+        #: (MADV_HUGEPAGE), its purging is off (``MIMALLOC_PURGE_DELAY=-1``: returning freed 64 KiB
+        #: pieces to the kernel splits the huge pages around them; freed memory is reused, the RSS stays
+        #: at its peak), and the module collapses the pages that an append-only-file rewrite's fork split
+        #: (copy on write) once the child is gone (native/valkey/huge_pages.cpp). Measured with
+        #: bench/bench_growth.py (``valkey_huge_pages_share``; BENCHMARKS.md, "Cost as a collection grows").
+        self.huge_pages = self.malloc == "mimalloc"
         #: neardup's module, loaded with ``--loadmodule``: the check script's band step becomes one
         #: command (``_bands_module.lua``). Its commands go to the append-only file as they are, so a
         #: data directory written with it needs it to load; ``module=False`` is for tests comparing
@@ -195,11 +203,13 @@ class EmbeddedValkey:
             **PERSISTENCE_SETTINGS,
             **self.extra_config,
         }
-        if self.module is not None:
-            config["loadmodule"] = str(self._loadable(self.module))
         command = [str(self.binary)]
         for name, value in config.items():
             command += [f"--{name}", value]
+        if self.module is not None:
+            command += ["--loadmodule", str(self._loadable(self.module))]
+            if self.huge_pages:
+                command.append("collapse-huge-pages")  # the module's argument
         return command
 
     def _loadable(self, module: Path) -> Path:
@@ -217,6 +227,8 @@ class EmbeddedValkey:
         env = dict(os.environ)
         if self.preload is not None:
             env["LD_PRELOAD"] = " ".join(filter(None, [str(self.preload), env.get("LD_PRELOAD")]))
+        if self.huge_pages:
+            env.setdefault("MIMALLOC_PURGE_DELAY", "-1")  # a user's own setting wins
         return env
 
     def start(self, timeout: float = 15.0) -> str:

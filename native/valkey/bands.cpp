@@ -175,7 +175,7 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
 }  // namespace
 }  // namespace neardup::vm
 
-extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* ctx, VmString**, int) {
+extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* ctx, VmString** argv, int argc) {
   using namespace neardup::vm;
   // Version 2 added ND.PASSAGES (passages.cpp) and ND.LINK (sites.cpp); the service uses them only from a
   // module of version 2 or later.
@@ -183,5 +183,6 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* 
   if (api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;
   if (register_passage_commands(ctx) != kOk) return kErr;
   if (register_site_commands(ctx) != kOk) return kErr;
+  if (register_huge_pages(ctx, argv, argc) != kOk) return kErr;
   return register_bucket_commands(ctx);
 }

@@ -83,4 +83,8 @@ int register_bucket_commands(VmCtx* ctx);
 // Registers ND.LINK (sites.cpp).
 int register_site_commands(VmCtx* ctx);
 
+// With the load argument "collapse-huge-pages", collapses the heap into huge pages after each fork
+// child (huge_pages.cpp); other arguments are refused.
+int register_huge_pages(VmCtx* ctx, VmString** argv, int argc);
+
 }  // namespace neardup::vm

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 extern "C" {
 struct VmCtx;
@@ -29,7 +30,18 @@ constexpr int kHashCountAll = 1 << 4;  // HashSet: count inserted fields too
 // HashSet's value that deletes the field.
 inline VmString* const kHashDelete = reinterpret_cast<VmString*>(1);
 
+// A server event (RedisModuleEvent): its id and the version of the data its callback gets.
+struct VmEvent {
+  uint64_t id;
+  uint64_t dataver;
+};
+constexpr uint64_t kEventForkChild = 13;
+constexpr uint64_t kForkChildBorn = 0;
+constexpr uint64_t kForkChildDied = 1;
+
 using CommandFn = int (*)(VmCtx*, VmString**, int);
+using EventFn = void (*)(VmCtx*, VmEvent, uint64_t subevent, void* data);
+using TimerFn = void (*)(VmCtx*, void* data);
 using ScanKeyFn = void (*)(VmKey*, VmString* field, VmString* value, void* data);
 
 struct Api {
@@ -54,6 +66,9 @@ struct Api {
   int (*ReplyWithError)(VmCtx*, const char*);
   int (*WrongArity)(VmCtx*);
   int (*ReplicateVerbatim)(VmCtx*);
+  int (*SubscribeToServerEvent)(VmCtx*, VmEvent, EventFn);
+  uint64_t (*CreateTimer)(VmCtx*, long long, TimerFn, void*);
+  void (*Log)(VmCtx*, const char*, const char*, ...);
 };
 
 // Filled by init(); the server is single-threaded for commands, so one global table is enough.
@@ -89,6 +104,9 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_ReplyWithError", api.ReplyWithError);
   get("RedisModule_WrongArity", api.WrongArity);
   get("RedisModule_ReplicateVerbatim", api.ReplicateVerbatim);
+  get("RedisModule_SubscribeToServerEvent", api.SubscribeToServerEvent);
+  get("RedisModule_CreateTimer", api.CreateTimer);
+  get("RedisModule_Log", api.Log);
   if (!ok) return kErr;
   api.SetModuleAttribs(ctx, name, version, kApiVersion1);
   return kOk;

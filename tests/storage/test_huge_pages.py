@@ -1,0 +1,122 @@
+"""The embedded server's heap stays on transparent huge pages: an append-only-file rewrite's fork splits
+the pages the server writes while the child lives, and the module collapses them again once it is gone
+(native/valkey/huge_pages.cpp). Without that, khugepaged merges them back at 16 MiB per 10 s."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from neardup.storage.embedded import LOGFILE, EmbeddedValkey, find_free_port, valkey_binary, valkey_module
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="transparent huge pages: Linux")
+
+KEYS = 60_000
+VALUE = 2_000  # bytes: ~120 MB of hashes, 60 huge pages and more
+
+
+def _thp_mode() -> str:
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return "unsupported"
+    return text.split("[", 1)[1].split("]", 1)[0]
+
+
+def _collapse_supported() -> str | None:
+    """Why MADV_COLLAPSE cannot work here, or None."""
+    if _thp_mode() not in ("always", "madvise"):
+        return f"transparent huge pages are '{_thp_mode()}' on this machine"
+    major, minor = (int(part) for part in os.uname().release.split(".")[:2])
+    if (major, minor) < (6, 1):
+        return f"MADV_COLLAPSE needs Linux 6.1, this is {os.uname().release}"
+    return None
+
+
+def _huge_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _overwrite(client: redis.Redis, count: int, rng: random.Random) -> None:
+    pipe = client.pipeline(transaction=False)
+    for _ in range(count):
+        pipe.hset(f"k{rng.randrange(KEYS)}", "v", rng.randbytes(VALUE))
+    pipe.execute()
+
+
+def test_huge_pages_split_by_a_rewrite_are_collapsed_once_the_child_is_gone(data_dir: Path) -> None:
+    if reason := _collapse_supported():
+        pytest.skip(reason)
+    server = EmbeddedValkey(data_dir, fsync="everysec")
+    assert server.malloc == "mimalloc" and server.huge_pages
+    server.start()
+    assert server.pid is not None
+    try:
+        client = redis.Redis.from_url(server.url)
+        rng = random.Random(7)
+        pipe = client.pipeline(transaction=False)
+        for i in range(KEYS):
+            pipe.hset(f"k{i}", "v", rng.randbytes(VALUE))
+            if i % 5_000 == 4_999:
+                pipe.execute()
+        before = _huge_mb(server.pid)
+        assert before > 80, f"mimalloc put only {before:.0f} MB on huge pages: the test would prove nothing"
+
+        lowest, deadline = before, time.monotonic() + 60
+        client.bgrewriteaof()
+        while time.monotonic() < deadline:
+            if client.info("persistence")["aof_rewrite_in_progress"]:
+                _overwrite(client, 2_000, rng)  # writes to pages shared with the child split their huge pages
+                lowest = min(lowest, _huge_mb(server.pid))
+            elif lowest < 0.8 * before:
+                break
+            else:  # a rewrite over before a write split anything: another one
+                with contextlib.suppress(redis.ResponseError):
+                    client.bgrewriteaof()
+                time.sleep(0.02)
+        assert lowest < 0.8 * before, "the rewrite's fork split no huge page: nothing to collapse"
+
+        deadline = time.monotonic() + 5  # khugepaged alone would take minutes
+        while _huge_mb(server.pid) < 0.9 * before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        after = _huge_mb(server.pid)
+        assert after >= 0.9 * before, f"huge pages: {before:.0f} MB before the rewrite, {after:.0f} MB after"
+        log = (data_dir / LOGFILE).read_text()
+        assert "huge pages collapsed after a fork child" in log
+        client.close()
+    finally:
+        server.stop()
+
+
+def test_the_server_keeps_its_malloc_purging_only_without_huge_pages(data_dir: Path) -> None:
+    assert not EmbeddedValkey(data_dir, malloc="libc").huge_pages
+    with_mimalloc = EmbeddedValkey(data_dir)
+    assert with_mimalloc.huge_pages
+    assert with_mimalloc._environment()["MIMALLOC_PURGE_DELAY"] == "-1"
+
+
+def test_the_module_refuses_an_unknown_argument(tmp_path: Path) -> None:
+    module = valkey_module()
+    assert module is not None
+    loadable = EmbeddedValkey(tmp_path)._loadable(module)
+    command = [str(valkey_binary()), "--port", str(find_free_port()), "--bind", "127.0.0.1", "--save", ""]
+    command += ["--dir", str(tmp_path), "--loadmodule", str(loadable), "collapse-all-the-things"]
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        timeout=30,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "unknown module argument 'collapse-all-the-things'" in result.stdout + result.stderr
