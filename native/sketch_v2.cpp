@@ -227,6 +227,7 @@ void decode_adaptive(const uint8_t* sketch, size_t bins, Decoded& d) {
     std::memcpy(&d.filled[w], body + 8 * w, 8);
     for (uint64_t m = d.filled[w]; m; m &= m - 1) {
       const size_t b = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
+      d.residue[b] = 0;  // stays so only where a damaged stream ends before the bin's codes
       bool more = true;
       for (bool first = true; more && d.elements < bins && pos + static_cast<size_t>(width) < 8 * size; first = false) {
         const uint32_t code = read_bits(stream, size, pos, width + 1);

@@ -67,3 +67,27 @@ def test_estimate_matches_the_reference_estimator() -> None:
         got = sketch.adaptive_similarity(np.frombuffer(qa, np.uint8), pool, bins=1408)
         want = [ref.oph_similarity_v3(qa, bytes.fromhex(b["bins_hex"]), 1408) for b in entries]
         assert got.tolist() == pytest.approx(want, abs=1e-6)
+
+
+def test_damaged_sketches_give_an_estimate_and_the_same_one_every_time() -> None:
+    # A stored sketch is read back from the store: whatever its bytes, the estimate stays in [0, 1],
+    # reads nothing outside the sketch, and does not depend on what was compared before.
+    rng = np.random.default_rng(3)
+    good = np.frombuffer(bytes.fromhex(GOLDEN[13]["bins_hex"]), np.uint8)  # 1,408 bins, a sparse one
+    assert good[0] >= 2 and len(good) == 353
+    damaged = []
+    for mode in (0, 1, 2, 6, 16, 17, 255):
+        for fill in (0x00, 0xFF):
+            sketch_bytes = np.full(353, fill, np.uint8)
+            sketch_bytes[0] = mode
+            damaged.append(sketch_bytes)
+        noise = rng.integers(0, 256, 353, dtype=np.uint8)
+        noise[0] = mode
+        damaged.append(noise)
+    pool = np.stack([good, *damaged])
+    first = sketch.adaptive_similarity(good, pool, bins=1408)
+    for row in damaged:
+        sketch.adaptive_similarity(row, pool, bins=1408)  # each damaged one as the query too
+    again = sketch.adaptive_similarity(good, pool, bins=1408)
+    assert first.tolist() == again.tolist()
+    assert ((first >= 0) & (first <= 1)).all() and first[0] == 1.0
