@@ -257,12 +257,16 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
   uint8_t* key_bytes = tls_keys.reserve(8 * (n + 1));
   uint8_t* extra_bytes = tls_extra.reserve(8 * (n + 1));
   // Dense mode first: format 2's bins, from the kernel (the same bytes on every ISA), which also hands
-  // back every shingle's bin and value and leaves each bin's minimum in `value` (reset below).
+  // back every shingle's bin and value and leaves each bin's minimum in `value` (reset below) when
+  // the document may be sparse: at most bins / 3 distinct shingles, so a document of many more
+  // shingles (repeats and all) is asked for none, and in the rare case it is sparse, they are found
+  // again below.
   alignas(64) uint8_t dense[1024];  // 2 planes of up to 4096 bins
   uint64_t* keys = reinterpret_cast<uint64_t*>(key_bytes);
   uint64_t* extra = reinterpret_cast<uint64_t*>(extra_bytes);
   if (value.size() != k) value.assign(k, 0xFFFFFFFFu);
-  kernels.oph(x, n, f, value.data(), dense, keys);
+  const bool asked = 3 * n <= 2 * k;
+  kernels.oph(x, n, f, value.data(), dense, asked ? keys : nullptr);
   uint32_t* minimum = value.data();
   size_t filled_bins = 0;
   uint64_t filled[64];
@@ -282,9 +286,18 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
   // Distinct shingles >= filled bins: a document with too many filled bins is dense without a look at
   // its shingles.
   if (filled_bins == 0 || k / filled_bins < kAdaptiveMinWidth + 1) {
-    std::fill(minimum, minimum + k, 0xFFFFFFFFu);  // most bins filled: all of them, a vector at a time
+    if (asked) std::fill(minimum, minimum + k, 0xFFFFFFFFu);  // most bins filled: all, a vector at a time
     std::memcpy(out + 1, dense, body);
     return;
+  }
+  if (!asked) {  // many repeated shingles in few bins: their bins, values and minima found again
+    for (size_t j = 0; j < n; ++j) {
+      const uint64_t v = oph_hash(x[j], f.salt);
+      const size_t b = oph_bin(v, k);
+      const uint32_t low = static_cast<uint32_t>(v);
+      keys[j] = (static_cast<uint64_t>(b) << 32) | low;
+      minimum[b] = low < minimum[b] ? low : minimum[b];
+    }
   }
   // The values of a bin other than its minimum (most bins hold one shingle), as bin << 32 | value,
   // sorted, repeats dropped.

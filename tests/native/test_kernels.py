@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from neardup import sketch
+from tests import reference as ref
 
 ISAS = sketch.available_isas()
 
@@ -178,6 +179,8 @@ def test_format_3_sketches_identical_to_serial(isa: str, shingle: str, size: int
     vocab = [f"w{i}" for i in range(5000)] + ["Ünï", "ΣΑΣ", "漢字", "x\u0301", "abcdefghijklmnopQ"]
     lengths = [0, 1, 4, 5, 9, 40, 300, 430, 470, 480, 500, 520, 560, 600, 700, 2000, 6000]
     texts = [" ".join(rng.choice(vocab, size=n)) for n in lengths]
+    # few distinct shingles repeated many times: sparse, though more shingles than the kernel hands back
+    texts += [" ".join(["alpha beta gamma delta epsilon zeta"] * 400), " ".join(vocab[:60] * 50)]
     modes = set()
     for bins in (64, 128, 1408, 4096):
         opts = {"num_perm": 96, "shingle": shingle, "size": size, "bins": bins}
@@ -188,6 +191,11 @@ def test_format_3_sketches_identical_to_serial(isa: str, shingle: str, size: int
         dense = serial[1][:, 0] == 0
         assert np.array_equal(serial[1][dense, 1:], v2[1][dense])
         modes.update(serial[1][:, 0].tolist())
+        if bins == 1408:
+            assert all(row[0] >= 2 for row in serial[1][-2:])  # the repeated ones are sparse
+            assert [row.tobytes() for row in serial[1][-2:]] == [
+                ref.oph_bins_v3(t, bins=bins, shingle=shingle, size=size) for t in texts[-2:]
+            ]
     assert 0 in modes and 2 in modes and 16 in modes, modes
 
 
