@@ -252,20 +252,21 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
   const size_t k = f.bins;
   const size_t words = k / 64;
   thread_local ByteBuffer tls_keys, tls_extra;
+  thread_local uint32_t tls_head[4096 + 1];  // per bin, its first other value in `extra` (0: none)
   // Plain pointers taken once: a thread-local's address would otherwise be looked up (a call, in a
   // shared library) at every use, even through a reference.
   uint8_t* key_bytes = tls_keys.reserve(8 * (n + 1));
-  uint8_t* extra_bytes = tls_extra.reserve(8 * (n + 1));
+  uint8_t* extra_bytes = tls_extra.reserve(8 * (n + 2));
+  uint32_t* head = tls_head;
   // Dense mode first: format 2's bins, from the kernel (the same bytes on every ISA), which also hands
   // back every shingle's bin and value and leaves each bin's minimum in `value` (reset below) when
-  // the document may be sparse: at most bins / 3 distinct shingles, so a document of many more
-  // shingles (repeats and all) is asked for none, and in the rare case it is sparse, they are found
-  // again below.
+  // the document may be sparse: at most bins / 3 distinct shingles, so a document of more than a
+  // quarter more shingles than that (repeats and all) is asked for none (the keys and the reset of
+  // the minima cost a dense one time), and in the rare case it is sparse, they are found again below.
   alignas(64) uint8_t dense[1024];  // 2 planes of up to 4096 bins
   uint64_t* keys = reinterpret_cast<uint64_t*>(key_bytes);
-  uint64_t* extra = reinterpret_cast<uint64_t*>(extra_bytes);
   if (value.size() != k) value.assign(k, 0xFFFFFFFFu);
-  const bool asked = 3 * n <= 2 * k;
+  const bool asked = 12 * n <= 5 * k;
   kernels.oph(x, n, f, value.data(), dense, asked ? keys : nullptr);
   uint32_t* minimum = value.data();
   size_t filled_bins = 0;
@@ -279,7 +280,11 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
   }
   auto reset = [&] {
     for (size_t w = 0; w < words; ++w)
-      for (uint64_t m = filled[w]; m; m &= m - 1) minimum[w * 64 + static_cast<size_t>(__builtin_ctzll(m))] = 0xFFFFFFFFu;
+      for (uint64_t m = filled[w]; m; m &= m - 1) {
+        const size_t b = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
+        minimum[b] = 0xFFFFFFFFu;
+        head[b] = 0;
+      }
   };
   const size_t body = k / 4;
   out[0] = 0;
@@ -299,17 +304,25 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
       minimum[b] = low < minimum[b] ? low : minimum[b];
     }
   }
-  // The values of a bin other than its minimum (most bins hold one shingle), as bin << 32 | value,
-  // sorted, repeats dropped.
+  // The values of a bin other than its minimum (most bins hold one shingle): each bin's in a list
+  // kept in order, repeats dropped. Entry i >= 1 holds a value and the entry after it in its bin's
+  // list (0: the last); head[bin] is the first (0: none). `head` is all zero between calls: only
+  // filled bins' entries are set, and they are reset below.
+  uint32_t* extra_value = reinterpret_cast<uint32_t*>(extra_bytes);
+  uint32_t* extra_next = extra_value + (n + 2);
   size_t extras = 0;
   for (size_t j = 0; j < n; ++j) {
     const uint64_t key = keys[j];
-    extra[extras] = key;
-    extras += static_cast<uint32_t>(key) != minimum[key >> 32];
-  }
-  if (extras > 1) {
-    std::sort(extra, extra + extras);
-    extras = static_cast<size_t>(std::unique(extra, extra + extras) - extra);
+    const size_t b = static_cast<size_t>(key >> 32);
+    const uint32_t v = static_cast<uint32_t>(key);
+    if (v == minimum[b]) continue;
+    uint32_t* link = &head[b];
+    while (*link && extra_value[*link] < v) link = &extra_next[*link];
+    if (*link && extra_value[*link] == v) continue;  // a repeat
+    ++extras;
+    extra_value[extras] = v;
+    extra_next[extras] = *link;
+    *link = static_cast<uint32_t>(extras);
   }
   const size_t distinct = filled_bins + extras;
   if (k / distinct < kAdaptiveMinWidth + 1) {
@@ -328,16 +341,17 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
   std::memset(stream, 0, body - 8 * words);
   uint64_t acc = 0;
   unsigned held = 0;
-  size_t byte = 0, e = 0;
+  size_t byte = 0;
   for (size_t w = 0; w < words; ++w)
     for (uint64_t m = filled[w]; m; m &= m - 1) {
       const size_t b = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
-      uint64_t v = minimum[b];
+      uint32_t v = minimum[b];
+      uint32_t next = head[b];
       minimum[b] = 0xFFFFFFFFu;
+      head[b] = 0;
       for (;;) {
-        const bool more = e < extras && (extra[e] >> 32) == b;
-        acc |= static_cast<uint64_t>(mod_three_shifted(static_cast<uint32_t>(v), shift) | (uint32_t{more} << width))
-               << held;
+        const uint32_t more = next != 0;
+        acc |= static_cast<uint64_t>(mod_three_shifted(v, shift) | (more << width)) << held;
         held += bits;
         if (held >= 32) {
           std::memcpy(stream + byte, &acc, 4);
@@ -346,7 +360,8 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
           held -= 32;
         }
         if (!more) break;
-        v = extra[e++] & 0xFFFFFFFFull;
+        v = extra_value[next];
+        next = extra_next[next];
       }
     }
   while (held > 0) {
