@@ -30,7 +30,7 @@ MAX_SHINGLE_SIZE = 64
 #: Sketch formats: 1 stores the num_perm 32-bit MinHash slots; 2 stores the band keys and, for
 #: verification, b-bit one-permutation bins (estimate mode) or the sorted shingle hashes (exact mode);
 #: 3 stores the band keys and format 2's bins in the same bytes, except that a short document (at most
-#: bins / 3 distinct shingles) keeps every shingle there instead (:func:`adaptive_sketches`).
+#: bins / 4 distinct shingles) keeps every shingle there instead (:func:`adaptive_sketches`).
 SKETCH_FORMATS = (1, 2, 3)
 #: Mixed into each band key's hash, per format (format 1: none, its keys are unchanged).
 BAND_SALT = {1: 0, 2: 0x6E6431642D763200, 3: 0x6E6431642D763300}
@@ -172,7 +172,7 @@ def adaptive_sketches(
     """Format 3: the MinHash signatures (for band keys) and the adaptive one-permutation bins
     (``(n, 1 + bins / 4)`` uint8) of ``texts``. Byte 0 is the mode: 0 for format 2's two bit planes
     (``estimate_sketches`` with 2 bits); for a document of n distinct shingles with
-    w = bins // n - 1 >= 2, min(w, 16): the filled-bin bitmap, then every shingle in bin order (the
+    w = bins // n - 1 >= 3, min(w, 16): the filled-bin bitmap, then every shingle in bin order (the
     bin's minimum first) as its value mod 3 * 2^(w - 2) in w bits and a bit saying whether the next
     one shares its bin (docs/design.md, "Stored formats"). A featureless text is mode 0, all zero."""
     items = _check_texts(texts, num_perm, shingle, size, seed, threads)

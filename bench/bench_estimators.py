@@ -11,7 +11,7 @@ speed in MB/s of text (one thread, after the run's first pass warmed the caches)
 
 Estimators: format 1 (num_perm 32-bit MinHash slots, the fraction of equal slots), format 2 (b-bit
 one-permutation hashing, ``bins`` x ``bits``, empty bins kept apart), format 3 (format 2's 2-bit bins,
-or for a document of at most bins / 3 shingles a filled-bin bitmap and every shingle's code), exact
+or for a document of at most bins / 4 shingles a filled-bin bitmap and every shingle's code), exact
 (sorted 32-bit shingle hashes, merge).
 
     python bench/bench_estimators.py --output bench/results/estimators.json      # ~2-4 minutes

@@ -1037,7 +1037,7 @@ def sketch_formats_section(results: Path) -> str:
         "slots. Format 2 keeps its band keys and one-permutation bins of 2 bits (code 0: empty bin; else "
         "1 + the bin's minimum mod 3), estimating J from the bins filled on either side. Format 3 (the "
         "default for new collections) keeps the same bins in the same bytes (and a mode byte), except "
-        "that a document of at most bins / 3 shingles keeps a filled-bin bitmap and every shingle's code "
+        "that a document of at most bins / 4 shingles keeps a filled-bin bitmap and every shingle's code "
         "there (w = bins / shingles - 1 bits each), so that two short documents are compared shingle by "
         "shingle; `verify: exact` keeps the sorted 32-bit shingle hashes and decides on the exact "
         "Jaccard. The band keys come from the 128-slot MinHash in every format.",

@@ -145,7 +145,7 @@ size_t intersect_serial(const uint32_t* a, size_t na, const uint32_t* b, size_t 
 
 // ---- sketch format 3: format 2's bins, or every shingle of a short document ------------------------
 //
-// A document with n distinct shingles, few enough that w = bins / n - 1 >= 2, is stored sparse: the
+// A document with n distinct shingles, few enough that w = bins / n - 1 >= 3, is stored sparse: the
 // filled-bin bitmap, then every shingle (in bin order, within a bin by its 32-bit value, so the bin's
 // minimum comes first) as its value mod 3 * 2^(w - 2) in w bits and a bit saying whether the next one
 // is in the same bin. From that the bins' minima (format 2's codes: their value mod 3) can be read, and
@@ -260,13 +260,13 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
   uint32_t* head = tls_head;
   // Dense mode first: format 2's bins, from the kernel (the same bytes on every ISA), which also hands
   // back every shingle's bin and value and leaves each bin's minimum in `value` (reset below) when
-  // the document may be sparse: at most bins / 3 distinct shingles, so a document of more than a
+  // the document may be sparse: at most bins / 4 distinct shingles, so a document of more than a
   // quarter more shingles than that (repeats and all) is asked for none (the keys and the reset of
   // the minima cost a dense one time), and in the rare case it is sparse, they are found again below.
   alignas(64) uint8_t dense[1024];  // 2 planes of up to 4096 bins
   uint64_t* keys = reinterpret_cast<uint64_t*>(key_bytes);
   if (value.size() != k) value.assign(k, 0xFFFFFFFFu);
-  const bool asked = 12 * n <= 5 * k;
+  const bool asked = 16 * n <= 5 * k;
   kernels.oph(x, n, f, value.data(), dense, asked ? keys : nullptr);
   uint32_t* minimum = value.data();
   size_t filled_bins = 0;

@@ -289,13 +289,13 @@ def _oph_keys(text: str, bins: int, seed: int, size: int, shingle: str) -> list[
 
 def oph_bins_v3(text: str, *, bins: int = 1024, seed: int = 1, size: int = 5, shingle: str = "word") -> bytes:
     """Sketch format 3: a mode byte, then bins / 4 bytes. With n distinct (bin, value) of the shingles and
-    w = bins // n - 1 >= 2: mode min(w, 16), the filled-bin bitmap (little-endian 64-bit words), then
+    w = bins // n - 1 >= 3: mode min(w, 16), the filled-bin bitmap (little-endian 64-bit words), then
     every shingle in bin order (within a bin by its 32-bit value) as its value mod 3 * 2^(w - 2) in w
     bits and 1 bit (1: the next shingle is in the same bin), a little-endian bit stream. Otherwise
     mode 0 and format 2's 2-bit planes (``oph_bins``)."""
     keys = _oph_keys(text, bins, seed, size, shingle)
     width = bins // len(keys) - 1 if keys else 0
-    if width < 2:
+    if width < 3:
         return b"\x00" + oph_bins(text, bins=bins, bits=2, seed=seed, size=size, shingle=shingle)
     width = min(width, 16)
     modulus = 3 << (width - 2)

@@ -100,7 +100,7 @@ class CollectionCreate(RequestBody):
         description="what each document keeps (default 3; 2 with verify 'exact'): 1, the "
         "num_perm 32-bit MinHash slots (the format of collections created before format 2); 2, the "
         "band keys and a sharper verification sketch (b-bit one-permutation bins) in fewer bytes; 3, "
-        "format 2's bins, or for a short document (at most bins / 3 shingles) every shingle in the "
+        "format 2's bins, or for a short document (at most bins / 4 shingles) every shingle in the "
         "same bytes (sharper)",
     )
     verify: Literal["estimate", "exact"] | None = Field(

@@ -85,7 +85,7 @@ def verification(args: argparse.Namespace, bands: int, rows: int) -> dict[str, o
         error = (p * (1 - p) / params.bins) ** 0.5 / (1 - chance)
         sketch_name = f"{params.bins} one-permutation bins of {sketch.BITS_PER_BIN} bits"
         if params.sketch_format == 3:
-            sketch_name += " (a document of at most a third as many shingles keeps every shingle)"
+            sketch_name += " (a document of at most a quarter as many shingles keeps every shingle)"
     return {
         "sketch_format": params.sketch_format,
         "sketch": sketch_name,

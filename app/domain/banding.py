@@ -149,7 +149,7 @@ def signature_matrix(signatures: Sequence[bytes], num_perm: int) -> sketch.U32Ar
 
 
 #: Mode bytes of format 3's bins: 0 (dense, format 2's planes) or a sparse document's code width.
-ADAPTIVE_MODES = frozenset({0, *range(2, 17)})
+ADAPTIVE_MODES = frozenset({0, *range(3, 17)})
 
 Scorer = Callable[[int, Sequence[int], float], list[float]]
 

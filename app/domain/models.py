@@ -95,7 +95,7 @@ class CollectionParams:
       keys and, for verification, ``bins`` one-permutation bins of 2 bits (``verify="estimate"``) or
       the sorted 32-bit hashes of every shingle (``verify="exact"``: the exact Jaccard of the shingle
       hash sets); 3, format 2's estimate sketch in the same bytes (and a mode byte), except that a
-      short document (at most bins / 3 distinct shingles) keeps every shingle there instead, compared
+      short document (at most bins / 4 distinct shingles) keeps every shingle there instead, compared
       shingle by shingle with another short one (``sketch.adaptive_sketches``): sharper at the
       threshold.
     - ``passages``: also index every stored document for passage search (which stored texts contain

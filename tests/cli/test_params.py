@@ -29,7 +29,9 @@ def test_params_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["params", "--threshold", "0.8", "--num-perm", "128"]) == 0
     out = capsys.readouterr().out
     assert "16 bands x 6 rows" in out and "0.80    0.9923  <- threshold" in out
-    assert "1408 one-permutation bins of 2 bits (a document of at most a third as many shingles keeps" in out
+    assert (
+        "1408 one-permutation bins of 2 bits (a document of at most a quarter as many shingles keeps" in out
+    )
     assert "(482 bytes per document" in out
     # Format 1: the service's weights (misses weigh 0.85).
     assert main(["params", "--threshold", "0.8", "--num-perm", "128", "--sketch-format", "1"]) == 0

@@ -21,7 +21,7 @@ def test_golden_file_covers_every_mode() -> None:
     assert len(GOLDEN) >= 45
     assert {entry["shingle"] for entry in GOLDEN} == {"word", "char"}
     modes = {bytes.fromhex(e["bins_hex"])[0] for e in GOLDEN}
-    assert 0 in modes and 2 in modes and 16 in modes and len(modes) >= 6  # dense, narrowest, widest, others
+    assert 0 in modes and 3 in modes and 16 in modes and len(modes) >= 6  # dense, narrowest, widest, others
     assert any(set(bytes.fromhex(e["bins_hex"])) == {0} for e in GOLDEN)  # featureless texts: all empty
     dense = [e for e in GOLDEN if bytes.fromhex(e["bins_hex"])[0] == 0 and any(bytes.fromhex(e["bins_hex"]))]
     assert any(e["bins"] == 1408 for e in dense)  # a long text is dense at the default bins
@@ -74,7 +74,7 @@ def test_damaged_sketches_give_an_estimate_and_the_same_one_every_time() -> None
     # reads nothing outside the sketch, and does not depend on what was compared before.
     rng = np.random.default_rng(3)
     good = np.frombuffer(bytes.fromhex(GOLDEN[13]["bins_hex"]), np.uint8)  # 1,408 bins, a sparse one
-    assert good[0] >= 2 and len(good) == 353
+    assert good[0] >= 3 and len(good) == 353
     damaged = []
     for mode in (0, 1, 2, 6, 16, 17, 255):
         for fill in (0x00, 0xFF):
