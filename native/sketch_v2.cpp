@@ -378,11 +378,13 @@ void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t
   thread_local Decoded tls_q, tls_c;
   Decoded& q = tls_q;
   Decoded& c = tls_c;
-  decode_adaptive(query, bins, q);
+  // A dense query against dense candidates (most pairs) needs no decoding: done once, when needed.
+  bool decoded = query[0] != 0;
+  if (decoded) decode_adaptive(query, bins, q);
   for (size_t j = 0; j < n; ++j) {
     const uint8_t* s = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * stride;
     double j_hat = 0.0;
-    if (q.width == 0 && s[0] == 0) {
+    if (query[0] == 0 && s[0] == 0) {
       // Both dense: format 2's estimate on its planes, a word at a time.
       uint64_t equal = 0, both = 0, either = 0;
       const uint8_t* qd = query + 1;
@@ -402,6 +404,10 @@ void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t
       if (either)
         j_hat = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance) / static_cast<double>(either);
     } else {
+      if (!decoded) {
+        decode_adaptive(query, bins, q);
+        decoded = true;
+      }
       decode_adaptive(s, bins, c);
       const uint32_t modulus = std::min(q.modulus, c.modulus);
       const unsigned shift = static_cast<unsigned>(__builtin_ctz(modulus));  // modulus = 3 * 2^shift
