@@ -74,6 +74,31 @@ def per_bucket(est: npt.NDArray[np.float64], jac: npt.NDArray[np.float64]) -> di
     return out
 
 
+#: Shingles in a pair's union: the groups of ``by_union_size`` (format 3 is exact-ish below ~200).
+UNION_SIZES = [(0, 200), (200, 400), (400, 700), (700, 10**9)]
+
+
+def by_union_size(est: npt.NDArray[np.float64], jac: npt.NDArray[np.float64], union: Any, t: float,
+                  floor: float) -> dict[str, Any]:  # fmt: skip
+    """Near the threshold (true J 0.7 .. 0.9), per group of union size: pairs, standard error, false
+    positives and misses at the floor (every pair a candidate)."""
+    near = (jac > 0.7) & (jac < 0.9)
+    out = {}
+    for lo, hi in UNION_SIZES:
+        inside = near & (union >= lo) & (union < hi)
+        if not inside.any():
+            continue
+        pred = est[inside] >= floor - 1e-6
+        pos = jac[inside] >= t - 1e-9
+        out[f"{lo}-{hi if hi < 10**9 else ''}"] = {
+            "pairs": int(inside.sum()),
+            "std_error": round(float((est[inside] - jac[inside]).std()), 4),
+            "false_positives": int((pred & ~pos).sum()),
+            "missed": int((pos & ~pred).sum()),
+        }
+    return out
+
+
 def pr(est: npt.NDArray[np.float64], jac: npt.NDArray[np.float64], found: npt.NDArray[np.bool_],
        t: float, floor: float, ident: npt.NDArray[np.bool_]) -> dict[str, float]:  # fmt: skip
     pred = found & (est >= floor - 1e-6)
@@ -193,6 +218,9 @@ def main() -> None:
             entry[name] = {
                 "mean_abs_error": round(float(np.abs(e - jj).mean()), 4),
                 "buckets": per_bucket(e, jj) if name == "even" else None,
+                "by_union_size": by_union_size(e, jj, loaded["union"][sel], t, floor)
+                if name == "even"
+                else None,
                 "floor": round(floor, 5),
                 "all_candidates": pr(e, jj, found_all, t, floor, idn),
                 "all_candidates_floor_t": pr(e, jj, found_all, t, t, idn),

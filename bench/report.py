@@ -1078,6 +1078,27 @@ def sketch_formats_section(results: Path) -> str:
         "the most within format 1's 512 bytes).",
         "",
     ]
+    sized = {
+        k: e["even"].get("by_union_size") for k, e in est["estimators"].items() if k.startswith(("v2", "v3"))
+    }
+    sized = {k: v for k, v in sized.items() if v and ("1408x2" in k)}
+    if sized:
+        groups = list(next(iter(sized.values())))
+        lines += [
+            "Near the threshold (even-spread pairs of true J 0.7 .. 0.9), by the number of shingles in the "
+            "pair's union: standard error, and false positives / misses at the floor with every pair a "
+            "candidate. Format 3 compares two documents of up to ~200 shingles shingle by shingle.",
+            "",
+            "| estimator | " + " | ".join(f"union {g}: pairs, SE, FP / missed" for g in groups) + " |",
+            "| --- " * (1 + len(groups)) + "|",
+        ]
+        for label, by in sized.items():
+            cells = [
+                f"{by[g]['pairs']}, {by[g]['std_error']}, {by[g]['false_positives']} / {by[g]['missed']}"
+                for g in groups
+            ]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append("")
     trade = load("tradeoff_formats.json")
     if trade:
         lines += [
