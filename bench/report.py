@@ -1049,9 +1049,9 @@ def sketch_formats_section(results: Path) -> str:
         "Standard error (std of estimate - J) per bucket of true J on the even-spread pairs; P/R at "
         f"threshold {est['threshold']} with the collection's banding (v1: b={est['v1']['bands']}, "
         f"r={est['v1']['rows']}; formats 2 and 3: b={est['v2']['bands']}, r={est['v2']['rows']}) and floor t "
-        "(format 1: its own floor, t + half a standard error); sketch speed one thread, whole "
-        "corpus sample (these MB/s were measured on a loaded machine: see bench_sketch below for the "
-        "comparison with rensa).",
+        "(format 1: its own floor, t + half a standard error); sketch speed one thread on the corpus's "
+        "first 3,000 documents, each estimator timed apart (not interleaved) while other work ran: "
+        "read them as rough; bench_sketch below compares the formats in one run, beside rensa.",
         "",
     ]
     buckets = ["0.50", "0.60", "0.70", "0.75", "0.80", "0.85", "0.90", "0.95"]
