@@ -43,6 +43,9 @@ from neardup.domain.models import CollectionParams  # noqa: E402
 BUCKETS = np.round(np.arange(0.5, 1.0001, 0.05), 2)
 #: (label, bins, bits) of the format-2 candidates tried; bytes per document = bins * bits / 8 + band keys.
 OPH = [(1024, 2), (1408, 2), (1536, 2), (960, 3), (704, 4), (1024, 4)]
+#: (slots, bits) of b-bit minwise hashing over k permutations tried (bytes: slots * bits / 8, and band
+#: keys beside them, since b bits of a slot cannot make a band key).
+BBIT_MINHASH = [(320, 12), (256, 16)]
 #: Bins of the format-3 candidates tried (2-bit bins; bytes per document = 1 + bins / 4 + band keys).
 ADAPTIVE = [1408, 1472]
 
@@ -174,6 +177,17 @@ def main() -> None:
         est1[s : s + 20000] = (sigs[pi[s : s + 20000]] == sigs[pj[s : s + 20000]]).mean(axis=1)
     seconds = timed(lambda: sketch.signatures(speed_texts))
     estimators["v1 minhash 128x32"] = (512, est1, seconds, verification_floor(t, 128), 1)
+    # b-bit minwise hashing over k permutations (Li and Koenig): the low b bits of k MinHash slots, the
+    # fraction of equal ones corrected for chance (2^-b); more slots of fewer bits in about the bytes
+    for slots, bits in BBIT_MINHASH:
+        many = sketch.signatures(texts, num_perm=slots) & np.uint32((1 << bits) - 1)
+        equal = np.empty(len(pi))
+        for s in range(0, len(pi), 20000):
+            equal[s : s + 20000] = (many[pi[s : s + 20000]] == many[pj[s : s + 20000]]).mean(axis=1)
+        chance = 2.0**-bits
+        est_b = np.clip((equal - chance) / (1 - chance), 0, 1)
+        seconds = timed(lambda k=slots: sketch.signatures(speed_texts, num_perm=k))
+        estimators[f"b-bit minhash {slots}x{bits}"] = (slots * bits // 8, est_b, seconds, t, 2)
     for bins, bits in OPH:
         _, packed = sketch.estimate_sketches(texts, bins=bins, bits=bits)
         est = np.empty(len(pi))
