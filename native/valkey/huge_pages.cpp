@@ -50,6 +50,7 @@ struct Pass {
   size_t range = 0;
   uintptr_t at = 0;
   size_t collapsed = 0, skipped = 0;
+  bool ever_collapsed = false;  // one region collapsed since loading: the kernel supports it
   std::chrono::steady_clock::time_point started;
 };
 Pass pass;
@@ -112,12 +113,15 @@ void tick(VmCtx* ctx, void*) {
     ++done;
     if (madvise(reinterpret_cast<void*>(p), kHuge, MADV_COLLAPSE) == 0) {
       pass.collapsed += 1;
-    } else if (errno == EINVAL || errno == EPERM) {  // not supported here: stop for good
+      pass.ever_collapsed = true;
+    } else if (errno == EINVAL && pass.ever_collapsed) {  // this mapping cannot (VM_NOHUGEPAGE...): the next
+      pass.range += 1;
+    } else if (errno == EINVAL || errno == EPERM) {  // never worked here (kernel, THP off): stop for good
       api.Log(ctx, "notice", "neardup: MADV_COLLAPSE refused (%s): huge pages are not collapsed after forks",
               std::strerror(errno));
       pass.enabled = false;
       return;
-    }  // EAGAIN (no huge page free now), ENOMEM: leave this region to khugepaged
+    }  // EAGAIN (no huge page free now), ENOMEM (unmapped meanwhile): leave the region to khugepaged
   }
   if (pass.range < pass.ranges.size()) {
     arm(ctx);
