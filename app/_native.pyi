@@ -43,6 +43,26 @@ def sketch_estimate(
     bins: int,
     bits: int,
 ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint8]]: ...
+def sketch_adaptive(
+    texts: list[str],
+    num_perm: int,
+    char_mode: bool,
+    size: int,
+    seed: int,
+    normalize: bool,
+    lowercase: bool,
+    collapse: bool,
+    threads: int,
+    isa: str,
+    bins: int,
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint8]]: ...
+def adaptive_similarity(
+    query: npt.NDArray[np.uint8],
+    candidates: npt.NDArray[np.uint8],
+    rows: npt.NDArray[np.int64],
+    use_rows: bool,
+    bins: int,
+) -> npt.NDArray[np.float32]: ...
 def sketch_exact(
     texts: list[str],
     num_perm: int,

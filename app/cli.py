@@ -335,10 +335,11 @@ def add_params(commands: Any) -> None:
     params.add_argument(
         "--sketch-format",
         type=int,
-        choices=(1, 2),
-        default=2,
-        help="the collection's sketch format (default 2: bands chosen for recall at the threshold, "
-        "verified on b-bit one-permutation bins; 1: the rule of collections created before format 2)",
+        choices=(1, 2, 3),
+        default=3,
+        help="the collection's sketch format (default 3: bands chosen for recall at the threshold, "
+        "verified on b-bit one-permutation bins, or every shingle of a short document; 2: the bins "
+        "alone, the default before format 3; 1: the rule of collections created before format 2)",
     )
     params.add_argument("--bands", type=int, default=None, help="evaluate these bands instead of choosing")
     params.add_argument("--rows", type=int, default=None, help="evaluate these rows instead of choosing")

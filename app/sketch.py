@@ -28,10 +28,12 @@ EMPTY_SLOT = 0xFFFFFFFF
 MIN_PERM, MAX_PERM = 16, 1024
 MAX_SHINGLE_SIZE = 64
 #: Sketch formats: 1 stores the num_perm 32-bit MinHash slots; 2 stores the band keys and, for
-#: verification, b-bit one-permutation bins (estimate mode) or the sorted shingle hashes (exact mode).
-SKETCH_FORMATS = (1, 2)
+#: verification, b-bit one-permutation bins (estimate mode) or the sorted shingle hashes (exact mode);
+#: 3 stores the band keys and format 2's bins in the same bytes, except that a short document (at most
+#: bins / 4 distinct shingles) keeps every shingle there instead (:func:`adaptive_sketches`).
+SKETCH_FORMATS = (1, 2, 3)
 #: Mixed into each band key's hash, per format (format 1: none, its keys are unchanged).
-BAND_SALT = {1: 0, 2: 0x6E6431642D763200}
+BAND_SALT = {1: 0, 2: 0x6E6431642D763200, 3: 0x6E6431642D763300}
 #: Format 2 estimate mode: bins per slot of num_perm and bits kept per bin (1,024 bins of 2 bits =
 #: 256 bytes at num_perm 128, half of format 1's 512).
 BINS_PER_PERM, BITS_PER_BIN = 8, 2
@@ -156,6 +158,32 @@ def estimate_sketches(
     return sigs, packed
 
 
+def adaptive_sketches(
+    texts: Sequence[str],
+    *,
+    num_perm: int = 128,
+    shingle: Shingle = "word",
+    size: int = 5,
+    seed: int = DEFAULT_SEED,
+    bins: int = 1024,
+    threads: int = 1,
+    isa: Isa | None = None,
+) -> tuple[U32Array, npt.NDArray[np.uint8]]:
+    """Format 3: the MinHash signatures (for band keys) and the adaptive one-permutation bins
+    (``(n, 1 + bins / 4)`` uint8) of ``texts``. Byte 0 is the mode: 0 for format 2's two bit planes
+    (``estimate_sketches`` with 2 bits); for a document of n distinct shingles with
+    w = bins // n - 1 >= 3, min(w, 16): the filled-bin bitmap, then every shingle in bin order (the
+    bin's minimum first) as its value mod 3 * 2^(w - 2) in w bits and a bit saying whether the next
+    one shares its bin (docs/design.md, "Stored formats"). A featureless text is mode 0, all zero."""
+    items = _check_texts(texts, num_perm, shingle, size, seed, threads)
+    if not isinstance(bins, int) or not 64 <= bins <= 4096 or bins % 64:
+        raise ValueError(f"bins must be a multiple of 64 from 64 to 4096, got {bins!r}")
+    sigs, packed = _native.sketch_adaptive(
+        items, num_perm, shingle == "char", size, seed, True, True, True, threads, _check_isa(isa), bins
+    )
+    return sigs, packed
+
+
 def exact_sketches(
     texts: Sequence[str],
     *,
@@ -201,6 +229,26 @@ def bbit_similarity(
     matrix = np.ascontiguousarray(candidates, dtype=np.uint8).reshape(-1, stride)
     index, use_rows = _row_index(rows, matrix.shape[0])
     out: F32Array = _native.bbit_similarity(q, matrix, index, use_rows, bins, bits)
+    return out
+
+
+def adaptive_similarity(
+    query: npt.NDArray[np.uint8],
+    candidates: npt.NDArray[np.uint8],
+    rows: npt.ArrayLike | None = None,
+    *,
+    bins: int = 1024,
+) -> F32Array:
+    """Estimated Jaccard of the format-3 bins ``query`` with each row of ``candidates`` (or the
+    ``rows`` of it). Two short documents whose codes are both at least 6 bits wide: shingle by
+    shingle (the common shingles, corrected for chance agreement of codes in a shared bin and rounded
+    to a whole number, over the union); any other pair: format 2's estimate on the bins' minima at
+    the smaller of the two moduli."""
+    stride = 1 + bins // 4
+    q = np.ascontiguousarray(query, dtype=np.uint8).reshape(-1)
+    matrix = np.ascontiguousarray(candidates, dtype=np.uint8).reshape(-1, stride)
+    index, use_rows = _row_index(rows, matrix.shape[0])
+    out: F32Array = _native.adaptive_similarity(q, matrix, index, use_rows, bins)
     return out
 
 

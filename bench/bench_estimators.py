@@ -10,8 +10,9 @@ banding (a pair must share a band key); verification floors t + 0, 1, 2 standard
 speed in MB/s of text (one thread, after the run's first pass warmed the caches).
 
 Estimators: format 1 (num_perm 32-bit MinHash slots, the fraction of equal slots), format 2 (b-bit
-one-permutation hashing with optimal densification, ``bins`` x ``bits``), exact (sorted 32-bit
-shingle hashes, merge).
+one-permutation hashing, ``bins`` x ``bits``, empty bins kept apart), format 3 (format 2's 2-bit bins,
+or for a document of at most bins / 4 shingles a filled-bin bitmap and every shingle's code), exact
+(sorted 32-bit shingle hashes, merge).
 
     python bench/bench_estimators.py --output bench/results/estimators.json      # ~2-4 minutes
 """
@@ -42,6 +43,11 @@ from neardup.domain.models import CollectionParams  # noqa: E402
 BUCKETS = np.round(np.arange(0.5, 1.0001, 0.05), 2)
 #: (label, bins, bits) of the format-2 candidates tried; bytes per document = bins * bits / 8 + band keys.
 OPH = [(1024, 2), (1408, 2), (1536, 2), (960, 3), (704, 4), (1024, 4)]
+#: (slots, bits) of b-bit minwise hashing over k permutations tried (bytes: slots * bits / 8, and band
+#: keys beside them, since b bits of a slot cannot make a band key).
+BBIT_MINHASH = [(320, 12), (256, 16)]
+#: Bins of the format-3 candidates tried (2-bit bins; bytes per document = 1 + bins / 4 + band keys).
+ADAPTIVE = [1408, 1472]
 
 
 def even_spread(jac: npt.NDArray[np.float64], per_bucket: int, seed: int = 0) -> npt.NDArray[np.int64]:
@@ -68,6 +74,31 @@ def per_bucket(est: npt.NDArray[np.float64], jac: npt.NDArray[np.float64]) -> di
         err = est[inside] - jac[inside]
         out[f"{lo:.2f}"] = {"pairs": int(inside.sum()), "bias": round(float(err.mean()), 4),
                             "std_error": round(float(err.std()), 4)}  # fmt: skip
+    return out
+
+
+#: Shingles in a pair's union: the groups of ``by_union_size`` (format 3 is exact-ish below ~200).
+UNION_SIZES = [(0, 200), (200, 400), (400, 700), (700, 10**9)]
+
+
+def by_union_size(est: npt.NDArray[np.float64], jac: npt.NDArray[np.float64], union: Any, t: float,
+                  floor: float) -> dict[str, Any]:  # fmt: skip
+    """Near the threshold (true J 0.7 .. 0.9), per group of union size: pairs, standard error, false
+    positives and misses at the floor (every pair a candidate)."""
+    near = (jac > 0.7) & (jac < 0.9)
+    out = {}
+    for lo, hi in UNION_SIZES:
+        inside = near & (union >= lo) & (union < hi)
+        if not inside.any():
+            continue
+        pred = est[inside] >= floor - 1e-6
+        pos = jac[inside] >= t - 1e-9
+        out[f"{lo}-{hi if hi < 10**9 else ''}"] = {
+            "pairs": int(inside.sum()),
+            "std_error": round(float((est[inside] - jac[inside]).std()), 4),
+            "false_positives": int((pred & ~pos).sum()),
+            "missed": int((pos & ~pred).sum()),
+        }
     return out
 
 
@@ -112,13 +143,15 @@ def main() -> None:
     mb = sum(len(x.encode("utf-8", "surrogatepass")) for x in speed_texts) / 1e6
 
     v1 = CollectionParams.create("v1", threshold=t, sketch_format=1)
-    v2 = CollectionParams.create("v2", threshold=t)
+    v2 = CollectionParams.create("v2", threshold=t, sketch_format=2)
+    v3 = CollectionParams.create("v3", threshold=t, sketch_format=3)
     report: dict[str, Any] = {
         "documents": len(texts),
         "threshold": t,
         "pairs": {k: len(v) for k, v in sets.items()},
         "v1": {"bands": v1.bands, "rows": v1.rows},
         "v2": {"bands": v2.bands, "rows": v2.rows, "bins": v2.bins, "stored_bytes": v2.stored_bytes},
+        "v3": {"bands": v3.bands, "rows": v3.rows, "bins": v3.bins, "stored_bytes": v3.stored_bytes},
         "estimators": {},
     }
 
@@ -135,6 +168,7 @@ def main() -> None:
     keys = {
         1: sketch.band_keys(sigs, v1.bands, v1.rows),
         2: sketch.band_keys(sigs, v2.bands, v2.rows, sketch_format=2),
+        3: sketch.band_keys(sigs, v3.bands, v3.rows, sketch_format=3),
     }
     estimators: dict[str, tuple[int, Any, float, float, int]] = {}
     # label -> (bytes per document, estimates of the pairs, sketch seconds, floor, band format)
@@ -143,6 +177,17 @@ def main() -> None:
         est1[s : s + 20000] = (sigs[pi[s : s + 20000]] == sigs[pj[s : s + 20000]]).mean(axis=1)
     seconds = timed(lambda: sketch.signatures(speed_texts))
     estimators["v1 minhash 128x32"] = (512, est1, seconds, verification_floor(t, 128), 1)
+    # b-bit minwise hashing over k permutations (Li and Koenig): the low b bits of k MinHash slots, the
+    # fraction of equal ones corrected for chance (2^-b); more slots of fewer bits in about the bytes
+    for slots, bits in BBIT_MINHASH:
+        many = sketch.signatures(texts, num_perm=slots) & np.uint32((1 << bits) - 1)
+        equal = np.empty(len(pi))
+        for s in range(0, len(pi), 20000):
+            equal[s : s + 20000] = (many[pi[s : s + 20000]] == many[pj[s : s + 20000]]).mean(axis=1)
+        chance = 2.0**-bits
+        est_b = np.clip((equal - chance) / (1 - chance), 0, 1)
+        seconds = timed(lambda k=slots: sketch.signatures(speed_texts, num_perm=k))
+        estimators[f"b-bit minhash {slots}x{bits}"] = (slots * bits // 8, est_b, seconds, t, 2)
     for bins, bits in OPH:
         _, packed = sketch.estimate_sketches(texts, bins=bins, bits=bits)
         est = np.empty(len(pi))
@@ -152,6 +197,15 @@ def main() -> None:
         seconds = timed(lambda b=bins, w=bits: sketch.estimate_sketches(speed_texts, bins=b, bits=w))
         floor = t if (bins, bits) != (v2.bins, 2) else collection_floor(v2)
         estimators[f"v2 oph {bins}x{bits}"] = (bins * bits // 8, est, seconds, floor, 2)
+    for bins in ADAPTIVE:
+        _, packed = sketch.adaptive_sketches(texts, bins=bins)
+        est = np.empty(len(pi))
+        for a in np.unique(pi):
+            rows = np.flatnonzero(pi == a)
+            est[rows] = sketch.adaptive_similarity(packed[a], packed, pj[rows], bins=bins)
+        seconds = timed(lambda b=bins: sketch.adaptive_sketches(speed_texts, bins=b))
+        floor = collection_floor(v3) if bins == v3.bins else t
+        estimators[f"v3 adaptive {bins}x2"] = (1 + bins // 4, est, seconds, floor, 3)
     _, flat, offsets = sketch.exact_sketches(texts)
     est = np.empty(len(pi))
     merge_started = time.perf_counter()
@@ -178,6 +232,9 @@ def main() -> None:
             entry[name] = {
                 "mean_abs_error": round(float(np.abs(e - jj).mean()), 4),
                 "buckets": per_bucket(e, jj) if name == "even" else None,
+                "by_union_size": by_union_size(e, jj, loaded["union"][sel], t, floor)
+                if name == "even"
+                else None,
                 "floor": round(floor, 5),
                 "all_candidates": pr(e, jj, found_all, t, floor, idn),
                 "all_candidates_floor_t": pr(e, jj, found_all, t, t, idn),

@@ -1032,9 +1032,9 @@ def replace_section(markdown_path: Path, section: str) -> None:
 
 
 def sketch_formats_section(results: Path) -> str:
-    """Sketch formats 1, 2 and exact (issue 16), from the runs saved in ``results``: estimators.json
-    (bench_estimators.py), tradeoff_formats.json, quality_{even,natural}_{v1,v2,exact}.json
-    (quality.py --create), service_batch_{v1,v2}_*.json (bench_service.py --quick --only batch),
+    """Sketch formats 1, 2, 3 and exact (issue 16), from the runs saved in ``results``: estimators.json
+    (bench_estimators.py), tradeoff_formats.json, quality_{even,natural}_{v1,v2,v3,exact}.json
+    (quality.py --create), service_batch_{v1,v2,v3}_*.json (bench_service.py --quick --only batch),
     signatures_formats.json (bench_sketch.py --quick --only signatures) and merge.json."""
 
     def load(name: str) -> Any:
@@ -1048,10 +1048,13 @@ def sketch_formats_section(results: Path) -> str:
         "## Sketch formats: what verification decides on (issue 16)",
         "",
         "Format 1 keeps 128 MinHash slots of 32 bits (512 bytes) and verifies on the fraction of equal "
-        "slots. Format 2 (the default for new collections) keeps its band keys and one-permutation bins "
-        "of 2 bits (code 0: empty bin; else 1 + the bin's minimum mod 3), estimating J from the bins "
-        "filled on either side; `verify: exact` keeps the sorted 32-bit shingle hashes and decides on "
-        "the exact Jaccard. The band keys come from the 128-slot MinHash in every format.",
+        "slots. Format 2 keeps its band keys and one-permutation bins of 2 bits (code 0: empty bin; else "
+        "1 + the bin's minimum mod 3), estimating J from the bins filled on either side. Format 3 (the "
+        "default for new collections) keeps the same bins in the same bytes (and a mode byte), except "
+        "that a document of at most bins / 4 shingles keeps a filled-bin bitmap and every shingle's code "
+        "there (w = bins / shingles - 1 bits each), so that two short documents are compared shingle by "
+        "shingle; `verify: exact` keeps the sorted 32-bit shingle hashes and decides on the exact "
+        "Jaccard. The band keys come from the 128-slot MinHash in every format.",
         "",
         f"### Estimators at (about) equal bytes: `python bench/bench_estimators.py` ({est['documents']:,} "
         f"documents; {est['pairs']['natural']:,} natural truth pairs; {est['pairs']['even']:,} even-spread "
@@ -1059,10 +1062,10 @@ def sketch_formats_section(results: Path) -> str:
         "",
         "Standard error (std of estimate - J) per bucket of true J on the even-spread pairs; P/R at "
         f"threshold {est['threshold']} with the collection's banding (v1: b={est['v1']['bands']}, "
-        f"r={est['v1']['rows']}; format 2: b={est['v2']['bands']}, r={est['v2']['rows']}) and floor t "
-        "(format 1: its own floor, t + half a standard error); sketch speed one thread, whole "
-        "corpus sample (these MB/s were measured on a loaded machine: see bench_sketch below for the "
-        "comparison with rensa).",
+        f"r={est['v1']['rows']}; formats 2 and 3: b={est['v2']['bands']}, r={est['v2']['rows']}) and floor t "
+        "(format 1: its own floor, t + half a standard error); sketch speed one thread on the corpus's "
+        "first 3,000 documents, each estimator timed apart (not interleaved) while other work ran: "
+        "read them as rough; bench_sketch below compares the formats in one run, beside rensa.",
         "",
     ]
     buckets = ["0.50", "0.60", "0.70", "0.75", "0.80", "0.85", "0.90", "0.95"]
@@ -1083,10 +1086,33 @@ def sketch_formats_section(results: Path) -> str:
         )
     lines += [
         "",
-        "Format 2 bytes per document are the bins only; the stored sketch adds a format byte and 8 bytes "
-        "per band key (format 1 recomputes its band keys from the slots): 481 bytes at the defaults.",
+        "Format 2 bytes per document are the bins only (format 3: its mode byte and the bins); the stored "
+        "sketch adds a format byte and 8 bytes per band key (format 1 recomputes its band keys from the "
+        "slots): 481 bytes at the defaults for format 2, 482 for format 3 (498 for format 3 at 1,472 bins, "
+        "the most within format 1's 512 bytes).",
         "",
     ]
+    sized = {
+        k: e["even"].get("by_union_size") for k, e in est["estimators"].items() if k.startswith(("v2", "v3"))
+    }
+    sized = {k: v for k, v in sized.items() if v and ("1408x2" in k)}
+    if sized:
+        groups = list(next(iter(sized.values())))
+        lines += [
+            "Near the threshold (even-spread pairs of true J 0.7 .. 0.9), by the number of shingles in the "
+            "pair's union: standard error, and false positives / misses at the floor with every pair a "
+            "candidate. Format 3 compares two documents of up to ~200 shingles shingle by shingle.",
+            "",
+            "| estimator | " + " | ".join(f"union {g}: pairs, SE, FP / missed" for g in groups) + " |",
+            "| --- " * (1 + len(groups)) + "|",
+        ]
+        for label, by in sized.items():
+            cells = [
+                f"{by[g]['pairs']}, {by[g]['std_error']}, {by[g]['false_positives']} / {by[g]['missed']}"
+                for g in groups
+            ]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append("")
     trade = load("tradeoff_formats.json")
     if trade:
         lines += [
@@ -1121,7 +1147,7 @@ def sketch_formats_section(results: Path) -> str:
         lines.append("")
     rows = []
     for corpus in ("even", "natural"):
-        for fmt in ("v1", "v2", "exact"):
+        for fmt in ("v1", "v2", "v3", "exact"):
             run = load(f"quality_{corpus}_{fmt}.json")
             if not run:
                 continue
@@ -1158,7 +1184,7 @@ def sketch_formats_section(results: Path) -> str:
     if batches:
         lines += [
             "### Batch check throughput (`python bench/bench_service.py --quick --only batch --workers 2 "
-            "--create '{...}'`, 6,000 passages of ~4 KB, runs of the two formats interleaved)",
+            "--create '{...}'`, 6,000 passages of ~4 KB, runs of two formats interleaved)",
             "",
             "| format | docs/s per run (median of 3 repeats each) | service CPU us/doc | Valkey CPU us/doc | "
             "Redis B/doc |",
@@ -1173,20 +1199,22 @@ def sketch_formats_section(results: Path) -> str:
                 f"{', '.join(str(r['redis_bytes_per_doc']) for r in runs)} |"
             )
         lines.append("")
-        if {"v1", "v2"} <= batches.keys():
-            med = {
-                fmt: (
-                    statistics.median(r["docs_per_s"] for r in batches[fmt]),
-                    statistics.median(r["cpu_us_per_doc"]["service_python"] for r in batches[fmt]),
-                )
-                for fmt in ("v1", "v2")
-            }
-            lines += [
-                f"Medians: format 2 {med['v2'][0]:,.0f} docs/s against format 1's {med['v1'][0]:,.0f} "
-                f"(**{med['v2'][0] / med['v1'][0]:.2f}x**); the service's CPU per document "
-                f"{med['v2'][1]} against {med['v1'][1]} us (**{med['v2'][1] / med['v1'][1]:.2f}x**).",
-                "",
-            ]
+        med = {
+            fmt: (
+                statistics.median(r["docs_per_s"] for r in runs),
+                statistics.median(r["cpu_us_per_doc"]["service_python"] for r in runs),
+            )
+            for fmt, runs in batches.items()
+        }
+        for new, old in (("v2", "v1"), ("v3", "v2")):
+            if {new, old} <= med.keys():
+                lines += [
+                    f"Medians: format {new[1]} {med[new][0]:,.0f} docs/s against format {old[1]}'s "
+                    f"{med[old][0]:,.0f} (**{med[new][0] / med[old][0]:.2f}x**); the service's CPU per "
+                    f"document {med[new][1]} against {med[old][1]} us "
+                    f"(**{med[new][1] / med[old][1]:.2f}x**).",
+                    "",
+                ]
     sig = load("signatures_formats.json")
     if sig and "signatures" in sig:
         s = sig["signatures"]
@@ -1195,13 +1223,16 @@ def sketch_formats_section(results: Path) -> str:
             "thread, pinned)",
             "",
             f"format 1 {s['neardup']['mb_per_s']} MB/s, format 2 (the 96 slots of its band keys and 1,408 "
-            f"two-bit bins, as the service computes it) {s['neardup_v2']['mb_per_s']} MB/s, exact "
+            f"two-bit bins, as the service computes it) {s['neardup_v2']['mb_per_s']} MB/s, format 3 "
+            f"{s['neardup_v3']['mb_per_s']} MB/s, exact "
             f"{s['neardup_exact']['mb_per_s']} MB/s; rensa on pre-made shingles "
             f"{max(s['rensa_batch']['mb_per_s'], s['rensa_objects']['mb_per_s'])} MB/s: format 2 is "
             f"**{s['ratios']['neardup_v2_over_rensa_best']}x** rensa (format 1 "
-            f"{s['ratios']['neardup_over_rensa_best']}x, exact "
+            f"{s['ratios']['neardup_over_rensa_best']}x, format 3 "
+            f"**{s['ratios']['neardup_v3_over_rensa_best']}x**, exact "
             f"{s['ratios']['neardup_exact_over_rensa_best']}x); in CPU time format 2 is "
-            f"{s['ratios_cpu_time'].get('neardup_v2_over_rensa_best', '-')}x. Kernels: "
+            f"{s['ratios_cpu_time'].get('neardup_v2_over_rensa_best', '-')}x, format 3 "
+            f"{s['ratios_cpu_time'].get('neardup_v3_over_rensa_best', '-')}x. Kernels: "
             f"{sig['machine']['active_isa']} (the AVX-512DQ table, chosen on AMD: docs/design.md, "
             "Sketching).",
             "",
@@ -1333,10 +1364,18 @@ def main() -> None:
     parser.add_argument(
         "--only-passages", action="store_true", help="only (re)write the Passages section from passages.json"
     )
+    parser.add_argument(
+        "--only-sketch-formats",
+        action="store_true",
+        help="only (re)write the Sketch formats section from the JSON of its runs in --results",
+    )
     args = parser.parse_args()
     results: Path = args.results
     if args.only_passages:
         replace_section(args.markdown, passages_section(results))
+        return
+    if args.only_sketch_formats:
+        replace_section(args.markdown, sketch_formats_section(results))
         return
     results.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

@@ -32,7 +32,12 @@ from neardup.domain.index import collection_floor  # noqa: E402
 from neardup.domain.models import CollectionParams  # noqa: E402
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
-FORMATS: dict[str, dict[str, Any]] = {"v1": {"sketch_format": 1}, "v2": {}, "exact": {"verify": "exact"}}
+FORMATS: dict[str, dict[str, Any]] = {
+    "v1": {"sketch_format": 1},
+    "v2": {"sketch_format": 2},
+    "v3": {"sketch_format": 3},
+    "exact": {"verify": "exact"},
+}
 
 
 def main() -> None:

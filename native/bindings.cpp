@@ -179,6 +179,37 @@ py::tuple sketch_estimate(const py::list& texts, int num_perm, bool char_mode, i
   return py::make_tuple(sigs, packed);
 }
 
+// Format 3: the MinHash signature (for the band keys) and the adaptive one-permutation bins (a mode
+// byte, then format 2's 2-bit planes or, for a short document, a bitmap and every shingle's code).
+py::tuple sketch_adaptive(const py::list& texts, int num_perm, bool char_mode, int size, uint64_t seed,
+                          bool normalize, bool lowercase, bool collapse, int threads,
+                          const std::string& isa, int bins) {
+  check_sketch_args(num_perm, threads);
+  if (bins < 64 || bins > 4096 || bins % 64 != 0) throw py::value_error("bins must be a multiple of 64 from 64 to 4096");
+  const TextOptions options = options_of(char_mode, size, normalize, lowercase, collapse);
+  const Kernels& kernels = kernels_for(isa);
+  const py::tuple items(texts);
+  const size_t n = items.size();
+  const size_t k = static_cast<size_t>(num_perm);
+  const std::vector<TextView> views = views_of(items);
+  const neardup::OphFamily oph = neardup::make_oph_family(static_cast<size_t>(bins), 2, seed);
+  const size_t stride = neardup::adaptive_bytes(oph.bins);
+  py::array_t<uint32_t> sigs({n, k});
+  py::array_t<uint8_t> packed({n, stride});
+  uint32_t* sig_dst = sigs.mutable_data();
+  uint8_t* bin_dst = packed.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const neardup::HashFamily family = neardup::make_hash_family(num_perm, seed);
+    for_each_document(n, threads, [&](size_t i, neardup::TextScratch& scratch, std::vector<uint32_t>& hashes) {
+      thread_local std::vector<uint32_t> value;
+      neardup::text_signature(views[i], options, family, kernels, scratch, hashes, sig_dst + i * k);
+      neardup::adaptive_bins(hashes.data(), hashes.size(), oph, kernels, value, bin_dst + i * stride);
+    });
+  }
+  return py::make_tuple(sigs, packed);
+}
+
 // Format 2, exact mode: the MinHash signature and the sorted distinct shingle hashes of each text
 // (concatenated; offsets[i]..offsets[i+1] are text i's).
 py::tuple sketch_exact(const py::list& texts, int num_perm, bool char_mode, int size, uint64_t seed,
@@ -246,6 +277,31 @@ py::array_t<float> bbit_similarity(const py::array_t<uint8_t, py::array::c_style
   {
     py::gil_scoped_release release;
     neardup::bbit_similarity(q, c, static_cast<size_t>(bins), bits, r, n, dst);
+  }
+  return out;
+}
+
+py::array_t<float> adaptive_similarity(const py::array_t<uint8_t, py::array::c_style>& query,
+                                       const py::array_t<uint8_t, py::array::c_style>& candidates,
+                                       const py::array_t<int64_t, py::array::c_style>& rows, bool use_rows,
+                                       int bins) {
+  if (bins < 64 || bins > 4096 || bins % 64 != 0) throw py::value_error("bins must be a multiple of 64 from 64 to 4096");
+  const size_t stride = neardup::adaptive_bytes(static_cast<size_t>(bins));
+  if (query.ndim() != 1 || static_cast<size_t>(query.shape(0)) != stride)
+    throw py::value_error("query must be 1-D of 1 + bins/4 bytes");
+  if (candidates.ndim() != 2 || static_cast<size_t>(candidates.shape(1)) != stride)
+    throw py::value_error("candidates must be 2-D (n, 1 + bins/4)");
+  const size_t total = static_cast<size_t>(candidates.shape(0));
+  const std::vector<int64_t> row_index = checked_rows(rows, use_rows, total);
+  const size_t n = use_rows ? row_index.size() : total;
+  py::array_t<float> out(n);
+  float* dst = out.mutable_data();
+  const uint8_t* q = query.data();
+  const uint8_t* c = candidates.data();
+  const int64_t* r = use_rows ? row_index.data() : nullptr;
+  {
+    py::gil_scoped_release release;
+    neardup::adaptive_similarity(q, c, static_cast<size_t>(bins), r, n, dst);
   }
   return out;
 }
@@ -391,6 +447,11 @@ PYBIND11_MODULE(_native, m) {
   m.def("sketch_exact", &sketch_exact, py::arg("texts"), py::arg("num_perm"), py::arg("char_mode"),
         py::arg("size"), py::arg("seed"), py::arg("normalize"), py::arg("lowercase"), py::arg("collapse"),
         py::arg("threads"), py::arg("isa"));
+  m.def("sketch_adaptive", &sketch_adaptive, py::arg("texts"), py::arg("num_perm"), py::arg("char_mode"),
+        py::arg("size"), py::arg("seed"), py::arg("normalize"), py::arg("lowercase"), py::arg("collapse"),
+        py::arg("threads"), py::arg("isa"), py::arg("bins"));
+  m.def("adaptive_similarity", &adaptive_similarity, py::arg("query"), py::arg("candidates"), py::arg("rows"),
+        py::arg("use_rows"), py::arg("bins"));
   m.def("bbit_similarity", &bbit_similarity, py::arg("query"), py::arg("candidates"), py::arg("rows"),
         py::arg("use_rows"), py::arg("bins"), py::arg("bits"));
   m.def("exact_similarity", &exact_similarity, py::arg("query"), py::arg("flat"), py::arg("offsets"),

@@ -370,7 +370,8 @@ NEARDUP_TARGET_DQ void word_tokens_avx512dq(const uint8_t* text, size_t size, bo
 // oph_serial's bins with the shingles hashed 8 at a time, and no filled-bin bitmap: a bin is filled
 // when its minimum is below 0xFFFFFFFF (the rare shingle whose low half is 0xFFFFFFFF marks its bin
 // apart). The codes are then computed 16 bins at a time, and every bin is reset.
-NEARDUP_TARGET_DQ void oph_avx512dq(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value, uint8_t* out) {
+NEARDUP_TARGET_DQ void oph_avx512dq(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value, uint8_t* out,
+                                    uint64_t* keys) {
   const size_t k = f.bins;
   const size_t words = k / 64;
   std::memset(out, 0, oph_bytes(f));
@@ -398,7 +399,9 @@ NEARDUP_TARGET_DQ void oph_avx512dq(const uint32_t* x, size_t n, const OphFamily
     v = _mm512_xor_si512(v, _mm512_srli_epi64(v, 33));
     // lane = bin << 32 | low half: the bin is the high half of (v >> 32) * bins
     const __m512i bin = _mm512_mul_epu32(_mm512_srli_epi64(v, 32), scale);
-    _mm512_store_si512(lanes, _mm512_mask_blend_epi32(0xAAAA, v, bin));
+    const __m512i keyed = _mm512_mask_blend_epi32(0xAAAA, v, bin);
+    _mm512_store_si512(lanes, keyed);
+    if (keys) _mm512_storeu_si512(keys + j, keyed);
     for (int t = 0; t < 8; ++t) {
       const uint32_t low = static_cast<uint32_t>(lanes[t]);
       uint32_t& slot = value[lanes[t] >> 32];
@@ -413,6 +416,7 @@ NEARDUP_TARGET_DQ void oph_avx512dq(const uint32_t* x, size_t n, const OphFamily
     const size_t b = oph_bin(v, k);
     const uint32_t low = static_cast<uint32_t>(v);
     value[b] = low < value[b] ? low : value[b];
+    if (keys) keys[j] = (static_cast<uint64_t>(b) << 32) | low;
     if (__builtin_expect(low == 0xFFFFFFFFu, 0)) mark_bin(b);
   }
   uint64_t* planes = reinterpret_cast<uint64_t*>(out);  // 8-byte aligned by the callers
@@ -452,7 +456,8 @@ NEARDUP_TARGET_DQ void oph_avx512dq(const uint32_t* x, size_t n, const OphFamily
       }
       for (int p = 0; p < f.bits; ++p) planes[static_cast<size_t>(p) * words + w] = plane[p];
     }
-    for (int q = 0; q < 4; ++q) _mm512_storeu_si512(slots + 16 * q, all);
+    if (!keys)
+      for (int q = 0; q < 4; ++q) _mm512_storeu_si512(slots + 16 * q, all);
   }
 }
 

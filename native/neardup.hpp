@@ -150,11 +150,14 @@ void word_tokens_avx512dq(const uint8_t*, size_t, bool, const uint64_t*, const u
 
 struct OphFamily;
 // The format-2 bins of shingle hashes (see oph_bins); `value` is the caller's scratch of f.bins slots,
-// all 0xFFFFFFFF before and after the call.
-using OphKernel = void (*)(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value, uint8_t* out);
-void oph_serial(const uint32_t*, size_t, const OphFamily&, uint32_t*, uint8_t*);
+// all 0xFFFFFFFF before the call and, when `keys` is null, after it. When `keys` is not null, keys[j] =
+// bin << 32 | value of shingle j (what format 3 sorts a short document's shingles by), and `value`
+// keeps each filled bin's minimum for the caller, who resets those slots to 0xFFFFFFFF.
+using OphKernel = void (*)(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value, uint8_t* out,
+                           uint64_t* keys);
+void oph_serial(const uint32_t*, size_t, const OphFamily&, uint32_t*, uint8_t*, uint64_t*);
 #ifdef NEARDUP_X86
-void oph_avx512dq(const uint32_t*, size_t, const OphFamily&, uint32_t*, uint8_t*);
+void oph_avx512dq(const uint32_t*, size_t, const OphFamily&, uint32_t*, uint8_t*, uint64_t*);
 #endif
 
 struct Kernels {
@@ -210,11 +213,25 @@ inline size_t oph_bytes(const OphFamily& f) { return f.bins * static_cast<size_t
 // `value` is scratch kept by the caller between calls (it stays all 0xFFFFFFFF). Every kernel gives
 // the same bytes.
 void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
-              std::vector<uint32_t>& value, uint8_t* out);
+              std::vector<uint32_t>& value, uint8_t* out, uint64_t* keys = nullptr);
 // Estimated Jaccard of query with candidates[row_j] (each bits*bins/8 bytes): agreeing bins, corrected
 // for chance agreement of the codes, over the bins filled on either side.
 void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
                      const int64_t* rows, size_t n, float* out);
+// Sketch format 3 (sketch_v2.cpp): a mode byte, then bins / 4 bytes. Mode 0 (dense): format 2's two bit
+// planes. Mode w in [kAdaptiveMinWidth, kAdaptiveMaxWidth] (sparse: n distinct (bin, value) pairs with
+// w = min(bins / n - 1, kAdaptiveMaxWidth) >= kAdaptiveMinWidth): the filled-bin bitmap (bins / 64
+// little-endian words), then as a little-endian bit stream every shingle in bin order (within a bin by
+// its 32-bit value): the value mod 3 * 2^(w - 2) in w bits, then 1 if the next shingle is in the same
+// bin, else 0; the rest zero. Every ISA gives the same bytes. Two sparse sketches whose widths are both
+// at least kAdaptiveSetWidth are compared shingle by shingle, any other pair on the bins' minima.
+inline constexpr size_t kAdaptiveMinWidth = 3, kAdaptiveMaxWidth = 16, kAdaptiveSetWidth = 6;
+size_t adaptive_bytes(size_t bins);
+void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
+                   std::vector<uint32_t>& value, uint8_t* out);
+// Estimated Jaccard of a format-3 sketch with candidates[row_j] (adaptive_bytes(bins) each).
+void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows,
+                         size_t n, float* out);
 // Sort and deduplicate in place; returns the size.
 size_t sorted_set(std::vector<uint32_t>& hashes);
 // Size of the intersection of two sorted sets when it is >= need; otherwise some value < need.

@@ -14,6 +14,7 @@ then h_i(x) = hi32(A_i * x + B_i mod 2^64) with (A_i, B_i) from splitmix64(seed)
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 
@@ -208,6 +209,7 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[int]:
 
 OPH_SALT = 0x6F70682D76322D31
 BAND_SALT_V2 = 0x6E6431642D763200
+BAND_SALT_V3 = 0x6E6431642D763300
 
 
 def shingle_keys(text: str, *, size: int = 5, shingle: str = "word", **options: bool) -> list[int]:
@@ -257,15 +259,104 @@ def oph_similarity(a: bytes, b: bytes, bins: int, bits: int) -> float:
     return min(1.0, max(0.0, (equal - chance * both) / (1 - chance) / either))
 
 
-def band_keys_v2(sig: np.ndarray, bands: int, rows: int) -> list[int]:
+def band_keys_v2(sig: np.ndarray, bands: int, rows: int, salt: int = BAND_SALT_V2) -> list[int]:
     if int(sig[0]) == EMPTY_SLOT:
         return [0] * bands
     out = []
     for j in range(bands):
-        h = (((j + 1) * 0x9E3779B97F4A7C15) & MASK64) ^ BAND_SALT_V2
+        h = (((j + 1) * 0x9E3779B97F4A7C15) & MASK64) ^ salt
         for t in range(rows):
             h = ((h ^ int(sig[j * rows + t])) * 0xBF58476D1CE4E5B9) & MASK64
             h ^= h >> 31
         h = fmix64(h)
         out.append(h or 1)
     return out
+
+
+def band_keys_v3(sig: np.ndarray, bands: int, rows: int) -> list[int]:
+    return band_keys_v2(sig, bands, rows, BAND_SALT_V3)
+
+
+def _oph_keys(text: str, bins: int, seed: int, size: int, shingle: str) -> list[tuple[int, int]]:
+    """The distinct (bin, 32-bit value) of the shingles, sorted: bins in order, each bin's minimum first."""
+    salt = splitmix64(seed ^ OPH_SALT, 1)[0]
+    keyed = set()
+    for x in shingle_keys(text, size=size, shingle=shingle):
+        v = fmix64(x ^ salt)
+        keyed.add((((v >> 32) * bins) >> 32, v & 0xFFFFFFFF))
+    return sorted(keyed)
+
+
+def oph_bins_v3(text: str, *, bins: int = 1024, seed: int = 1, size: int = 5, shingle: str = "word") -> bytes:
+    """Sketch format 3: a mode byte, then bins / 4 bytes. With n distinct (bin, value) of the shingles and
+    w = bins // n - 1 >= 3: mode min(w, 16), the filled-bin bitmap (little-endian 64-bit words), then
+    every shingle in bin order (within a bin by its 32-bit value) as its value mod 3 * 2^(w - 2) in w
+    bits and 1 bit (1: the next shingle is in the same bin), a little-endian bit stream. Otherwise
+    mode 0 and format 2's 2-bit planes (``oph_bins``)."""
+    keys = _oph_keys(text, bins, seed, size, shingle)
+    width = bins // len(keys) - 1 if keys else 0
+    if width < 3:
+        return b"\x00" + oph_bins(text, bins=bins, bits=2, seed=seed, size=size, shingle=shingle)
+    width = min(width, 16)
+    modulus = 3 << (width - 2)
+    bitmap = sum(1 << b for b in {b for b, _ in keys})
+    stream, pos = 0, 0
+    for k, (b, low) in enumerate(keys):
+        more = k + 1 < len(keys) and keys[k + 1][0] == b
+        stream |= ((low % modulus) | (int(more) << width)) << pos
+        pos += width + 1
+    return bytes([width]) + bitmap.to_bytes(bins // 8, "little") + stream.to_bytes(bins // 8, "little")
+
+
+def oph_similarity_v3(a: bytes, b: bytes, bins: int) -> float:
+    """The estimate of two ``oph_bins_v3``. Both sparse with widths >= 6: shingle by shingle (pairs of
+    one shingle of each in the bins filled on both sides, those agreeing at the smaller modulus less
+    the 1 / modulus of the others expected to agree by chance, over the union). Otherwise format 2's
+    estimate on the bins' minima at the smaller modulus (3 for mode 0). The shingle-by-shingle count
+    of common shingles is rounded to a whole number."""
+    words = bins // 64
+
+    def decode(data: bytes) -> tuple[list[tuple[int, int]], dict[int, int], int, int]:
+        body = int.from_bytes(data[1:], "little")
+        if data[0] == 0:
+            mins = {}
+            for i in range(bins):
+                code = ((body >> i) & 1) | (((body >> (words * 64 + i)) & 1) << 1)
+                if code:
+                    mins[i] = code - 1
+            return [], mins, 3, 0
+        width = data[0]
+        stream = body >> bins
+        elements, mins, pos = [], {}, 0
+        for i in range(bins):
+            if not (body >> i) & 1:
+                continue
+            more = True
+            while more:
+                code = (stream >> pos) & ((1 << (width + 1)) - 1)
+                pos += width + 1
+                more = bool(code >> width)
+                mins.setdefault(i, code & ((1 << width) - 1))
+                elements.append((i, code & ((1 << width) - 1)))
+        return elements, mins, 3 << (width - 2), width
+
+    ea, ma, mod_a, wa = decode(a)
+    eb, mb, mod_b, wb = decode(b)
+    m = min(mod_a, mod_b)
+    chance = 1 / m
+    if min(wa, wb) >= 6:
+        pairs = equal = 0
+        for i, x in ea:
+            for j, y in eb:
+                if i == j:
+                    pairs += 1
+                    equal += x % m == y % m
+        common = math.floor((equal - chance * pairs) / (1 - chance) + 0.5)
+        union = len(ea) + len(eb) - common
+        return min(1.0, max(0.0, common / union)) if union > 0 else 0.0
+    either = len(ma.keys() | mb.keys())
+    both = ma.keys() & mb.keys()
+    equal = sum(1 for i in both if ma[i] % m == mb[i] % m)
+    if not either:
+        return 0.0
+    return min(1.0, max(0.0, (equal - chance * len(both)) / (1 - chance) / either))

@@ -49,7 +49,7 @@ async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
     )
     params = CollectionParams.create(
         body.name,
-        sketch_format=DEFAULT_SKETCH_FORMAT if body.sketch_format is None else body.sketch_format,
+        sketch_format=body.sketch_format,
         verify=body.verify or "estimate",
         **options,  # type: ignore[arg-type]
     )
@@ -58,14 +58,15 @@ async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
     except CollectionConflict:
         if body.sketch_format is not None or body.verify is not None:
             raise
-        # The same request, without a format, that created this collection before format 2 existed:
-        # it is that collection (format 1), not a conflict. Otherwise the first conflict stands.
-        legacy = CollectionParams.create(body.name, sketch_format=1, **options)  # type: ignore[arg-type]
-        try:
-            stored, created = await ctx.service.create_collection(legacy)
-        except CollectionConflict:
-            pass
-        else:
+        # The same request, without a format, that created this collection when the default was an
+        # earlier format (1 before format 2, 2 before format 3): it is that collection, not a
+        # conflict. Otherwise the first conflict stands.
+        for earlier in range(DEFAULT_SKETCH_FORMAT - 1, 0, -1):
+            legacy = CollectionParams.create(body.name, sketch_format=earlier, **options)  # type: ignore[arg-type]
+            try:
+                stored, created = await ctx.service.create_collection(legacy)
+            except CollectionConflict:
+                continue
             return JSONBytesResponse(params_dict(stored, await _documents(ctx, stored.name)), status_code=200)
         raise
     if created:

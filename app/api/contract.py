@@ -91,7 +91,7 @@ def _limits(schema: dict[str, Any], settings: Settings, limits: Limits) -> None:
         {
             "rule": "verify 'exact' needs sketch_format 2",
             "description": "exact mode stores the shingle hashes beside format 2's band keys; sketch_format "
-            "defaults to 2 (a collection created before format 2 keeps format 1)",
+            "defaults to 3, or 2 with verify 'exact' (a collection keeps the format it was created with)",
         },
     ]
     body_rule = f"the request body is at most {settings.max_body_bytes} bytes (413 otherwise)"

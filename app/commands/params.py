@@ -29,7 +29,7 @@ def choose(args: argparse.Namespace) -> tuple[int, int]:
                 )
             sketch.error_probabilities(args.threshold, args.bands, args.rows)  # validates the threshold
             return int(args.bands), int(args.rows)
-        if args.sketch_format == 2 and args.fp_weight is None and args.fn_weight is None:
+        if args.sketch_format != 1 and args.fp_weight is None and args.fn_weight is None:
             return sketch.recall_bands(
                 args.threshold, args.num_perm, RECALL_AT_THRESHOLD, max_bands(args.num_perm)
             )
@@ -84,6 +84,8 @@ def verification(args: argparse.Namespace, bands: int, rows: int) -> dict[str, o
         p = t + (1 - t) * chance
         error = (p * (1 - p) / params.bins) ** 0.5 / (1 - chance)
         sketch_name = f"{params.bins} one-permutation bins of {sketch.BITS_PER_BIN} bits"
+        if params.sketch_format == 3:
+            sketch_name += " (a document of at most a quarter as many shingles keeps every shingle)"
     return {
         "sketch_format": params.sketch_format,
         "sketch": sketch_name,

@@ -15,12 +15,16 @@ from neardup.domain.models import CollectionParams
 
 #: First byte of every stored format-2 sketch (format 1 sketches are the bare 4 * num_perm bytes).
 FORMAT2_TAG = b"\x02"
+#: First byte of every stored format-3 sketch; its byte after the band keys is the bins' mode.
+FORMAT3_TAG = b"\x03"
+TAGS = {2: FORMAT2_TAG, 3: FORMAT3_TAG}
 
 
 @dataclass(frozen=True)
 class Sketches:
     """A batch's sketches. ``signatures``: the MinHash slots the band keys come from (and, in format 1,
-    verification). ``bins``: format 2 estimate mode, (n, bins * 2 / 8) uint8. ``sets``/``offsets``:
+    verification). ``bins``: format 2 estimate mode, (n, bins * 2 / 8) uint8; format 3, (n, 1 + bins / 4)
+    uint8 (the mode byte, then the bins). ``sets``/``offsets``:
     format 2 exact mode, the sorted shingle hashes of document i are sets[offsets[i]:offsets[i + 1]]."""
 
     signatures: sketch.U32Array  # (n, num_perm)
@@ -37,7 +41,7 @@ class Sketches:
         """What the store keeps of document i (compared byte for byte to tell an unchanged retry)."""
         if self.sketch_format == 1:
             return bytes(self.signatures[i].astype("<u4", copy=False).tobytes())
-        head = FORMAT2_TAG + bytes(self.band_keys[i].astype("<u8", copy=False).tobytes())
+        head = TAGS[self.sketch_format] + bytes(self.band_keys[i].astype("<u8", copy=False).tobytes())
         if self.bins is not None:
             return head + bytes(self.bins[i].tobytes())
         assert self.sets is not None and self.offsets is not None
@@ -52,7 +56,7 @@ class Sketches:
         n = len(self.empty)
         if self.bins is not None:  # all of one size: one (n, size) matrix, not a Python step per document
             keys = np.ascontiguousarray(self.band_keys, dtype="<u8").view(np.uint8).reshape(n, -1)
-            tag = np.full((n, 1), FORMAT2_TAG[0], dtype=np.uint8)
+            tag = np.full((n, 1), TAGS[self.sketch_format][0], dtype=np.uint8)
             return np.hstack([tag, keys, self.bins]).tobytes()
         return b"".join(self.stored(i) for i in range(n))
 
@@ -96,16 +100,21 @@ def sketch_texts(params: CollectionParams, texts: Sequence[str], threads: int = 
         return Sketches(
             signatures, keys, sketch.is_empty(signatures), 2, sets=sets, offsets=offsets, passages=passages
         )
-    signatures, bins = sketch.estimate_sketches(texts, threads=threads, bins=params.bins, **options)  # type: ignore[arg-type]
-    keys = sketch.band_keys(signatures, params.bands, params.rows, sketch_format=2)
-    return Sketches(signatures, keys, sketch.is_empty(signatures), 2, bins=bins, passages=passages)
+    if params.sketch_format == 3:
+        signatures, bins = sketch.adaptive_sketches(texts, threads=threads, bins=params.bins, **options)  # type: ignore[arg-type]
+    else:
+        signatures, bins = sketch.estimate_sketches(texts, threads=threads, bins=params.bins, **options)  # type: ignore[arg-type]
+    keys = sketch.band_keys(signatures, params.bands, params.rows, sketch_format=params.sketch_format)
+    return Sketches(
+        signatures, keys, sketch.is_empty(signatures), params.sketch_format, bins=bins, passages=passages
+    )
 
 
 def stored_band_keys(params: CollectionParams, signature: bytes) -> bytes:
     """Band keys of a stored sketch (to remove its entries); b'' for an empty or unreadable one."""
-    if params.sketch_format == 2:
+    if params.sketch_format != 1:
         size = 8 * params.bands
-        if len(signature) < 1 + size or signature[:1] != FORMAT2_TAG:
+        if len(signature) < 1 + size or signature[:1] != TAGS[params.sketch_format]:
             return b""
         keys = signature[1 : 1 + size]
         return b"" if keys == bytes(size) else keys
@@ -122,10 +131,12 @@ def readable(params: CollectionParams, signature: bytes) -> bool:
     if params.sketch_format == 1:
         return len(signature) == 4 * params.num_perm
     fixed = 1 + 8 * params.bands
-    if signature[:1] != FORMAT2_TAG:
+    if signature[:1] != TAGS[params.sketch_format]:
         return False
     if params.verify == "exact":
         return len(signature) >= fixed and (len(signature) - fixed) % 4 == 0
+    if params.sketch_format == 3 and len(signature) > fixed and signature[fixed] not in ADAPTIVE_MODES:
+        return False
     return len(signature) == params.stored_bytes
 
 
@@ -136,6 +147,9 @@ def signature_matrix(signatures: Sequence[bytes], num_perm: int) -> sketch.U32Ar
     flat = np.frombuffer(b"".join(signatures), dtype="<u4").astype(np.uint32)
     return flat.reshape(len(signatures), num_perm)
 
+
+#: Mode bytes of format 3's bins: 0 (dense, format 2's planes) or a sparse document's code width.
+ADAPTIVE_MODES = frozenset({0, *range(3, 17)})
 
 Scorer = Callable[[int, Sequence[int], float], list[float]]
 
@@ -155,6 +169,8 @@ def candidate_scorer(params: CollectionParams, batch: Sketches, fetched: Sequenc
         stored = np.frombuffer(b"".join(f[fixed:] for f in fetched), dtype=np.uint8).reshape(-1, stride)
         bins = np.concatenate([batch.bins, stored])
         b = params.bins
+        if params.sketch_format == 3:
+            return lambda i, rows, floor: sketch.adaptive_similarity(bins[i], bins, rows, bins=b).tolist()
         return lambda i, rows, floor: sketch.bbit_similarity(
             bins[i], bins, rows, bins=b, bits=sketch.BITS_PER_BIN
         ).tolist()

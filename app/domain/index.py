@@ -101,8 +101,8 @@ def verification_floor(threshold: float, num_perm: int) -> float:
     return threshold + VERIFY_Z * math.sqrt(threshold * (1.0 - threshold) / num_perm)
 
 
-#: Format 2: a match needs an estimate of at least t + VERIFY_Z2 standard errors of the b-bit
-#: one-permutation estimate, and in exact mode a Jaccard of at least t.
+#: Formats 2 and 3: a match needs an estimate of at least t + VERIFY_Z2 standard errors of the b-bit
+#: one-permutation estimate (format 2's dense bins), and in exact mode a Jaccard of at least t.
 VERIFY_Z2 = 0.0
 
 

@@ -38,8 +38,9 @@ MAX_SHINGLE_SIZE = sketch.MAX_SHINGLE_SIZE
 #: bands found no more pairs there, b=14 found fewer.
 FP_WEIGHT, FN_WEIGHT = 0.15, 0.85
 #: Sketch format of new collections (``sketch.SKETCH_FORMATS``). A collection keeps the format it was
-#: created with; a registry entry without one is format 1.
-DEFAULT_SKETCH_FORMAT = 2
+#: created with; a registry entry without one is format 1. Exact mode, which only format 2 has, takes
+#: format 2 when no format is given.
+DEFAULT_SKETCH_FORMAT = 3
 #: The passage format (neardup.domain.fingerprints) of collections created with passages on.
 DEFAULT_PASSAGE_FORMAT = 2
 #: Format 2 chooses its banding for recall at the threshold (``sketch.recall_bands``): P(t) of at
@@ -56,11 +57,11 @@ RECALL_AT_THRESHOLD = 0.99
 MEMORY_RESERVE = 16
 
 
-def default_bins(num_perm: int, bands: int) -> int:
-    """Bins of a format-2 estimate sketch: as many 2-bit bins (a multiple of 64, at most 4096) as fit,
-    beside the format byte and the band keys, in the 4 * num_perm bytes format 1 stores (less
-    ``MEMORY_RESERVE``)."""
-    room = 4 * num_perm - MEMORY_RESERVE - 1 - 8 * bands
+def default_bins(num_perm: int, bands: int, sketch_format: int = 2) -> int:
+    """Bins of a format-2 or format-3 estimate sketch: as many 2-bit bins (a multiple of 64, at most
+    4096) as fit, beside the format byte, the band keys (and format 3's mode byte), in the
+    4 * num_perm bytes format 1 stores (less ``MEMORY_RESERVE``)."""
+    room = 4 * num_perm - MEMORY_RESERVE - 1 - 8 * bands - (1 if sketch_format == 3 else 0)
     return max(64, min(4096, room * 8 // sketch.BITS_PER_BIN // 64 * 64))
 
 
@@ -93,7 +94,10 @@ class CollectionParams:
       1, the num_perm 32-bit MinHash slots (verification: the fraction of equal slots); 2, the band
       keys and, for verification, ``bins`` one-permutation bins of 2 bits (``verify="estimate"``) or
       the sorted 32-bit hashes of every shingle (``verify="exact"``: the exact Jaccard of the shingle
-      hash sets).
+      hash sets); 3, format 2's estimate sketch in the same bytes (and a mode byte), except that a
+      short document (at most bins / 4 distinct shingles) keeps every shingle there instead, compared
+      shingle by shingle with another short one (``sketch.adaptive_sketches``): sharper at the
+      threshold.
     - ``passages``: also index every stored document for passage search (which stored texts contain
       passages of a text, where; docs/design.md, "Passages"). Costs memory per stored document.
     - ``expected_documents``: optional capacity hint; the store sizes its band table for that many
@@ -144,7 +148,7 @@ class CollectionParams:
         ttl_seconds: int | None = None,
         max_documents: int | None = None,
         expected_documents: int | None = None,
-        sketch_format: int = DEFAULT_SKETCH_FORMAT,
+        sketch_format: int | None = None,
         verify: Verify = "estimate",
         passages: bool = False,
         site_field: str | None = None,
@@ -155,6 +159,8 @@ class CollectionParams:
         _check_name(name)
         _check_threshold(threshold)
         _check_num_perm(num_perm)
+        if sketch_format is None:
+            sketch_format = 2 if verify == "exact" else DEFAULT_SKETCH_FORMAT
         _check_format(sketch_format, verify)
         if (bands is None) != (rows is None):
             # Given one alone, derive the other so the banding uses as many slots as it can.
@@ -171,7 +177,9 @@ class CollectionParams:
             bands, rows = sketch.recall_bands(
                 float(threshold), num_perm, RECALL_AT_THRESHOLD, max_bands(num_perm)
             )
-        bins = default_bins(num_perm, bands) if sketch_format == 2 and verify == "estimate" else 0
+        bins = (
+            default_bins(num_perm, bands, sketch_format) if sketch_format != 1 and verify == "estimate" else 0
+        )
         if passage_format is None:
             passage_format = DEFAULT_PASSAGE_FORMAT if passages else 1
         return cls(
@@ -223,6 +231,8 @@ class CollectionParams:
             return 4 * self.num_perm
         if self.verify == "exact":
             return 1 + 8 * self.bands
+        if self.sketch_format == 3:
+            return 1 + 8 * self.bands + 1 + self.bins // 4
         return 1 + 8 * self.bands + self.bins * sketch.BITS_PER_BIN // 8
 
     def candidate_probability(self, similarity: float) -> float:
@@ -359,11 +369,11 @@ def _validate(p: CollectionParams) -> None:
     if isinstance(p.seed, bool) or not isinstance(p.seed, int) or not 0 <= p.seed < 2**64:
         raise InvalidParameters(f"seed must be an integer from 0 to 2**64-1, got {p.seed!r}")
     _check_format(p.sketch_format, p.verify)
-    if p.sketch_format == 2 and p.verify == "estimate":
+    if p.sketch_format != 1 and p.verify == "estimate":
         if isinstance(p.bins, bool) or not isinstance(p.bins, int) or not 64 <= p.bins <= 4096 or p.bins % 64:
             raise InvalidParameters(f"bins must be a multiple of 64 from 64 to 4096, got {p.bins!r}")
     elif p.bins != 0:
-        raise InvalidParameters("bins is only for sketch_format 2 with verify='estimate'")
+        raise InvalidParameters("bins is only for sketch_format 2 or 3 with verify='estimate'")
     if p.ttl_seconds is not None:
         _check_positive("ttl_seconds", p.ttl_seconds)
         if p.ttl_seconds > MAX_TTL_SECONDS:

@@ -41,10 +41,11 @@ function candidateProbability(s, bands, rows) {
 }
 
 // What a candidate is decided on: the collection's sketch format (1: the MinHash slots; 2: b-bit
-// one-permutation bins, or the exact shingle sets).
+// one-permutation bins, or the exact shingle sets; 3: format 2's bins, or a short document's shingles).
 function verifiedOn(c) {
   if (c.sketch_format === 2 && c.verify === "exact") return "exact Jaccard of the shingle sets";
   if (c.sketch_format === 2) return c.bins + " bins of 2 bits (format 2)";
+  if (c.sketch_format === 3) return c.bins + " bins of 2 bits, or every shingle of a short document (format 3)";
   return c.num_perm + " MinHash slots (format 1)";
 }
 

@@ -117,10 +117,10 @@ async def test_unknown_collection_is_404_everywhere(client: AsyncClient) -> None
 
 
 async def test_sketch_formats_and_exact_mode(client: AsyncClient) -> None:
-    # New collections are format 2; a format-1 one (made before format 2) is still what a request
-    # without a format names: 200 with its own parameters, not a 409.
+    # New collections are format 3; a format-1 one (made before format 2) or a format-2 one (made
+    # before format 3) is still what a request without a format names: 200 with its own parameters.
     new = (await client.post("/v1/collections", json={"name": "new"})).json()
-    assert (new["sketch_format"], new["verify"], new["bins"]) == (2, "estimate", 1408)
+    assert (new["sketch_format"], new["verify"], new["bins"]) == (3, "estimate", 1408)
     assert (new["bands"], new["rows"]) == (16, 6)
     old = await client.post("/v1/collections", json={"name": "old", "threshold": 0.7, "sketch_format": 1})
     assert old.status_code == 201 and old.json()["sketch_format"] == 1 and old.json()["bins"] == 0
@@ -132,6 +132,12 @@ async def test_sketch_formats_and_exact_mode(client: AsyncClient) -> None:
         "/v1/collections", json={"name": "old", "threshold": 0.7, "sketch_format": 2}
     )
     assert conflict.status_code == 409 and "sketch_format" in conflict.json()["message"]
+    two = await client.post("/v1/collections", json={"name": "two", "threshold": 0.7, "sketch_format": 2})
+    assert two.status_code == 201 and two.json()["sketch_format"] == 2 and two.json()["bins"] == 1408
+    again = await client.post("/v1/collections", json={"name": "two", "threshold": 0.7})
+    assert again.status_code == 200 and again.json() == {**two.json(), "documents": 0}
+    other = await client.post("/v1/collections", json={"name": "two", "threshold": 0.7, "sketch_format": 3})
+    assert other.status_code == 409
     # exact mode: the true Jaccard of the shingle sets (here 8 of 10 word 1-grams shared: 8 / 12)
     exact = await client.post(
         "/v1/collections", json={"name": "ex", "threshold": 0.6, "size": 1, "verify": "exact"}
@@ -145,7 +151,7 @@ async def test_sketch_formats_and_exact_mode(client: AsyncClient) -> None:
     assert match["id"] == "a" and match["similarity"] == pytest.approx(8 / 12, abs=1e-6)
     for bad in (
         {"name": "x", "verify": "exact", "sketch_format": 1},
-        {"name": "x", "sketch_format": 3},
+        {"name": "x", "sketch_format": 4},
         {"name": "x", "verify": "roughly"},
     ):
         response = await client.post("/v1/collections", json=bad)

@@ -29,7 +29,10 @@ def test_params_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["params", "--threshold", "0.8", "--num-perm", "128"]) == 0
     out = capsys.readouterr().out
     assert "16 bands x 6 rows" in out and "0.80    0.9923  <- threshold" in out
-    assert "1408 one-permutation bins of 2 bits (481 bytes per document" in out
+    assert (
+        "1408 one-permutation bins of 2 bits (a document of at most a quarter as many shingles keeps" in out
+    )
+    assert "(482 bytes per document" in out
     # Format 1: the service's weights (misses weigh 0.85).
     assert main(["params", "--threshold", "0.8", "--num-perm", "128", "--sketch-format", "1"]) == 0
     out = capsys.readouterr().out
@@ -49,7 +52,7 @@ def test_params_json_and_weights(capsys: pytest.CaptureFixture[str]) -> None:
     )
     data = json.loads(capsys.readouterr().out)
     assert (data["bands"], data["rows"]) == sketch.optimal_bands(0.9, 256, 0.2, 0.8)
-    assert data["sketch_format"] == 2 and data["verification_floor"] == pytest.approx(0.9, abs=0.01)
+    assert data["sketch_format"] == 3 and data["verification_floor"] == pytest.approx(0.9, abs=0.01)
     assert data["candidate_probability"]["0.9"] == pytest.approx(
         float(sketch.collision_probability(0.9, data["bands"], data["rows"]))
     )

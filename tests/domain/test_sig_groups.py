@@ -16,9 +16,11 @@ pytestmark = pytest.mark.anyio
 
 
 def test_format_two_sketches_fill_a_64_kib_listpack() -> None:
-    params = CollectionParams.create("x", threshold=0.8)
+    params = CollectionParams.create("x", threshold=0.8, sketch_format=2)
     assert params.stored_bytes == 481
     assert keys.sig_group_size(481) == 134
+    assert CollectionParams.create("x", threshold=0.8).stored_bytes == 482  # format 3, the default
+    assert keys.sig_group_size(482) == 134
     # 134 entries of 481 bytes (fields "0".."133") and the listpack's own 7 bytes fit in 64 KiB; 135 not
     entry = keys._listpack_string_entry(481)
     assert 128 * (entry + 2) + 6 * (entry + 3) + 7 <= 65536 < 128 * (entry + 2) + 7 * (entry + 3) + 7

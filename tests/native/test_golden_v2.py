@@ -63,7 +63,7 @@ def test_format_2_band_keys_differ_from_format_1() -> None:
     two = sketch.band_keys(sig, 16, 8, sketch_format=2)
     assert not np.intersect1d(one, two).size
     with pytest.raises(ValueError, match="sketch_format"):
-        sketch.band_keys(sig, 16, 8, sketch_format=3)
+        sketch.band_keys(sig, 16, 8, sketch_format=4)
 
 
 def test_batches_and_threads_give_the_same_bytes() -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from neardup import sketch
+from tests import reference as ref
 
 ISAS = sketch.available_isas()
 
@@ -167,6 +168,35 @@ def test_format_2_sketches_identical_to_serial(isa: str, shingle: str, size: int
     exact_serial = sketch.exact_sketches(texts, shingle=shingle, size=size, isa="serial")  # type: ignore[arg-type]
     exact_other = sketch.exact_sketches(texts, shingle=shingle, size=size, isa=isa)  # type: ignore[arg-type]
     assert all(np.array_equal(a, b) for a, b in zip(exact_serial, exact_other, strict=True))
+
+
+@pytest.mark.parametrize("isa", ISAS[1:] or ["serial"])
+@pytest.mark.parametrize(("shingle", "size"), [("word", 1), ("word", 5), ("char", 9)])
+def test_format_3_sketches_identical_to_serial(isa: str, shingle: str, size: int) -> None:
+    # Sparse and dense documents, and lengths around the switch from one to the other (a third of the
+    # bins filled): every path must give the serial path's bytes, and dense mode format 2's.
+    rng = np.random.default_rng(size + 3)
+    vocab = [f"w{i}" for i in range(5000)] + ["Ünï", "ΣΑΣ", "漢字", "x\u0301", "abcdefghijklmnopQ"]
+    lengths = [0, 1, 4, 5, 9, 40, 300, 430, 470, 480, 500, 520, 560, 600, 700, 2000, 6000]
+    texts = [" ".join(rng.choice(vocab, size=n)) for n in lengths]
+    # few distinct shingles repeated many times: sparse, though more shingles than the kernel hands back
+    texts += [" ".join(["alpha beta gamma delta epsilon zeta"] * 400), " ".join(vocab[:60] * 50)]
+    modes = set()
+    for bins in (64, 128, 1408, 4096):
+        opts = {"num_perm": 96, "shingle": shingle, "size": size, "bins": bins}
+        serial = sketch.adaptive_sketches(texts, isa="serial", **opts)  # type: ignore[arg-type]
+        other = sketch.adaptive_sketches(texts, isa=isa, **opts)  # type: ignore[arg-type]
+        assert np.array_equal(serial[0], other[0]) and np.array_equal(serial[1], other[1]), bins
+        v2 = sketch.estimate_sketches(texts, isa=isa, bits=2, **opts)  # type: ignore[arg-type]
+        dense = serial[1][:, 0] == 0
+        assert np.array_equal(serial[1][dense, 1:], v2[1][dense])
+        modes.update(serial[1][:, 0].tolist())
+        if bins == 1408:
+            assert all(row[0] >= 3 for row in serial[1][-2:])  # the repeated ones are sparse
+            assert [row.tobytes() for row in serial[1][-2:]] == [
+                ref.oph_bins_v3(t, bins=bins, shingle=shingle, size=size) for t in texts[-2:]
+            ]
+    assert 0 in modes and 3 in modes and 16 in modes, modes
 
 
 M64 = 2**64 - 1

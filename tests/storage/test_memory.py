@@ -1,7 +1,8 @@
 """Redis memory per document, measured: INFO used_memory before and after inserting 20,000 documents
 (36-character ids, records as the domain packs them) with each sketch format's defaults at num_perm
 128: format 1, random 128-slot signatures and 16 bands; format 2, its stored sketch (format byte, 16
-band keys, 1,408 two-bit bins: 481 bytes) and 16 bands; each on the embedded server with either malloc
+band keys, 1,408 two-bit bins: 481 bytes) and 16 bands; format 3 (the default), the same and a mode
+byte (482 bytes); each on the embedded server with either malloc
 (used_memory counts what the allocator hands out, its size classes' rounding included)."""
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 DOCS, PERM, BATCH = 20_000, 128, 500
 BUDGET = 1000  # bytes per document, stored signature included (the issue's limit)
-V2 = CollectionParams.create("mem")
-FORMATS = {"v1": (16, 4 * PERM), "v2": (V2.bands, V2.stored_bytes)}
+V2 = CollectionParams.create("mem", sketch_format=2)
+V3 = CollectionParams.create("mem")  # the default
+FORMATS = {"v1": (16, 4 * PERM), "v2": (V2.bands, V2.stored_bytes), "v3": (V3.bands, V3.stored_bytes)}
 
 
 #: Format 1 with mimalloc is over the budget: its 512-byte sketches and band groups land in mimalloc's
@@ -58,7 +60,11 @@ async def test_bytes_per_document_within_budget(server: EmbeddedValkey, fmt: str
 
 async def measure(store: RedisStore, sync_redis: redis.Redis, fmt: str, malloc: str) -> None:
     BANDS, SKETCH = FORMATS[fmt]
-    assert fmt == "v1" or (V2.sketch_format, BANDS, SKETCH) == (2, 16, 481)
+    assert (
+        fmt == "v1"
+        or (V2.sketch_format, BANDS, SKETCH) == (2, 16, 481)
+        or (V3.sketch_format, SKETCH) == (3, 482)
+    )
     rng = np.random.default_rng(1)
     assert await store.create_collection("mem", b"{}", "g", sketch_bytes=SKETCH) is None
     k = CollectionKeys("mem", "g")

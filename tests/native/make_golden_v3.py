@@ -1,0 +1,52 @@
+"""Writes golden_v3.json: the stored parts of sketch format 3 for fixed texts, computed by the
+pure-Python reference (tests/reference.py): band keys (format-3 salt) and the adaptive one-permutation
+bins (mode byte, then format 2's planes or a sparse document's bitmap and wide codes).
+
+Run once when format 3 is (re)defined: python tests/native/make_golden_v3.py
+Never regenerate it to make a failing test pass: every format-3 collection stores these bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import reference as ref  # noqa: E402
+from make_golden import TEXTS  # noqa: E402
+
+#: Format 1's texts, and longer ones whose bins are dense at 1,408 bins (and sparse ones of every width).
+LONG_TEXTS = [" ".join(f"x{(i * 7919) % 5003}" for i in range(n)) for n in (120, 700, 2500)]
+
+CASES = [
+    {"num_perm": 128, "seed": 1, "shingle": "word", "size": 5, "bins": 1408, "bands": 16, "rows": 6},
+    {"num_perm": 64, "seed": 42, "shingle": "word", "size": 3, "bins": 512, "bands": 11, "rows": 4},
+    {"num_perm": 16, "seed": 7, "shingle": "char", "size": 4, "bins": 128, "bands": 4, "rows": 4},
+]
+
+
+def main() -> None:
+    entries = []
+    for case in CASES:
+        for text in TEXTS + LONG_TEXTS:
+            opts = {"seed": case["seed"], "shingle": case["shingle"], "size": case["size"]}
+            sig = ref.signature(text, num_perm=case["num_perm"], **opts)  # type: ignore[arg-type]
+            entries.append(
+                {
+                    **case,
+                    "text": text,
+                    "band_keys": [str(k) for k in ref.band_keys_v3(sig, case["bands"], case["rows"])],
+                    "bins_hex": ref.oph_bins_v3(text, bins=case["bins"], **opts).hex(),  # type: ignore[arg-type]
+                }
+            )
+    lines = ",\n".join(json.dumps(entry, ensure_ascii=True) for entry in entries)
+    (HERE / "golden_v3.json").write_text("[\n" + lines + "\n]\n")
+    print(f"wrote {len(entries)} golden vectors")
+
+
+if __name__ == "__main__":
+    main()
