@@ -530,7 +530,9 @@ async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
         try:
             index = Index(store)
             name = "inscript"
-            params = CollectionParams.create(name, threshold=THRESHOLD, site_field="url", max_documents=150)
+            params = CollectionParams.create(
+                name, threshold=THRESHOLD, site_field="url", max_documents=150, sketch_format=2
+            )
             await index.create_collection(params)
             recount = Recount()
             await replay(index, name, recount, random.Random(9), 80)
@@ -553,10 +555,11 @@ async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
     assert dumps[0] == dumps[1]
 
 
-@pytest.mark.parametrize("form", [{"sketch_format": 1}, {"verify": "exact"}])
+@pytest.mark.parametrize("form", [{"sketch_format": 1}, {"verify": "exact"}, {"sketch_format": 3}])
 async def test_other_sketches_link_after_the_check(redis_url: str, form: dict[str, object]) -> None:
-    """Format 1 and exact-mode collections are verified in the service only: their links are recorded
-    by a link.lua call after the check, and count the same way."""
+    """Format 1, exact-mode and format 3 collections are verified in the service only (the module has
+    format 2's estimate alone): their links are recorded by a link.lua call after the check, and count
+    the same way."""
     from neardup.domain import index as index_module
 
     store = RedisStore.from_url(redis_url, timeout=5.0)
@@ -580,7 +583,7 @@ def test_the_link_spec_names_the_service_s_verification() -> None:
     from neardup import sketch
     from neardup.domain import index as index_module
 
-    params = CollectionParams.create("spec", threshold=0.8, site_field="url")
+    params = CollectionParams.create("spec", threshold=0.8, site_field="url", sketch_format=2)
     fields = index_module._link_spec(params).split()
     assert float(fields[0]) == params.threshold - index_module._EPSILON  # the same test as _results'
     assert [int(f) for f in fields[1:]] == [
@@ -588,7 +591,8 @@ def test_the_link_spec_names_the_service_s_verification() -> None:
         index_module.MAX_LINKS_PER_DOCUMENT, keys.SITE_PARTNERS, keys.SITE_OTHERS,
     ]  # fmt: skip
     assert 1 + 8 * params.bands + params.bins * sketch.BITS_PER_BIN // 8 == params.stored_bytes
-    assert index_module._link_spec(CollectionParams.create("nosites", threshold=0.8)) == ""
+    assert index_module._link_spec(CollectionParams.create("nosites", threshold=0.8, sketch_format=2)) == ""
+    assert index_module._link_spec(CollectionParams.create("f3", site_field="url", sketch_format=3)) == ""
 
 
 async def test_a_link_step_the_server_refuses_fails_the_check_before_it_writes(
@@ -603,7 +607,9 @@ async def test_a_link_step_the_server_refuses_fails_the_check_before_it_writes(
     store = RedisStore.from_url(redis_url, timeout=5.0)
     try:
         index = Index(store)
-        await index.create_collection(CollectionParams.create("refused", threshold=0.7, site_field="url"))
+        await index.create_collection(
+            CollectionParams.create("refused", threshold=0.7, site_field="url", sketch_format=2)
+        )
         await index.check("refused", [Document("a", text(11), page("a.example", "1"))])
         before = site_dump(redis_url)
         spec = index_module._link_spec

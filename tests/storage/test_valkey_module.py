@@ -395,7 +395,10 @@ def test_nd_link_checks_its_arguments_and_records_an_edge(
         client.close()
 
 
-async def test_nd_link_replays_from_the_append_only_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sketch_format", [2, 3])
+async def test_nd_link_replays_from_the_append_only_file(tmp_path: Path, sketch_format: int) -> None:
+    """Links replay from the append-only file: format 2's check links in its own script (ND.MATCHLINK,
+    propagated as ND.LINK), format 3's link script after the check (ND.LINK, verbatim)."""
     from neardup.domain import CollectionParams, Document, Index
 
     server = EmbeddedValkey(tmp_path / "data")
@@ -403,7 +406,8 @@ async def test_nd_link_replays_from_the_append_only_file(tmp_path: Path) -> None
     store = RedisStore.from_url(server.url)
     try:
         index = Index(store)
-        await index.create_collection(CollectionParams.create("m", threshold=0.7, site_field="url"))
+        params = CollectionParams.create("m", threshold=0.7, site_field="url", sketch_format=sketch_format)
+        await index.create_collection(params)
         words = [f"w{i}" for i in range(400)]
         for site in range(4):
             docs = [
@@ -418,8 +422,9 @@ async def test_nd_link_replays_from_the_append_only_file(tmp_path: Path) -> None
         assert (await index.site("m", "s0.example")).mirrors
         before = dump(server.url)
         aof = b"".join(p.read_bytes() for p in (server.data_dir / "appendonlydir").glob("*.incr.aof"))
-        # the checks linked in their own script (ND.MATCHLINK), propagated as the ND.LINK of the pairs
-        assert "cmdstat_nd.matchlink" in await store.client.info("commandstats")
+        # format 2: the checks linked in their own script (ND.MATCHLINK), propagated as ND.LINK of the pairs
+        stats = await store.client.info("commandstats")
+        assert ("cmdstat_nd.matchlink" in stats) == (sketch_format == 2)
         assert b"nd.link" in aof.lower() and b"nd.matchlink" not in aof.lower()
         server.stop()
         server.start()
