@@ -48,6 +48,11 @@ def _huge_mb(pid: int) -> float:
     return 0.0
 
 
+def _passes(data_dir: Path) -> int:
+    """The module's collapse passes finished so far (its log lines)."""
+    return (data_dir / LOGFILE).read_text().count("huge pages collapsed after a fork child")
+
+
 def _overwrite(client: redis.Redis, count: int, rng: random.Random) -> None:
     pipe = client.pipeline(transaction=False)
     for _ in range(count):
@@ -70,11 +75,20 @@ def test_huge_pages_split_by_a_rewrite_are_collapsed_once_the_child_is_gone(data
             pipe.hset(f"k{i}", "v", rng.randbytes(VALUE))
             if i % 5_000 == 4_999:
                 pipe.execute()
+        # a first rewrite with nothing written meanwhile: once its child is gone the module's pass puts
+        # the heap on huge pages wherever the kernel did not at fault time (a fragmented machine); the
+        # server may have started one of its own already (the file grew past its automatic threshold)
+        with contextlib.suppress(redis.ResponseError):
+            client.bgrewriteaof()
+        deadline = time.monotonic() + 60
+        while _passes(data_dir) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         before = _huge_mb(server.pid)
-        assert before > 80, f"mimalloc put only {before:.0f} MB on huge pages: the test would prove nothing"
+        assert before > 80, f"only {before:.0f} MB on huge pages after a pass: the test would prove nothing"
 
         lowest, deadline = before, time.monotonic() + 60
-        client.bgrewriteaof()
+        with contextlib.suppress(redis.ResponseError):  # one in progress already does as well
+            client.bgrewriteaof()
         while time.monotonic() < deadline:
             if client.info("persistence")["aof_rewrite_in_progress"]:
                 _overwrite(client, 2_000, rng)  # writes to pages shared with the child split their huge pages
@@ -92,8 +106,7 @@ def test_huge_pages_split_by_a_rewrite_are_collapsed_once_the_child_is_gone(data
             time.sleep(0.1)
         after = _huge_mb(server.pid)
         assert after >= 0.9 * before, f"huge pages: {before:.0f} MB before the rewrite, {after:.0f} MB after"
-        log = (data_dir / LOGFILE).read_text()
-        assert "huge pages collapsed after a fork child" in log
+        assert _passes(data_dir) >= 2
         client.close()
     finally:
         server.stop()
