@@ -102,11 +102,11 @@ def test_huge_pages_split_by_a_rewrite_are_collapsed_once_the_child_is_gone(data
         assert lowest < 0.8 * before, "the rewrite's fork split no huge page: nothing to collapse"
 
         deadline = time.monotonic() + 5  # khugepaged alone would take minutes
-        while _huge_mb(server.pid) < 0.9 * before and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (_huge_mb(server.pid) < 0.9 * before or _passes(data_dir) < 2):
             time.sleep(0.1)
         after = _huge_mb(server.pid)
         assert after >= 0.9 * before, f"huge pages: {before:.0f} MB before the rewrite, {after:.0f} MB after"
-        assert _passes(data_dir) >= 2
+        assert _passes(data_dir) >= 2, "the module logged no pass after the second rewrite"
         client.close()
     finally:
         server.stop()
