@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "bbit.hpp"
 #include "neardup.hpp"
 
 namespace neardup {
@@ -83,41 +84,9 @@ void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& ke
 
 void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
                      const int64_t* rows, size_t n, float* out) {
-  // One-permutation hashing without densification (Li, Owen and Zhang 2012): over the bins where
-  // either document has a shingle, the fraction whose minima agree is an unbiased estimate of J
-  // (a bin filled on one side only is a disagreement). Where both are filled, two different minima
-  // still show the same code with probability 1 / (2^bits - 1): matches there are corrected for it.
-  const size_t words = bins / 64;
   const size_t stride = static_cast<size_t>(bits) * bins / 8;
-  const double chance = 1.0 / static_cast<double>((1u << bits) - 1u);
-  uint64_t q[64 * 8];  // up to 8 planes of 4096 bins
-  std::memcpy(q, query, stride);
-  for (size_t j = 0; j < n; ++j) {
-    const uint8_t* c8 = candidates + (rows ? static_cast<size_t>(rows[j]) : j) * stride;
-    uint64_t equal = 0, both = 0, either = 0;
-    for (size_t w = 0; w < words; ++w) {
-      uint64_t diff = 0, qf = 0, cf = 0;
-      for (int p = 0; p < bits; ++p) {
-        uint64_t cw;
-        std::memcpy(&cw, c8 + (static_cast<size_t>(p) * words + w) * 8, 8);
-        const uint64_t qw = q[static_cast<size_t>(p) * words + w];
-        diff |= qw ^ cw;
-        qf |= qw;
-        cf |= cw;
-      }
-      const uint64_t filled_both = qf & cf;
-      equal += static_cast<uint64_t>(__builtin_popcountll(~diff & filled_both));
-      both += static_cast<uint64_t>(__builtin_popcountll(filled_both));
-      either += static_cast<uint64_t>(__builtin_popcountll(qf | cf));
-    }
-    if (either == 0) {
-      out[j] = 0.0f;
-      continue;
-    }
-    const double agree = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance);
-    const double j_hat = agree / static_cast<double>(either);
-    out[j] = static_cast<float>(j_hat < 0.0 ? 0.0 : (j_hat > 1.0 ? 1.0 : j_hat));
-  }
+  for (size_t j = 0; j < n; ++j)
+    out[j] = bbit_estimate(query, candidates + (rows ? static_cast<size_t>(rows[j]) : j) * stride, bins, bits);
 }
 
 size_t sorted_set(std::vector<uint32_t>& hashes) {

@@ -56,6 +56,7 @@
 #include <utility>
 #include <vector>
 
+#include "../bbit.hpp"
 #include "group.hpp"
 #include "module_api.hpp"
 
@@ -271,28 +272,43 @@ std::string text_of(VmString* s) {
   return {p, len};
 }
 
+// The arguments ND.LINK and ND.MATCHLINK share, argv[2..11]: the edge, shared-count and record key
+// prefixes, the ordinal width, the edge and record group sizes, the eviction floor, the TTL cutoff and
+// the bounds per document and per site.
+struct LinkArgs {
+  long long width = 0, edge_group = 0, record_group = 0, floor = 0, cutoff = 0, max_partners = 0, max_others = 0;
+
+  // False when a number is out of range.
+  bool read(VmString** argv) {
+    return integer(argv[5], 4, 5, width) && integer(argv[6], 1, 1LL << 20, edge_group) &&
+           integer(argv[7], 1, 1LL << 20, record_group) && integer(argv[8], 0, 1LL << 40, floor) &&
+           integer(argv[9], -1, 1LL << 53, cutoff) && integer(argv[10], 0, 1LL << 20, max_partners) &&
+           integer(argv[11], 0, 1LL << 30, max_others);
+  }
+  void apply(Linker& linker, VmString** argv) const {
+    linker.edges = text_of(argv[2]);
+    linker.shared = text_of(argv[3]);
+    linker.records = text_of(argv[4]);
+    linker.edge_group = static_cast<uint64_t>(edge_group);
+    linker.record_group = static_cast<uint64_t>(record_group);
+    linker.floor = static_cast<uint64_t>(floor);
+    linker.cutoff = cutoff;
+    linker.max_partners = max_partners;
+    linker.max_others = max_others;
+  }
+};
+
 int link_command(VmCtx* ctx, VmString** argv, int argc) {
   if (argc != 13) return api.WrongArity(ctx);
   if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.LINK: unknown protocol version");
-  long long width = 0, edge_group = 0, record_group = 0, floor = 0, cutoff = 0, max_partners = 0, max_others = 0;
-  if (!integer(argv[5], 4, 5, width) || !integer(argv[6], 1, 1LL << 20, edge_group) ||
-      !integer(argv[7], 1, 1LL << 20, record_group) || !integer(argv[8], 0, 1LL << 40, floor) ||
-      !integer(argv[9], -1, 1LL << 53, cutoff) || !integer(argv[10], 0, 1LL << 20, max_partners) ||
-      !integer(argv[11], 0, 1LL << 30, max_others))
+  LinkArgs args;
+  if (!args.read(argv))
     return api.ReplyWithError(ctx, "ERR ND.LINK: width, groups, floor, cutoff or bounds out of range");
   size_t len = 0;
   const char* pairs = api.StringPtrLen(argv[12], &len);
   if (len % 16 != 0) return api.ReplyWithError(ctx, "ERR ND.LINK: pairs are 16 bytes each");
-  Linker linker(ctx, static_cast<size_t>(width));
-  linker.edges = text_of(argv[2]);
-  linker.shared = text_of(argv[3]);
-  linker.records = text_of(argv[4]);
-  linker.edge_group = static_cast<uint64_t>(edge_group);
-  linker.record_group = static_cast<uint64_t>(record_group);
-  linker.floor = static_cast<uint64_t>(floor);
-  linker.cutoff = cutoff;
-  linker.max_partners = max_partners;
-  linker.max_others = max_others;
+  Linker linker(ctx, static_cast<size_t>(args.width));
+  args.apply(linker, argv);
   linker.run(pairs, len);
   // Propagated only when it wrote: a replay runs on the same data, so it writes the same.
   if (linker.wrote) api.ReplicateVerbatim(ctx);
@@ -303,44 +319,14 @@ int link_command(VmCtx* ctx, VmString** argv, int argc) {
   return kOk;
 }
 
-// neardup::bbit_similarity (native/sketch_v2.cpp) for one pair, the same arithmetic step for step: the
-// service verifies with that function, and a pair counted here must be one it reports.
-float bbit_estimate(const uint8_t* q8, const uint8_t* c8, size_t bins, int bits) {
-  const size_t words = bins / 64;
-  const double chance = 1.0 / static_cast<double>((1u << bits) - 1u);
-  uint64_t equal = 0, both = 0, either = 0;
-  for (size_t w = 0; w < words; ++w) {
-    uint64_t diff = 0, qf = 0, cf = 0;
-    for (int p = 0; p < bits; ++p) {
-      uint64_t qw, cw;
-      std::memcpy(&qw, q8 + (static_cast<size_t>(p) * words + w) * 8, 8);
-      std::memcpy(&cw, c8 + (static_cast<size_t>(p) * words + w) * 8, 8);
-      diff |= qw ^ cw;
-      qf |= qw;
-      cf |= cw;
-    }
-    const uint64_t filled_both = qf & cf;
-    equal += static_cast<uint64_t>(__builtin_popcountll(~diff & filled_both));
-    both += static_cast<uint64_t>(__builtin_popcountll(filled_both));
-    either += static_cast<uint64_t>(__builtin_popcountll(qf | cf));
-  }
-  if (either == 0) return 0.0f;
-  const double agree = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance);
-  const double j_hat = agree / static_cast<double>(either);
-  return static_cast<float>(j_hat < 0.0 ? 0.0 : (j_hat > 1.0 ? 1.0 : j_hat));
-}
-
 uint32_t u32(const char* p) { return static_cast<uint32_t>(big_endian(p, 4)); }
 
 int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
   if (argc != 19) return api.WrongArity(ctx);
   if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: unknown protocol version");
-  long long width = 0, edge_group = 0, record_group = 0, floor = 0, cutoff = 0;
-  long long max_partners = 0, max_others = 0, max_links = 0, fixed = 0, bins = 0, bits = 0;
-  if (!integer(argv[5], 4, 5, width) || !integer(argv[6], 1, 1LL << 20, edge_group) ||
-      !integer(argv[7], 1, 1LL << 20, record_group) || !integer(argv[8], 0, 1LL << 40, floor) ||
-      !integer(argv[9], -1, 1LL << 53, cutoff) || !integer(argv[10], 0, 1LL << 20, max_partners) ||
-      !integer(argv[11], 0, 1LL << 30, max_others) || !integer(argv[12], 0, 1LL << 20, max_links) ||
+  LinkArgs args;
+  long long max_links = 0, fixed = 0, bins = 0, bits = 0;
+  if (!args.read(argv) || !integer(argv[12], 0, 1LL << 20, max_links) ||
       !integer(argv[14], 1, 1LL << 20, fixed) || !integer(argv[15], 64, 4096, bins) ||
       !integer(argv[16], 1, 8, bits) || bins % 64 != 0)
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: an integer argument is out of range");
@@ -349,7 +335,7 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
   const double least = std::strtod(least_text.c_str(), &end);
   if (least_text.empty() || end != least_text.c_str() + least_text.size())
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: the least estimate is not a number");
-  const size_t w = static_cast<size_t>(width);
+  const size_t w = static_cast<size_t>(args.width);
   const size_t size = static_cast<size_t>(fixed + bins * bits / 8);
   size_t pool_len = 0, docs_len = 0;
   const char* pool = api.StringPtrLen(argv[17], &pool_len);
@@ -375,16 +361,8 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: sketches are <size> bytes each; documents are "
                                    "<ordinal> <sketch> <m> then m <ordinal> <sketch>, sketches in range");
   Linker linker(ctx, w);
-  linker.edges = text_of(argv[2]);
-  linker.shared = text_of(argv[3]);
-  linker.records = text_of(argv[4]);
-  linker.edge_group = static_cast<uint64_t>(edge_group);
-  linker.record_group = static_cast<uint64_t>(record_group);
-  linker.floor = static_cast<uint64_t>(floor);
-  linker.cutoff = cutoff;
-  linker.max_partners = max_partners;
-  linker.max_others = max_others;
-  std::string vx, vc, pairs, rest;
+  args.apply(linker, argv);
+  std::string vx, vc, pairs;
   std::vector<std::pair<std::pair<float, uint64_t>, uint64_t>> matches;  // (estimate, ordinal), site
   std::unordered_set<uint64_t> seen;
   long long found = 0;
@@ -409,7 +387,7 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
       if (!linker.entry(c, vc) || vc.size() < 4) continue;
       const uint64_t b = Linker::site_of(vc);
       if (b == a || !linker.live(c)) continue;
-      const float estimate = bbit_estimate(reinterpret_cast<const uint8_t*>(q) + fixed,
+      const float estimate = neardup::bbit_estimate(reinterpret_cast<const uint8_t*>(q) + fixed,
                                            reinterpret_cast<const uint8_t*>(sig) + fixed,
                                            static_cast<size_t>(bins), static_cast<int>(bits));
       if (static_cast<double>(estimate) >= least) matches.push_back({{estimate, c}, b});  // index.py's test
@@ -421,40 +399,30 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
       if (l.first.first != r.first.first) return l.first.first > r.first.first;
       return l.first.second < r.first.second;
     });
-    seen.clear();
-    rest.clear();
     long long taken = 0;
-    for (const auto& match : matches) {
-      if (!seen.insert(match.second).second) continue;
-      if (taken++ < max_links) {
-        append_big_endian(pairs, x, 8);
-        append_big_endian(pairs, match.first.second, 8);
-      }
-    }
+    const auto take = [&](uint64_t c) {
+      if (taken++ >= max_links) return;
+      append_big_endian(pairs, x, 8);
+      append_big_endian(pairs, c, 8);
+    };
     seen.clear();
-    for (const auto& match : matches) {
-      if (seen.insert(match.second).second) continue;  // the best one of its site: taken above
-      if (taken++ < max_links) {
-        append_big_endian(pairs, x, 8);
-        append_big_endian(pairs, match.first.second, 8);
-      }
-    }
+    for (const auto& match : matches)
+      if (seen.insert(match.second).second) take(match.first.second);
+    seen.clear();
+    for (const auto& match : matches)
+      if (!seen.insert(match.second).second) take(match.first.second);  // the best one of its site: above
   }
   if (linker.wrong_type) return api.ReplyWithError(ctx, "WRONGTYPE ND.MATCHLINK: a site key holds a non-hash value");
   linker.run(pairs.data(), pairs.size());
   if (linker.wrote) {  // as ND.LINK of these pairs: the same writes on the same data
-    VmString* args[12];
-    const std::string numbers[] = {std::to_string(width), std::to_string(edge_group), std::to_string(record_group),
-                                   std::to_string(floor), std::to_string(cutoff), std::to_string(max_partners),
-                                   std::to_string(max_others)};
-    args[0] = api.CreateString(ctx, "1", 1);
-    args[1] = api.CreateString(ctx, linker.edges.data(), linker.edges.size());
-    args[2] = api.CreateString(ctx, linker.shared.data(), linker.shared.size());
-    args[3] = api.CreateString(ctx, linker.records.data(), linker.records.size());
-    for (int i = 0; i < 7; ++i) args[4 + i] = api.CreateString(ctx, numbers[i].data(), numbers[i].size());
-    args[11] = api.CreateString(ctx, pairs.data(), pairs.size());
-    api.Replicate(ctx, "nd.link", "v", args, static_cast<size_t>(12));
-    for (VmString* arg : args) api.FreeString(ctx, arg);
+    // the link arguments are this command's own argv[2..11], in the same places
+    VmString* link[12];
+    link[0] = api.CreateString(ctx, "1", 1);
+    for (int i = 1; i <= 10; ++i) link[i] = argv[i + 1];
+    link[11] = api.CreateString(ctx, pairs.data(), pairs.size());
+    api.Replicate(ctx, "nd.link", "v", link, static_cast<size_t>(12));
+    api.FreeString(ctx, link[0]);
+    api.FreeString(ctx, link[11]);
   }
   if (linker.wrong_type) return api.ReplyWithError(ctx, "WRONGTYPE ND.MATCHLINK: a site key holds a non-hash value");
   api.ReplyWithArray(ctx, 3);
