@@ -148,8 +148,7 @@ def estimate_sketches(
     the b-bit one-permutation bins (``(n, bins * bits / 8)`` uint8, bit planes) of ``texts``, from one
     tokenization (options as :func:`signatures`). A featureless text has all-zero bins."""
     items = _check_texts(texts, num_perm, shingle, size, seed, threads)
-    if not isinstance(bins, int) or not 64 <= bins <= 4096 or bins % 64:
-        raise ValueError(f"bins must be a multiple of 64 from 64 to 4096, got {bins!r}")
+    _check_bins(bins)
     if not isinstance(bits, int) or not 1 <= bits <= 8:
         raise ValueError(f"bits must be an integer from 1 to 8, got {bits!r}")
     sigs, packed = _native.sketch_estimate(
@@ -176,8 +175,7 @@ def adaptive_sketches(
     bin's minimum first) as its value mod 3 * 2^(w - 2) in w bits and a bit saying whether the next
     one shares its bin (docs/design.md, "Stored formats"). A featureless text is mode 0, all zero."""
     items = _check_texts(texts, num_perm, shingle, size, seed, threads)
-    if not isinstance(bins, int) or not 64 <= bins <= 4096 or bins % 64:
-        raise ValueError(f"bins must be a multiple of 64 from 64 to 4096, got {bins!r}")
+    _check_bins(bins)
     sigs, packed = _native.sketch_adaptive(
         items, num_perm, shingle == "char", size, seed, True, True, True, threads, _check_isa(isa), bins
     )
@@ -201,6 +199,11 @@ def exact_sketches(
         items, num_perm, shingle == "char", size, seed, True, True, True, threads, _check_isa(isa)
     )
     return sigs, flat, offsets
+
+
+def _check_bins(bins: int) -> None:
+    if not isinstance(bins, int) or not 64 <= bins <= 4096 or bins % 64:
+        raise ValueError(f"bins must be a multiple of 64 from 64 to 4096, got {bins!r}")
 
 
 def _row_index(rows: npt.ArrayLike | None, total: int) -> tuple[npt.NDArray[np.int64], bool]:

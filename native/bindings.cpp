@@ -117,6 +117,10 @@ void check_sketch_args(int num_perm, int threads) {
 
 // A tuple of the texts holds a reference to each: the views point into the str objects while the GIL
 // is released, and another thread may empty or change the caller's list meanwhile.
+void check_bins(int bins) {
+  if (bins < 64 || bins > 4096 || bins % 64 != 0) throw py::value_error("bins must be a multiple of 64 from 64 to 4096");
+}
+
 std::vector<TextView> views_of(const py::tuple& items) {
   std::vector<TextView> views(items.size());
   for (size_t i = 0; i < items.size(); ++i) views[i] = view_of(items[i].ptr());
@@ -151,7 +155,7 @@ py::tuple sketch_estimate(const py::list& texts, int num_perm, bool char_mode, i
                           bool normalize, bool lowercase, bool collapse, int threads,
                           const std::string& isa, int bins, int bits) {
   check_sketch_args(num_perm, threads);
-  if (bins < 64 || bins > 4096 || bins % 64 != 0) throw py::value_error("bins must be a multiple of 64 from 64 to 4096");
+  check_bins(bins);
   if (bits < 1 || bits > 8) throw py::value_error("bits must be from 1 to 8");
   const TextOptions options = options_of(char_mode, size, normalize, lowercase, collapse);
   const Kernels& kernels = kernels_for(isa);
@@ -185,7 +189,7 @@ py::tuple sketch_adaptive(const py::list& texts, int num_perm, bool char_mode, i
                           bool normalize, bool lowercase, bool collapse, int threads,
                           const std::string& isa, int bins) {
   check_sketch_args(num_perm, threads);
-  if (bins < 64 || bins > 4096 || bins % 64 != 0) throw py::value_error("bins must be a multiple of 64 from 64 to 4096");
+  check_bins(bins);
   const TextOptions options = options_of(char_mode, size, normalize, lowercase, collapse);
   const Kernels& kernels = kernels_for(isa);
   const py::tuple items(texts);
@@ -255,6 +259,33 @@ std::vector<int64_t> checked_rows(const py::array_t<int64_t, py::array::c_style>
   return row_index;
 }
 
+// One query sketch against rows of a candidate matrix, `stride` bytes each (`size` names that size in the
+// messages): the shapes and rows checked, then `score(query, candidates, rows or null, n, out)` run with
+// the GIL released.
+template <typename Score>
+py::array_t<float> score_rows(const py::array_t<uint8_t, py::array::c_style>& query,
+                              const py::array_t<uint8_t, py::array::c_style>& candidates,
+                              const py::array_t<int64_t, py::array::c_style>& rows, bool use_rows, size_t stride,
+                              const std::string& size, Score&& score) {
+  if (query.ndim() != 1 || static_cast<size_t>(query.shape(0)) != stride)
+    throw py::value_error("query must be 1-D of " + size + " bytes");
+  if (candidates.ndim() != 2 || static_cast<size_t>(candidates.shape(1)) != stride)
+    throw py::value_error("candidates must be 2-D (n, " + size + ")");
+  const size_t total = static_cast<size_t>(candidates.shape(0));
+  const std::vector<int64_t> row_index = checked_rows(rows, use_rows, total);
+  const size_t n = use_rows ? row_index.size() : total;
+  py::array_t<float> out(n);
+  float* dst = out.mutable_data();
+  const uint8_t* q = query.data();
+  const uint8_t* c = candidates.data();
+  const int64_t* r = use_rows ? row_index.data() : nullptr;
+  {
+    py::gil_scoped_release release;
+    score(q, c, r, n, dst);
+  }
+  return out;
+}
+
 py::array_t<float> bbit_similarity(const py::array_t<uint8_t, py::array::c_style>& query,
                                    const py::array_t<uint8_t, py::array::c_style>& candidates,
                                    const py::array_t<int64_t, py::array::c_style>& rows, bool use_rows,
@@ -262,48 +293,21 @@ py::array_t<float> bbit_similarity(const py::array_t<uint8_t, py::array::c_style
   if (bins < 64 || bins > 4096 || bins % 64 != 0 || bits < 1 || bits > 8)
     throw py::value_error("bins must be a multiple of 64 from 64 to 4096 and bits from 1 to 8");
   const size_t stride = static_cast<size_t>(bins) * static_cast<size_t>(bits) / 8;
-  if (query.ndim() != 1 || static_cast<size_t>(query.shape(0)) != stride)
-    throw py::value_error("query must be 1-D of bins*bits/8 bytes");
-  if (candidates.ndim() != 2 || static_cast<size_t>(candidates.shape(1)) != stride)
-    throw py::value_error("candidates must be 2-D (n, bins*bits/8)");
-  const size_t total = static_cast<size_t>(candidates.shape(0));
-  const std::vector<int64_t> row_index = checked_rows(rows, use_rows, total);
-  const size_t n = use_rows ? row_index.size() : total;
-  py::array_t<float> out(n);
-  float* dst = out.mutable_data();
-  const uint8_t* q = query.data();
-  const uint8_t* c = candidates.data();
-  const int64_t* r = use_rows ? row_index.data() : nullptr;
-  {
-    py::gil_scoped_release release;
-    neardup::bbit_similarity(q, c, static_cast<size_t>(bins), bits, r, n, dst);
-  }
-  return out;
+  return score_rows(query, candidates, rows, use_rows, stride, "bins*bits/8",
+                    [&](const uint8_t* q, const uint8_t* c, const int64_t* r, size_t n, float* dst) {
+                      neardup::bbit_similarity(q, c, static_cast<size_t>(bins), bits, r, n, dst);
+                    });
 }
 
 py::array_t<float> adaptive_similarity(const py::array_t<uint8_t, py::array::c_style>& query,
                                        const py::array_t<uint8_t, py::array::c_style>& candidates,
                                        const py::array_t<int64_t, py::array::c_style>& rows, bool use_rows,
                                        int bins) {
-  if (bins < 64 || bins > 4096 || bins % 64 != 0) throw py::value_error("bins must be a multiple of 64 from 64 to 4096");
-  const size_t stride = neardup::adaptive_bytes(static_cast<size_t>(bins));
-  if (query.ndim() != 1 || static_cast<size_t>(query.shape(0)) != stride)
-    throw py::value_error("query must be 1-D of 1 + bins/4 bytes");
-  if (candidates.ndim() != 2 || static_cast<size_t>(candidates.shape(1)) != stride)
-    throw py::value_error("candidates must be 2-D (n, 1 + bins/4)");
-  const size_t total = static_cast<size_t>(candidates.shape(0));
-  const std::vector<int64_t> row_index = checked_rows(rows, use_rows, total);
-  const size_t n = use_rows ? row_index.size() : total;
-  py::array_t<float> out(n);
-  float* dst = out.mutable_data();
-  const uint8_t* q = query.data();
-  const uint8_t* c = candidates.data();
-  const int64_t* r = use_rows ? row_index.data() : nullptr;
-  {
-    py::gil_scoped_release release;
-    neardup::adaptive_similarity(q, c, static_cast<size_t>(bins), r, n, dst);
-  }
-  return out;
+  check_bins(bins);
+  return score_rows(query, candidates, rows, use_rows, neardup::adaptive_bytes(static_cast<size_t>(bins)),
+                    "1 + bins/4", [&](const uint8_t* q, const uint8_t* c, const int64_t* r, size_t n, float* dst) {
+                      neardup::adaptive_similarity(q, c, static_cast<size_t>(bins), r, n, dst);
+                    });
 }
 
 // Exact Jaccard of the sorted set `query` with sets[rows[j]] (flat + offsets) where it is >= floor;
@@ -373,15 +377,8 @@ py::array_t<float> similarity(const py::array_t<uint32_t, py::array::c_style>& q
   if (static_cast<size_t>(candidates.shape(1)) != k)
     throw py::value_error("candidates and query have different numbers of slots");
   const size_t total = static_cast<size_t>(candidates.shape(0));
-  const size_t n = use_rows ? static_cast<size_t>(rows.shape(0)) : total;
-  // The row indices are copied before they are checked: the kernel reads them with the GIL released,
-  // when another thread could write into the caller's array after the check.
-  std::vector<int64_t> row_index;
-  if (use_rows) {
-    row_index.assign(rows.data(), rows.data() + n);
-    for (const int64_t row : row_index)
-      if (row < 0 || static_cast<size_t>(row) >= total) throw py::value_error("row index out of range");
-  }
+  const std::vector<int64_t> row_index = checked_rows(rows, use_rows, total);
+  const size_t n = use_rows ? row_index.size() : total;
   const int64_t* r = use_rows ? row_index.data() : nullptr;
   const Kernels& kernels = kernels_for(isa);
   py::array_t<float> out(n);
