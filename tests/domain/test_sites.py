@@ -461,6 +461,16 @@ def site_dump(url: str) -> dict[tuple[bytes, ...], dict[bytes, bytes]]:
         client.close()
 
 
+async def linked_stream(index: Index, params: CollectionParams, seed: int) -> None:
+    """The collection created and filled with replay's stream (replacements, deletes, evictions), then
+    a page on 40 sites."""
+    await index.create_collection(params)
+    await replay(index, params.name, Recount(), random.Random(seed), 80)
+    for s in range(40):
+        copy = Document(f"s{s}/license", variant(text(4242), s), page(f"s{s}.example", "license"))
+        await index.check(params.name, [copy], min_similarity=THRESHOLD)
+
+
 async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redis_url: str) -> None:
     """The same stream on a server with neardup's module (ND.LINK) and on one without (the Lua loop):
     the same answers and the same keys, byte for byte. The stream has replacements, deletes and
@@ -473,12 +483,7 @@ async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redi
             index = Index(store)
             name = "same"
             params = CollectionParams.create(name, threshold=THRESHOLD, site_field="url", max_documents=150)
-            await index.create_collection(params)
-            recount = Recount()
-            await replay(index, name, recount, random.Random(5), 80)
-            for s in range(40):
-                copy = Document(f"s{s}/license", variant(text(4242), s), page(f"s{s}.example", "license"))
-                await index.check(name, [copy], min_similarity=THRESHOLD)
+            await linked_stream(index, params, seed=5)
             k = (await index._collection(name)).keys
             seq = int(await store.client.hget(k.state, "seq"))
             pairs = [(x, y) for x in range(seq - 60, seq + 1) for y in range(seq - 200, seq + 1)]
@@ -533,12 +538,7 @@ async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
             params = CollectionParams.create(
                 name, threshold=THRESHOLD, site_field="url", max_documents=150, sketch_format=2
             )
-            await index.create_collection(params)
-            recount = Recount()
-            await replay(index, name, recount, random.Random(9), 80)
-            for s in range(40):
-                copy = Document(f"s{s}/license", variant(text(4242), s), page(f"s{s}.example", "license"))
-                await index.check(name, [copy], min_similarity=THRESHOLD)
+            await linked_stream(index, params, seed=9)
             answers.append(
                 [await index.site(name, s) for s in SITES] + [await index.site(name, "s0.example")]
             )

@@ -7,8 +7,6 @@ data alone; a blob of another format than the collection's is refused before any
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -45,31 +43,6 @@ def documents(seed: int, n: int) -> list[Document]:
         doc_id = f"d{rng.randrange(i)}" if i > 10 and rng.random() < 0.1 else f"d{i}"
         out.append(Document(doc_id, text))
     return out
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[EmbeddedValkey, EmbeddedValkey]]:
-    with_module = EmbeddedValkey(tmp_path / "module")
-    lua_only = EmbeddedValkey(tmp_path / "lua", module=False)
-    with_module.start()
-    lua_only.start()
-    try:
-        yield with_module, lua_only
-    finally:
-        with_module.stop()
-        lua_only.stop()
-
-
-@pytest.fixture
-async def stores(
-    servers: tuple[EmbeddedValkey, EmbeddedValkey],
-) -> AsyncIterator[tuple[RedisStore, RedisStore]]:
-    a, b = RedisStore.from_url(servers[0].url), RedisStore.from_url(servers[1].url)
-    try:
-        yield a, b
-    finally:
-        await a.close()
-        await b.close()
 
 
 def dump(url: str) -> dict[bytes, tuple[bytes, dict[bytes, bytes]]]:

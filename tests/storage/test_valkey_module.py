@@ -5,7 +5,6 @@ append-only file after a restart; bad arguments get an error, never a crash."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -46,31 +45,6 @@ def test_a_module_file_installed_without_the_execute_bit_is_loaded_from_a_copy(t
         assert (tmp_path / "data" / source.name).stat().st_mode & 0o111
     finally:
         server.stop()
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[EmbeddedValkey, EmbeddedValkey]]:
-    with_module = EmbeddedValkey(tmp_path / "module")
-    lua_only = EmbeddedValkey(tmp_path / "lua", module=False)
-    with_module.start()
-    lua_only.start()
-    try:
-        yield with_module, lua_only
-    finally:
-        with_module.stop()
-        lua_only.stop()
-
-
-@pytest.fixture
-async def stores(
-    servers: tuple[EmbeddedValkey, EmbeddedValkey],
-) -> AsyncIterator[tuple[RedisStore, RedisStore]]:
-    a, b = RedisStore.from_url(servers[0].url), RedisStore.from_url(servers[1].url)
-    try:
-        yield a, b
-    finally:
-        await a.close()
-        await b.close()
 
 
 def dump(url: str) -> dict[bytes, dict[bytes, bytes]]:
