@@ -1,6 +1,6 @@
 // Passage fingerprints (docs/design.md, "Passages"): the words of a text with their code point offsets
 // in the text *as given* (no NFKC here, so an offset is a Python str index), the hash of every word
-// k-gram, and the k-grams winnowing selects. Part of the passage format (passage blobs, versions 1 and 2):
+// k-gram, and the k-grams winnowing selects. Part of the passage format (passage blobs, versions 1 to 3):
 // changing anything here changes stored fingerprints (pinned by tests/native/test_passages.py).
 //
 //   words    maximal runs of alphanumerics (str.isalnum), combining marks continue a word, each
@@ -161,8 +161,9 @@ void put_varint(std::string& out, uint32_t v) {  // unsigned LEB128: 7 bits a by
 //   version 2: u8 2 | u32 words | u32 m | m x 5-byte key (the hash's low 40 bits) | m x u8 word step
 //              | m x varint start step (code points from the previous selected k-gram's start)
 //              | m x varint length | nibbles
+//   version 3: u8 3 | varint words | varint m | m x 4-byte key (the hash's low 32 bits) | then as version 2
 py::bytes passage_blob(const py::str& text, int k, int w, int version) {
-  if (version != 1 && version != 2) throw py::value_error("passage blob version must be 1 or 2");
+  if (version < 1 || version > 3) throw py::value_error("passage blob version must be 1, 2 or 3");
   Fingerprints f;
   fingerprint(text, k, w, f);
   const auto& sel = f.selected;
@@ -171,9 +172,14 @@ py::bytes passage_blob(const py::str& text, int k, int w, int version) {
   std::string out;
   out.reserve(9 + 15 * m + (nw + 1) / 2);
   out.push_back(static_cast<char>(version));
-  put_le<uint32_t>(out, static_cast<uint32_t>(nw));
-  put_le<uint32_t>(out, static_cast<uint32_t>(m));
-  const size_t key_bytes = version == 1 ? 8 : 5;
+  if (version == 3) {
+    put_varint(out, static_cast<uint32_t>(nw));
+    put_varint(out, static_cast<uint32_t>(m));
+  } else {
+    put_le<uint32_t>(out, static_cast<uint32_t>(nw));
+    put_le<uint32_t>(out, static_cast<uint32_t>(m));
+  }
+  const size_t key_bytes = version == 1 ? 8 : version == 2 ? 5 : 4;
   for (uint32_t j : sel)
     for (size_t i = 0; i < key_bytes; ++i) out.push_back(static_cast<char>((f.grams[j] >> (8 * i)) & 0xFF));
   uint32_t previous = 0;
@@ -206,7 +212,7 @@ py::bytes passage_blob(const py::str& text, int k, int w, int version) {
   return py::bytes(out);
 }
 
-// Format 2's positions: from byte `at` of a blob, m varint start steps then m varint lengths. Returns
+// Formats 2 and 3's positions: from byte `at` of a blob, m varint start steps then m varint lengths. Returns
 // (starts, lengths) as int64 arrays (the steps summed) and the offset past them.
 py::tuple passage_positions(const py::bytes& blob, size_t m, size_t at) {
   std::string_view b = blob;
@@ -233,9 +239,9 @@ py::tuple passage_positions(const py::bytes& blob, size_t m, size_t at) {
 
 void register_passages(py::module_& m) {
   m.def("passage_blob", &passage_blob, py::arg("text"), py::arg("k"), py::arg("w"), py::arg("version") = 1,
-        "the passage blob (format version 1 or 2) of a str; b'' below k words");
+        "the passage blob (format version 1, 2 or 3) of a str; b'' below k words");
   m.def("passage_positions", &passage_positions, py::arg("blob"), py::arg("m"), py::arg("at"),
-        "format 2's varint start steps and lengths from byte `at`: (starts, lengths, offset past them)");
+        "formats 2 and 3's varint start steps and lengths from byte `at`: (starts, lengths, offset past them)");
   m.def("passage_features", &passage_features, py::arg("text"), py::arg("k"), py::arg("w"),
         "(word starts, word ends, k-gram hashes, winnowed k-gram indices, word nibbles) of a str; offsets in code points");
 }

@@ -7,15 +7,17 @@ k-grams winnowing selects with a window of ``W`` k-grams come from the native co
 share at least one selected fingerprint, so a verbatim passage that long is always a candidate.
 
 Passage blob (little-endian), what the store keeps per document; a collection keeps one format for
-life (``CollectionParams.passage_format``: 2 for collections created since it exists, 1 before)::
+life (``CollectionParams.passage_format``: 3 for collections created since it exists, 2 or 1 before)::
 
     format 1: u8 1 | u32 words | u32 m | m x 8-byte key | m x u8 word step | m x u32 start
               | m x u16 length | ceil(words / 2) x u8 word nibbles
     format 2: u8 2 | u32 words | u32 m | m x 5-byte key | m x u8 word step | m x varint start step
               | m x varint length | ceil(words / 2) x u8 word nibbles
+    format 3: u8 3 | varint words | varint m | m x 4-byte key | then as format 2
 
-``key``: a selected k-gram's hash, all 64 bits (format 1) or the low 40 (format 2): the passage index's
-field, the only part the scripts read; ``word step``: its first word minus the previous selected one's
+``key``: a selected k-gram's hash, all 64 bits (format 1), the low 40 (format 2) or the low 32 (format
+3): what the passage index is keyed by, the only part the scripts read; ``word step``: its first word
+minus the previous selected one's
 (the first: its first word; winnowing keeps steps <= W); ``start``: its first code point in the text as
 stored (format 2: minus the previous selected k-gram's, as an unsigned LEB128 varint: 7 bits a byte, low
 first, the high bit set on every byte but the last); ``length``: its code points (format 1: capped at
@@ -26,7 +28,10 @@ agrees by chance one time in 16).
 Format 2 is ~6 bytes per selected k-gram smaller: starts and lengths are mostly one byte, and 40-bit keys
 still tell apart the k-grams of ~10^6 documents (two distinct k-grams share a key with probability
 2^-40: ~8 pairs among 4 million keys, each costing one spurious posting read, never a span: alignment
-needs the words around a hit to agree).
+needs the words around a hit to agree). Format 3 keeps 32 bits (its index keeps postings as packed
+records, see neardup.storage.keys): a text's key meets an unrelated stored k-gram's with probability
+2^-32 each, about one spurious posting read per search of 1,500 words among the ~2.4 million keys of
+100,000 documents, which again costs a read and never a span.
 """
 
 from __future__ import annotations
@@ -45,10 +50,10 @@ W = 21
 #: A shared run of this many words always shares a selected fingerprint.
 GUARANTEE_WORDS = W + K - 1
 #: The passage format new collections get; every format here stays readable.
-BLOB_VERSION = 2
-BLOB_VERSIONS = (1, 2)
+BLOB_VERSION = 3
+BLOB_VERSIONS = (1, 2, 3)
 #: Bytes of a fingerprint key in the passage index and the blob, per format.
-KEY_BYTES = {1: 8, 2: 5}
+KEY_BYTES = {1: 8, 2: 5, 3: 4}
 _HEADER = struct.Struct("<BII")
 
 U32 = npt.NDArray[np.uint32]
@@ -84,7 +89,7 @@ def _check_version(version: int) -> None:
 
 
 def truncated(keys: U64, version: int = BLOB_VERSION) -> U64:
-    """Keys as format ``version`` holds them (format 2: the low 40 bits)."""
+    """Keys as format ``version`` holds them (format 2: the low 40 bits, format 3: the low 32)."""
     _check_version(version)
     bits = 8 * KEY_BYTES[version]
     return keys if bits == 64 else keys & np.uint64((1 << bits) - 1)
@@ -116,9 +121,9 @@ def blob(text: str, version: int = BLOB_VERSION) -> bytes:
     return bytes(_native.passage_blob(text, K, W, version))
 
 
-def _varints(values: npt.NDArray[np.int64]) -> bytes:
+def _varints(values: npt.NDArray[np.int64] | list[int]) -> bytes:
     out = bytearray()
-    for v in values.tolist():
+    for v in values.tolist() if isinstance(values, np.ndarray) else values:
         while v >= 0x80:
             out.append((v & 0x7F) | 0x80)
             v >>= 7
@@ -139,9 +144,13 @@ def pack(f: Features, version: int = BLOB_VERSION) -> bytes:
         positions = [starts.astype("<u4").tobytes(), np.minimum(lengths, 65535).astype("<u2").tobytes()]
     else:
         positions = [_varints(np.diff(starts, prepend=0)), _varints(lengths)]
+    if version == 3:
+        header = bytes([version]) + _varints([len(f.starts), len(sel)])
+    else:
+        header = _HEADER.pack(version, len(f.starts), len(sel))
     return b"".join(
         (
-            _HEADER.pack(version, len(f.starts), len(sel)),
+            header,
             key_bytes(f.keys[sel], version),
             steps.tobytes(),
             *positions,
@@ -170,14 +179,39 @@ class Source:
     nibbles: npt.NDArray[np.uint8]
 
 
-def unpack(blob: bytes) -> Source:
-    """Either format; ValueError for another version."""
-    version, words, m = _HEADER.unpack_from(blob)
-    _check_version(version)
-    width = KEY_BYTES[version]
-    if len(blob) < _HEADER.size + m * (width + 1):
+def header(blob: bytes) -> tuple[int, int, int, int]:
+    """(version, words, m, offset of the keys) of a passage blob of any format; ValueError for another
+    version or a header cut short."""
+    if not blob:
         raise ValueError("truncated passage blob")
-    at = _HEADER.size
+    version = blob[0]
+    _check_version(version)
+    if version < 3:
+        if len(blob) < _HEADER.size:
+            raise ValueError("truncated passage blob")
+        return (*_HEADER.unpack_from(blob), _HEADER.size)
+    counts, at = [], 1
+    for _ in range(2):  # varints: 7 bits a byte, low first
+        value = shift = 0
+        while True:
+            if at >= len(blob) or shift > 28:
+                raise ValueError("truncated passage blob")
+            byte = blob[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        counts.append(value)
+    return version, counts[0], counts[1], at
+
+
+def unpack(blob: bytes) -> Source:
+    """Any format; ValueError for another version."""
+    version, words, m, at = header(blob)
+    width = KEY_BYTES[version]
+    if len(blob) < at + m * (width + 1):
+        raise ValueError("truncated passage blob")
     keys = unpack_keys(blob[at : at + m * width], version)
     at += m * width
     steps = np.frombuffer(blob, np.uint8, m, at)

@@ -42,7 +42,7 @@ FP_WEIGHT, FN_WEIGHT = 0.15, 0.85
 #: format 2 when no format is given.
 DEFAULT_SKETCH_FORMAT = 3
 #: The passage format (neardup.domain.fingerprints) of collections created with passages on.
-DEFAULT_PASSAGE_FORMAT = 2
+DEFAULT_PASSAGE_FORMAT = 3
 #: Format 2 chooses its banding for recall at the threshold (``sketch.recall_bands``): P(t) of at
 #: least this, with at most num_perm // 5 bands; verification on the sharper sketch then removes the
 #: extra candidates. At t = 0.8, k = 128: b=16, r=6, P(0.8) = 0.992 (0.995 took 18 bands: 12% more
@@ -386,8 +386,8 @@ def _validate(p: CollectionParams) -> None:
             raise InvalidParameters(f"max_documents must be at most {MAX_DOCUMENTS}, got {p.max_documents}")
     if not isinstance(p.passages, bool):
         raise InvalidParameters(f"passages must be true or false, got {p.passages!r}")
-    if isinstance(p.passage_format, bool) or p.passage_format not in (1, 2):
-        raise InvalidParameters(f"passage_format must be 1 or 2, got {p.passage_format!r}")
+    if isinstance(p.passage_format, bool) or p.passage_format not in (1, 2, 3):
+        raise InvalidParameters(f"passage_format must be 1, 2 or 3, got {p.passage_format!r}")
     if p.expected_documents is not None:
         _check_positive("expected_documents", p.expected_documents)
         if p.expected_documents > MAX_EXPECTED_DOCUMENTS:

@@ -16,11 +16,19 @@ created again never meets the old one's keys while they are being unlinked)::
 With passages on (a collection created with ``passages: true``; docs/design.md, "Passages")::
 
     nd:{c}:state            hash  ... pL pS pN [pf]                             passage index shape, format
-    nd:c:g:f:<n>            hash  fingerprint key (5 raw bytes; 8 in passage format 1) -> ordinals (ow
-                                  bytes each, big-endian), at most POSTING_CAP; grouped by linear hashing
-                                  like the band table
+    nd:c:g:f:<n>            passage formats 1 and 2: hash  fingerprint key (5 raw bytes; 8 in format 1)
+                                  -> ordinals (ow bytes each, big-endian), at most POSTING_CAP; grouped
+                                  by linear hashing like the band table (pN: fields)
+                            passage format 3: string  packed records sorted by (key, ordinal), each the
+                                  4-byte key's bits 8..31 (3 bytes, big-endian: bits 0..7 are the group
+                                  number's, the index starting at pL = PACKED_INDEX_LEVEL) then one
+                                  ordinal (ow bytes, big-endian); a key's posting is its run of records,
+                                  at most POSTING_CAP; linear hashing with PACKED_GROUP_TARGET records
+                                  per group (pN: records)
     nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (format pf, 1 where absent;
-                                  neardup.domain.fingerprints)
+                                  neardup.domain.fingerprints); format 3 keeps it in parts of
+                                  PASSAGE_PART bytes, part j in the field ord % 120 + 120 j, so that a
+                                  long blob does not turn its group into a hashtable
 
 check.lua writes a document's blob and postings with its bands (its passage step: ND.PASSAGES where
 the server has neardup's module, else ``scripts/_passages_lua.lua``); remove_document (_common.lua) removes
@@ -186,6 +194,13 @@ def stamp_scale(width: int) -> int:
 PASSAGE_GROUP_TARGET = 16
 POSTING_CAP = 64
 PASSAGE_GROUP = 120
+#: Passage format 3: target records per packed index group (a string of ~2 KB: a search reads and
+#: binary-searches one per key of the text, an insertion rewrites one per key of the document), the
+#: index's first level (2^8 groups: a record needs no byte of the key the group number gives), and the
+#: bytes of one blob part (the embedded server's listpack value limit, _LISTPACK_VALUE_LIMIT).
+PACKED_GROUP_TARGET = 256
+PACKED_INDEX_LEVEL = 8
+PASSAGE_PART = _LISTPACK_VALUE_LIMIT
 
 
 #: Fixed group counts of a collection's band and id tables on a cluster when no capacity sizes

@@ -4,7 +4,8 @@ registered once per client and loaded again when the server answers NOSCRIPT (re
 check.lua's band step comes in two versions with one contract: ``_bands_lua.lua`` for any server and
 ``_bands_module.lua``, one call of ``ND.BANDS`` where the server has neardup's module loaded (the
 embedded one always has); so does its passage step (``_passages_lua.lua``, ``_passages_module.lua``:
-one ``ND.PASSAGES``, where the module is version 2 or later). The store asks the server which once,
+one ``ND.PASSAGES``, where the module is version 5 or later: protocol 2 for passage format 3; a server
+with a module of version 2 to 4 takes the Lua step for every format). The store asks the server which once,
 when it loads the scripts. The cluster's ``cluster_ops.lua`` likewise applies its band records with
 ``_cluster_buckets_lua.lua`` or one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node.
 ``link.lua``'s loop over a batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one
@@ -34,6 +35,9 @@ LINK_MODULE_VERSION = 2
 #: The module version that brought ``ND.MATCHLINK``: check.lua's own link step (store.py sends it the
 #: step's parameters only from this version on; below it, link.lua runs after the check).
 MATCH_LINK_MODULE_VERSION = 3
+#: The module version that brought ND.PASSAGES's protocol 2 (passage format 3's packed index): check.lua's
+#: passage step goes through the module only from this version on.
+PACKED_PASSAGES_MODULE_VERSION = 5
 
 
 async def module_version(client: aioredis.Redis) -> int:
@@ -51,15 +55,15 @@ async def module_version(client: aioredis.Redis) -> int:
 
 #: Scripts whose loops come in a Lua and a module version, and the files that hold them: ``{bands}``
 #: is the band step's choice (the module of any version), ``{v2}`` the choice for the commands that
-#: came with version 2 (``ND.LINK``, ``ND.PASSAGES``).
+#: came with version 2 (``ND.LINK``), ``{v5}`` for ``ND.PASSAGES`` (both protocols from version 5).
 _VARIANTS = {
-    "check": ["_bands_{bands}.lua", "_passages_{v2}.lua"],
+    "check": ["_bands_{bands}.lua", "_passages_{v5}.lua"],
     "cluster_ops": ["_cluster_buckets_{bands}.lua"],
     "link": ["_link_{v2}.lua"],
 }
 
 
-def _source(name: str, bands: str, v2: str) -> str:
+def _source(name: str, bands: str, v2: str, v5: str) -> str:
     folder = resources.files("neardup.storage").joinpath("scripts")
     main = folder.joinpath(f"{name}.lua").read_text("utf-8")
     shebang = ""
@@ -67,7 +71,7 @@ def _source(name: str, bands: str, v2: str) -> str:
         shebang, main = main.split("\n", 1)
     parts = [main]
     for variant in reversed(_VARIANTS.get(name, [])):
-        parts.insert(0, folder.joinpath(variant.format(bands=bands, v2=v2)).read_text("utf-8"))
+        parts.insert(0, folder.joinpath(variant.format(bands=bands, v2=v2, v5=v5)).read_text("utf-8"))
     if name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
     return "\n".join([shebang, *parts] if shebang else parts)
@@ -76,9 +80,9 @@ def _source(name: str, bands: str, v2: str) -> str:
 class Script:
     """One Lua script called by SHA; a NOSCRIPT answer loads it and retries once."""
 
-    def __init__(self, name: str, bands: str = "lua", v2: str = "lua") -> None:
+    def __init__(self, name: str, bands: str = "lua", v2: str = "lua", v5: str = "lua") -> None:
         self.name = name
-        self.source = _source(name, bands, v2)
+        self.source = _source(name, bands, v2, v5)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def load(self, client: aioredis.Redis) -> None:
@@ -121,7 +125,8 @@ class Scripts:
             self.uses_module = version > 0
             self.match_link = version >= MATCH_LINK_MODULE_VERSION
             v2 = "module" if version >= LINK_MODULE_VERSION else "lua"
-            self.check = Script("check", "module" if self.uses_module else "lua", v2)
+            v5 = "module" if version >= PACKED_PASSAGES_MODULE_VERSION else "lua"
+            self.check = Script("check", "module" if self.uses_module else "lua", v2, v5)
             self.link = Script("link", v2=v2)
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,

@@ -23,6 +23,7 @@ constexpr int kApiVersion1 = 1;
 constexpr int kRead = 1 << 0;
 constexpr int kWrite = 1 << 1;
 constexpr int kKeyTypeEmpty = 0;
+constexpr int kKeyTypeString = 1;
 constexpr int kKeyTypeHash = 3;
 constexpr int kHashNone = 0;
 constexpr int kHashNx = 1 << 0;        // HashSet: only fields that do not exist yet
@@ -53,6 +54,9 @@ struct Api {
   size_t (*ValueLength)(VmKey*);
   int (*HashGet)(VmKey*, int, ...);
   int (*HashSet)(VmKey*, int, ...);
+  int (*StringSet)(VmKey*, VmString*);
+  char* (*StringDMA)(VmKey*, size_t*, int);
+  int (*DeleteKey)(VmKey*);
   VmScanCursor* (*ScanCursorCreate)();
   void (*ScanCursorDestroy)(VmScanCursor*);
   int (*ScanKey)(VmKey*, VmScanCursor*, ScanKeyFn, void*);
@@ -92,6 +96,9 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_ValueLength", api.ValueLength);
   get("RedisModule_HashGet", api.HashGet);
   get("RedisModule_HashSet", api.HashSet);
+  get("RedisModule_StringSet", api.StringSet);
+  get("RedisModule_StringDMA", api.StringDMA);
+  get("RedisModule_DeleteKey", api.DeleteKey);
   get("RedisModule_ScanCursorCreate", api.ScanCursorCreate);
   get("RedisModule_ScanCursorDestroy", api.ScanCursorDestroy);
   get("RedisModule_ScanKey", api.ScanKey);

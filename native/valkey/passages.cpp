@@ -16,6 +16,17 @@
 //     cap         most ordinals a posting keeps: a posting that holds cap already takes no append
 //     width       bytes of one ordinal: 4 or 5, the collection's (its state's `ow`)
 //   -> [L, S, N]: the index's new shape
+//
+//   ND.PASSAGES 2 <prefix> <L> <S> <N> <target> <blob key> <slot> <ord> <blob> <cap> <width> <stride> <part>
+//     2           protocol version 2: passage format 3 (packed_index.hpp), module version 5
+//     L S N       as above, N counting records (postings); L at least 8
+//     slot        the blob's slot number (ord % stride); the blob is kept in parts of `part` bytes (the
+//                 last one shorter or as long), part j in the field slot + j * stride: each part stays
+//                 under the server's listpack value limit
+//     blob        a format-3 passage blob: u8 3 | varint words | varint m | m 4-byte keys | positions
+//     others      as above
+//   -> [L, S, N]
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -26,16 +37,105 @@
 
 #include "group.hpp"
 #include "module_api.hpp"
+#include "packed_index.hpp"
 #include "table.hpp"
 
 namespace neardup::vm {
 namespace {
 
+int reply_shape(VmCtx* ctx, const Table& t) {
+  api.ReplyWithArray(ctx, 3);
+  api.ReplyWithLongLong(ctx, t.level);
+  api.ReplyWithLongLong(ctx, t.split);
+  api.ReplyWithLongLong(ctx, t.fields);
+  return kOk;
+}
+
+// An unsigned LEB128 varint at b[at..end) (at most 5 bytes); false past the end.
+bool varint(const char* b, size_t end, size_t& at, uint64_t& out) {
+  out = 0;
+  for (int shift = 0; shift <= 28; shift += 7) {
+    if (at >= end) return false;
+    const auto byte = static_cast<unsigned char>(b[at++]);
+    out |= static_cast<uint64_t>(byte & 0x7F) << shift;
+    if (byte < 0x80) return true;
+  }
+  return false;
+}
+
+// Protocol 2: a format-3 blob stored in parts, its keys posted as packed records.
+int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
+  if (argc != 15) return api.WrongArity(ctx);
+  Table t;
+  if (!read_table(argv + 2, t) || t.level < 8)
+    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: L, S, N or target out of range");
+  long long slot = 0, cap = 0, width = 0, stride = 0, part = 0;
+  if (!integer(argv[11], 1, 1LL << 24, cap) || !integer(argv[12], 4, 5, width) ||
+      !integer(argv[13], 1, 1LL << 20, stride) || !integer(argv[8], 0, stride - 1, slot) ||
+      !integer(argv[14], 16, 1LL << 20, part))
+    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: slot, cap, stride or part out of range or width not 4 or 5");
+  const size_t w = static_cast<size_t>(width);
+  size_t o_len = 0, blob_len = 0;
+  const char* ord = api.StringPtrLen(argv[9], &o_len);
+  const char* blob = api.StringPtrLen(argv[10], &blob_len);
+  if (o_len != w) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: the ordinal is <width> bytes");
+  if (blob_len < 9) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: the passage blob is too short");
+  if (blob[0] != 3) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown passage blob format");
+  size_t at = 1;
+  uint64_t words = 0, m = 0;
+  if (!varint(blob, blob_len, at, words) || !varint(blob, blob_len, at, m) || m > (blob_len - at) / 4)
+    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: truncated passage blob");
+
+  // The distinct keys in the blob's order, each to its group's records (read once, written once).
+  std::vector<uint32_t> keys;
+  keys.reserve(m);
+  {
+    std::unordered_set<uint32_t> seen;
+    seen.reserve(2 * m);
+    for (uint64_t e = 0; e < m; ++e) {
+      const uint32_t h = little_endian32(blob + at + 4 * e);
+      if (seen.insert(h).second) keys.push_back(h);
+    }
+  }
+  std::vector<uint64_t> order;
+  std::unordered_map<uint64_t, std::string> records;
+  {
+    Group blobs(ctx, argv[7], kRead | kWrite);
+    if (blobs.wrong_type())
+      return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: the blob key holds a non-hash value");
+    for (const uint32_t h : keys) {
+      const uint64_t number = t.group(h);
+      if (records.count(number)) continue;
+      StringKey group(ctx, t.prefix, number, kRead);
+      if (group.wrong_type())
+        return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: an index group key holds a non-string value");
+      records.emplace(number, std::string(group.value()));
+      order.push_back(number);
+    }
+    api.ReplicateVerbatim(ctx);
+    for (size_t from = 0, j = 0; from < blob_len; from += static_cast<size_t>(part), ++j) {
+      const std::string field = std::to_string(slot + static_cast<long long>(j) * stride);
+      VmString* f = api.CreateString(ctx, field.data(), field.size());
+      VmString* v = api.CreateString(ctx, blob + from, std::min<size_t>(static_cast<size_t>(part), blob_len - from));
+      blobs.set(f, v);
+      api.FreeString(ctx, f);
+      api.FreeString(ctx, v);
+    }
+  }
+  for (const uint32_t h : keys)
+    if (post(records[t.group(h)], h, ord, w, static_cast<size_t>(cap))) t.fields += 1;
+  for (const uint64_t number : order) StringKey(ctx, t.prefix, number, kRead | kWrite).set(records[number]);
+  grow(ctx, t, [w](VmCtx* c, Table& table) { split_packed(c, table, w); });
+  return reply_shape(ctx, t);
+}
+
 int passages_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 13) return api.WrongArity(ctx);
+  if (argc < 2) return api.WrongArity(ctx);
   size_t len = 0;
   const char* version = api.StringPtrLen(argv[1], &len);
+  if (len == 1 && version[0] == '2') return packed_passages(ctx, argv, argc);
   if (len != 1 || version[0] != '1') return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown protocol version");
+  if (argc != 13) return api.WrongArity(ctx);
   Table t;
   if (!read_table(argv + 2, t)) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: L, S, N or target out of range");
   long long cap = 0, width = 0;
@@ -116,12 +216,7 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
     api.FreeString(ctx, first);
   }
   grow(ctx, t);
-
-  api.ReplyWithArray(ctx, 3);
-  api.ReplyWithLongLong(ctx, t.level);
-  api.ReplyWithLongLong(ctx, t.split);
-  api.ReplyWithLongLong(ctx, t.fields);
-  return kOk;
+  return reply_shape(ctx, t);
 }
 
 }  // namespace

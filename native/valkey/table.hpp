@@ -44,6 +44,15 @@ inline void collect_moved(VmKey*, VmString* field, VmString* value, void* data) 
   moved->entries.emplace_back(api.CreateString(moved->ctx, f, len), api.CreateString(moved->ctx, v, vlen));
 }
 
+// The split pointer's step past a split group (a new level once every group is split).
+inline void advance(Table& t) {
+  t.split += 1;
+  if (static_cast<uint64_t>(t.split) == t.n()) {
+    t.level += 1;
+    t.split = 0;
+  }
+}
+
 // Linear hashing's split of group S into S and S + n, as _common.lua's grow() does it.
 inline void split_once(VmCtx* ctx, Table& t) {
   const uint64_t n = t.n();
@@ -66,19 +75,19 @@ inline void split_once(VmCtx* ctx, Table& t) {
     api.FreeString(ctx, field);
     api.FreeString(ctx, value);
   }
-  t.split += 1;
-  if (static_cast<uint64_t>(t.split) == n) {
-    t.level += 1;
-    t.split = 0;
-  }
+  advance(t);
 }
 
-inline void grow(VmCtx* ctx, Table& t) {
+// Splits until the table is back under its target, at most kMaxSplits; `split` is the layout's split
+// (split_once, or the packed index's split_packed in packed_index.hpp).
+template <typename Split>
+void grow(VmCtx* ctx, Table& t, Split split) {
   for (int splits = 0; splits < kMaxSplits; ++splits) {
     if (t.fields <= t.target * static_cast<long long>(t.n() + static_cast<uint64_t>(t.split))) return;
-    split_once(ctx, t);
+    split(ctx, t);
   }
 }
+inline void grow(VmCtx* ctx, Table& t) { grow(ctx, t, split_once); }
 
 inline bool integer(VmString* s, long long lo, long long hi, long long& out) {
   return api.StringToLongLong(s, &out) == kOk && out >= lo && out <= hi;

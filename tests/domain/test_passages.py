@@ -18,6 +18,7 @@ from neardup.domain import (
     Index,
     InvalidInput,
     InvalidParameters,
+    fingerprints,
 )
 from neardup.domain.fingerprints import GUARANTEE_WORDS
 from neardup.storage import EmbeddedValkey, RedisStore, Store
@@ -58,6 +59,14 @@ async def index(standalone_store: RedisStore) -> Index:
     ix = Index(standalone_store)
     await ix.create_collection(CollectionParams.create("p", passages=True))
     return ix
+
+
+def postings(client: redis.Redis, collection: str, passage_format: int) -> int:
+    """Postings of a collection's passage index: fields times ordinals (formats 1, 2), or records."""
+    groups = client.keys(f"nd:{collection}:*:f:*")
+    if passage_format == 3:
+        return sum(client.strlen(k) for k in groups) // 8
+    return sum(len(v) // 5 for k in groups for v in client.hvals(k))
 
 
 def passage_keys(client: redis.Redis, collection: str) -> list[bytes]:
@@ -140,9 +149,12 @@ async def test_lightly_edited_passage_is_one_span(index: Index) -> None:
     assert len(found.spans) == 1
 
 
+@pytest.mark.parametrize("passage_format", [2, 3])
 async def test_replacing_and_deleting_remove_the_old_passages(
-    index: Index, standalone_store: RedisStore, redis_url: str
+    standalone_store: RedisStore, redis_url: str, passage_format: int
 ) -> None:
+    index = Index(standalone_store)
+    await index.create_collection(CollectionParams.create("p", passages=True, passage_format=passage_format))
     first, second = " ".join(words(1, 300)), " ".join(words(2, 300))
     await index.check("p", [Document("a", first)])
     assert [s.id for s in (await index.passages("p", first)).sources] == ["a"]
@@ -164,9 +176,13 @@ async def test_replacing_and_deleting_remove_the_old_passages(
         client.close()
 
 
-async def test_max_documents_evicts_passages_too(standalone_store: RedisStore, redis_url: str) -> None:
+@pytest.mark.parametrize("passage_format", [2, 3])
+async def test_max_documents_evicts_passages_too(
+    standalone_store: RedisStore, redis_url: str, passage_format: int
+) -> None:
     index = Index(standalone_store)
-    await index.create_collection(CollectionParams.create("m", passages=True, max_documents=2))
+    params = CollectionParams.create("m", passages=True, max_documents=2, passage_format=passage_format)
+    await index.create_collection(params)
     texts = [" ".join(words(i, 200)) for i in range(70)]
     for i, t in enumerate(texts):
         await index.check("m", [Document(f"d{i}", t)])
@@ -180,9 +196,13 @@ async def test_max_documents_evicts_passages_too(standalone_store: RedisStore, r
         client.close()
 
 
-async def test_expired_documents_lose_their_passages(standalone_store: RedisStore, redis_url: str) -> None:
+@pytest.mark.parametrize("passage_format", [2, 3])
+async def test_expired_documents_lose_their_passages(
+    standalone_store: RedisStore, redis_url: str, passage_format: int
+) -> None:
     index = Index(standalone_store)
-    await index.create_collection(CollectionParams.create("t", passages=True, ttl_seconds=1))
+    params = CollectionParams.create("t", passages=True, ttl_seconds=1, passage_format=passage_format)
+    await index.create_collection(params)
     old = " ".join(words(1, 200))
     await index.check("t", [Document("old", old)])
     assert [s.id for s in (await index.passages("t", old)).sources] == ["old"]
@@ -192,6 +212,10 @@ async def test_expired_documents_lose_their_passages(standalone_store: RedisStor
     client = redis.Redis.from_url(redis_url)
     try:
         assert sum(client.hlen(k) for k in client.keys("nd:t:*:p:*")) == 1
+        # the postings left are exactly the new document's: one per distinct key of its blob
+        new = fingerprints.unpack(fingerprints.blob(" ".join(words(2, 200)), passage_format))
+        state = client.hgetall("nd:{t}:state")
+        assert int(state[b"pN"]) == len(set(new.keys.tolist())) == postings(client, "t", passage_format)
     finally:
         client.close()
 
@@ -230,7 +254,8 @@ async def test_a_cluster_refuses_passages_with_a_clear_error(store_target: Store
 
 
 async def test_module_and_lua_paths_write_the_same_passage_index(tmp_path: Path) -> None:
-    """The passage index goes through the band step: ND.BANDS on the embedded server, Lua elsewhere."""
+    """The passage step: ND.PASSAGES on the embedded server, Lua elsewhere (format 3's index groups are
+    strings, its blob groups hashes)."""
     servers = [EmbeddedValkey(tmp_path / "module"), EmbeddedValkey(tmp_path / "lua", module=False)]
     answers, dumps = [], []
     for server in servers:
@@ -249,7 +274,9 @@ async def test_module_and_lua_paths_write_the_same_passage_index(tmp_path: Path)
             try:
                 dumps.append(  # key names without the collection's random generation
                     {
-                        tuple(k.split(b":")[3:]): client.hgetall(k)
+                        tuple(k.split(b":")[3:]): (
+                            client.hgetall(k) if client.type(k) == b"hash" else client.get(k)
+                        )
                         for k in client.keys("nd:p:*")
                         if k.split(b":")[3] in (b"f", b"p")
                     }
@@ -274,7 +301,7 @@ async def test_a_collection_of_passage_format_1_is_kept_and_read_as_before(
     await ix.create_collection(old)
     again, created = await ix.create_collection(CollectionParams.create("pf1", passages=True))
     assert not created and again.passage_format == 1
-    assert CollectionParams.create("new", passages=True).to_dict()["passage_format"] == 2
+    assert CollectionParams.create("new", passages=True).to_dict()["passage_format"] == 3
     passage = " ".join(words(41, 60))
     await ix.check("pf1", [Document("src", " ".join(words(42, 200)) + " " + passage)])
     fresh = Index(standalone_store)  # reads the registry entry

@@ -1,5 +1,5 @@
-"""The passage fingerprint format (native/passages.cpp, neardup.domain.fingerprints, blob versions 1 and
-2): a pure-Python twin of the definition, golden blobs of both versions, and the winnowing guarantee."""
+"""The passage fingerprint format (native/passages.cpp, neardup.domain.fingerprints, blob versions 1 to
+3): a pure-Python twin of the definition, golden blobs of every version, and the winnowing guarantee."""
 
 from __future__ import annotations
 
@@ -96,6 +96,14 @@ GOLDEN = {
         "mixed": "54e4d3e6c07fb41f7d98d1a5f2d9e0f466bd74e212546f4b8445ffa94208ea40",
         "wide": "37e813408323e83328adcb5cbc82543470ccb36422a8f614e9f831506fffc257",
     },
+    3: {
+        "empty": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "short": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "ascii": "53b1a87b987db51a2c387392942807552a742ec571d5916b9c5b51b37e28957e",
+        "accents": "d24a8174d0c77d1502a8acdc5664a8229799ba82b3f9ec6635ac8375502297ff",
+        "mixed": "f055e82a06bdb4ca71e66b1e272bc1df806c599e1b5db9505900e2bfa67b5b8c",
+        "wide": "ab9d3dab4a7e27e355e8fe453188876d76f39ab081c5ab5d288c8a7fe39a86fa",
+    },
 }
 
 
@@ -109,7 +117,7 @@ def test_the_native_core_follows_the_definition(name: str) -> None:
     assert f.selected.tolist() == selected
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 @pytest.mark.parametrize("name", sorted(TEXTS))
 def test_golden_blobs(name: str, version: int) -> None:
     blob = fingerprints.blob(TEXTS[name], version)  # what the service stores, built in C++
@@ -121,20 +129,25 @@ def test_golden_blobs(name: str, version: int) -> None:
         f = fingerprints.features(TEXTS[name])
         assert source.words == len(f.starts)
         keys = f.grams[f.selected]
-        assert source.keys.tolist() == (keys if version == 1 else keys & np.uint64(2**40 - 1)).tolist()
+        bits = 8 * fingerprints.KEY_BYTES[version]
+        assert source.keys.tolist() == (keys if bits == 64 else keys & np.uint64(2**bits - 1)).tolist()
         assert source.word.tolist() == f.selected.tolist()
         assert source.start.tolist() == f.starts[f.selected].tolist()
         assert source.end.tolist() == f.ends[f.selected + K - 1].tolist()
         assert source.nibbles.tolist() == f.nibbles.tolist()
 
 
-def test_new_collections_get_format_2_which_is_smaller() -> None:
-    assert fingerprints.BLOB_VERSION == 2
-    assert fingerprints.blob(TEXTS["ascii"]) == fingerprints.blob(TEXTS["ascii"], 2)
+def test_new_collections_get_format_3_which_is_smaller() -> None:
+    assert fingerprints.BLOB_VERSION == 3
+    assert fingerprints.blob(TEXTS["ascii"]) == fingerprints.blob(TEXTS["ascii"], 3)
     for name in ("ascii", "accents", "mixed", "wide"):
         one, two = fingerprints.blob(TEXTS[name], 1), fingerprints.blob(TEXTS[name], 2)
+        three = fingerprints.blob(TEXTS[name], 3)
         m = int.from_bytes(one[5:9], "little")
         assert len(one) - len(two) >= 4 * m  # 3 key bytes, and mostly 1-byte positions
+        words = len(fingerprints.features(TEXTS[name]).starts)
+        assert fingerprints.header(three)[1:3] == fingerprints.header(two)[1:3] == (words, m)
+        assert len(two) - len(three) >= m + 5  # 1 key byte, and 2 varints instead of 8 bytes of counts
     wide = fingerprints.unpack(fingerprints.blob(TEXTS["wide"], 2))
     # 2-byte varints
     assert int(np.diff(wide.start).max()) >= 128 and int((wide.end - wide.start).max()) >= 128
@@ -142,13 +155,16 @@ def test_new_collections_get_format_2_which_is_smaller() -> None:
 
 def test_a_blob_of_another_version_is_refused() -> None:
     blob = bytearray(fingerprints.blob(TEXTS["ascii"], 2))
-    blob[0] = 3
-    with pytest.raises(ValueError, match="format 3"):
+    blob[0] = 4
+    with pytest.raises(ValueError, match="format 4"):
         fingerprints.unpack(bytes(blob))
-    with pytest.raises(ValueError, match="format 3"):
-        fingerprints.blob(TEXTS["ascii"], 3)
+    with pytest.raises(ValueError, match="format 4"):
+        fingerprints.blob(TEXTS["ascii"], 4)
+    for version in (2, 3):
+        with pytest.raises(ValueError, match="truncated"):
+            fingerprints.unpack(fingerprints.blob(TEXTS["ascii"], version)[:-60])
     with pytest.raises(ValueError, match="truncated"):
-        fingerprints.unpack(fingerprints.blob(TEXTS["ascii"], 2)[:-60])
+        fingerprints.unpack(b"\3\xff")  # format 3's counts cut short
 
 
 def test_offsets_are_code_points_of_the_text_as_given() -> None:

@@ -1,8 +1,9 @@
 """ND.PASSAGES (native/valkey/passages.cpp) against real servers: the same passage workload, on a server
 with neardup's module and on one without (the Lua passage step), ends in identical keyspaces (every
-hash, field for field, and every key's encoding) and the same search answers, for collections of both
-passage formats; its writes replay from the append-only file; bad arguments get an error and leave the
-data alone; a blob of another format than the collection's is refused before anything is written."""
+hash, field for field, every string, and every key's encoding) and the same search answers, for
+collections of every passage format (protocol 1 for formats 1 and 2, protocol 2 for format 3's packed
+index); its writes replay from the append-only file; bad arguments get an error and leave the data
+alone; a blob of another format than the collection's is refused before anything is written."""
 
 from __future__ import annotations
 
@@ -45,13 +46,20 @@ def documents(seed: int, n: int) -> list[Document]:
     return out
 
 
+def contents(client: redis.Redis, key: bytes) -> dict[bytes, bytes]:
+    if client.type(key) == b"hash":
+        return client.hgetall(key)
+    return {b"": client.get(key)}
+
+
 def dump(url: str) -> dict[bytes, tuple[bytes, dict[bytes, bytes]]]:
-    """Every hash of the server with its encoding; the registry (each collection's random generation)
-    and the records' insertion times (each server's own clock) left out, generations renamed."""
+    """Every hash (and string: format 3's index groups, as {b"": value}) of the server with its
+    encoding; the registry (each collection's random generation) and the records' insertion times (each
+    server's own clock) left out, generations renamed."""
     client = redis.Redis.from_url(url)
     try:
         keys = [k for k in client.scan_iter(count=1000) if k != b"nd:collections"]
-        out = {k: (client.object("encoding", k), client.hgetall(k)) for k in keys}
+        out = {k: (client.object("encoding", k), contents(client, k)) for k in keys}
         gens = {v[b"gen"] for k, (_, v) in out.items() if k.endswith(b":state")}
     finally:
         client.close()
@@ -67,10 +75,18 @@ def dump(url: str) -> dict[bytes, tuple[bytes, dict[bytes, bytes]]]:
     return renamed
 
 
+#: Format 3's index holds 256 records a group before it splits (keys.PACKED_GROUP_TARGET), more than this
+#: workload posts: its state is told of this many records more, so that it splits at most 4 groups a
+#: document (as a table far over target does), through a level and beyond.
+PACKED_HEADSTART = 256 * 512
+
+
 async def workload(store: RedisStore, passage_format: int) -> list[object]:
     index = Index(store)
     name = f"f{passage_format}"
     await index.create_collection(CollectionParams.create(name, passages=True, passage_format=passage_format))
+    if passage_format == 3:
+        await store.client.hincrby(f"nd:{{{name}}}:state", "pN", PACKED_HEADSTART)
     docs = documents(seed=passage_format, n=260)
     answers: list[object] = []
     for start in range(0, len(docs), 40):
@@ -83,7 +99,7 @@ async def workload(store: RedisStore, passage_format: int) -> list[object]:
     return answers
 
 
-@pytest.mark.parametrize("passage_format", [1, 2])
+@pytest.mark.parametrize("passage_format", [1, 2, 3])
 async def test_module_and_lua_passage_steps_write_the_same_data_and_answer_the_same(
     servers: tuple[EmbeddedValkey, EmbeddedValkey], stores: tuple[RedisStore, RedisStore], passage_format: int
 ) -> None:
@@ -99,7 +115,10 @@ async def test_module_and_lua_passage_steps_write_the_same_data_and_answer_the_s
     a, b = dump(servers[0].url), dump(servers[1].url)
     assert a == b
     state = a[b"nd:{f%d}:state" % passage_format][1]
-    assert state.get(b"pf") == (b"2" if passage_format == 2 else None)
+    assert state.get(b"pf") == (None if passage_format == 1 else b"%d" % passage_format)
+    if passage_format == 3:
+        assert_packed_index(a, int(state[b"pL"]), int(state[b"pN"]) - PACKED_HEADSTART)
+        return
     assert int(state[b"pL"]) >= 6  # the index split many times along the way
     index_fields = [f for k, (_, fields) in a.items() if b":f:" in k for f in fields]
     assert {len(f) for f in index_fields} == {fingerprints.KEY_BYTES[passage_format]}
@@ -108,11 +127,39 @@ async def test_module_and_lua_passage_steps_write_the_same_data_and_answer_the_s
     assert 60 * 5 <= max(len(v) for v in postings) <= 64 * 5
 
 
+Keyspace = dict[bytes, tuple[bytes, dict[bytes, bytes]]]
+
+
+def assert_packed_index(keyspace: Keyspace, level: int, records: int) -> None:
+    """Format 3: every index group a string of 8-byte records in (key, ordinal) order, each in the group
+    its key's low bits name; ``records`` of them in all; the boilerplate's postings full; long blobs in
+    parts of 600 bytes, every blob group still a listpack."""
+    assert level >= 9  # started at 8, split through a level
+    groups = {int(k.rsplit(b":", 1)[1]): v[b""] for k, (_, v) in keyspace.items() if b":f:" in k}
+    runs: dict[bytes, int] = {}
+    total = 0
+    for number, value in groups.items():
+        assert value and len(value) % 8 == 0
+        rows = [value[at : at + 8] for at in range(0, len(value), 8)]
+        assert rows == sorted(rows)
+        for row in rows:
+            h = int.from_bytes(row[:3], "big") << 8 | number % 256
+            assert number in (h % 2**level, h % 2 ** (level + 1))
+            runs[row[:3] + bytes([number % 256])] = runs.get(row[:3] + bytes([number % 256]), 0) + 1
+        total += len(rows)
+    assert total == records
+    assert max(runs.values()) == 64  # POSTING_CAP: the boilerplate's postings filled up
+    blobs = {k: v for k, v in keyspace.items() if b":p:" in k}
+    parts = [value for _, fields in blobs.values() for value in fields.values()]
+    assert max(len(p) for p in parts) == 600 and {e for e, _ in blobs.values()} == {b"listpack"}
+
+
 async def test_nd_passages_replays_from_the_append_only_file(
     servers: tuple[EmbeddedValkey, EmbeddedValkey], stores: tuple[RedisStore, RedisStore]
 ) -> None:
     server = servers[0]
     await workload(stores[0], 2)
+    await workload(stores[0], 3)
     before = dump(server.url)
     aof = b"".join(p.read_bytes() for p in (server.data_dir / "appendonlydir").glob("*.incr.aof"))
     assert b"nd.passages" in aof.lower()
@@ -131,7 +178,7 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         ok = ["1", "f:", 0, 0, 0, 16, "p:0", "1", ordinal, blob, 64, 5]
         cases = [
             ("wrong number", ok[:-1]),
-            ("protocol version", ["2", *ok[1:]]),
+            ("protocol version", ["3", *ok[1:]]),
             ("out of range", [*ok[:3], 1, *ok[4:]]),  # S >= 2^L
             ("out of range", [*ok[:2], 99, *ok[3:]]),
             ("cap out of range", [*ok[:10], 0, 5]),
@@ -158,6 +205,48 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         ok[10] = 1
         assert client.execute_command("ND.PASSAGES", *ok) == [0, 0, m]
         assert set(client.hgetall("f:0").values()) == {(1).to_bytes(5, "big")}
+    finally:
+        client.close()
+
+
+def test_protocol_2_bad_arguments_get_an_error_and_leave_the_data_alone(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey],
+) -> None:
+    client = redis.Redis.from_url(servers[0].url)
+    try:
+        blob = fingerprints.blob(" ".join(VOCABULARY[:700]), 3)
+        assert 600 < len(blob) <= 1200
+        _, _, m, at = fingerprints.header(blob)
+        ordinal = (1).to_bytes(5, "big")
+        ok = ["2", "f:", 8, 0, 0, 256, "p:0", "1", ordinal, blob, 64, 5, 120, 600]
+        cases = [
+            ("wrong number", ok[:-1]),
+            ("out of range", [*ok[:2], 7, *ok[3:]]),  # a packed index has at least 2^8 groups
+            ("out of range", [*ok[:7], "120", *ok[8:]]),  # slot >= stride
+            ("out of range", [*ok[:13], 8]),  # parts too small
+            ("width not 4 or 5", [*ok[:11], 6, *ok[12:]]),
+            ("ordinal is <width> bytes", [*ok[:8], b"\0\0\0\1", *ok[9:]]),
+            ("too short", [*ok[:9], blob[:8], *ok[10:]]),
+            ("unknown passage blob format", [*ok[:9], b"\2" + blob[1:], *ok[10:]]),
+            ("truncated", [*ok[:9], blob[: at + 4 * m - 1], *ok[10:]]),
+        ]
+        for message, args in cases:
+            with pytest.raises(redis.ResponseError, match=message):
+                client.execute_command("ND.PASSAGES", *args)
+        assert client.dbsize() == 0
+        keys = fingerprints.unpack(blob).keys.tolist()
+        busy = f"f:{keys[0] % 256}"  # a group the blob posts to
+        client.hset(busy, "a", "not a string")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("ND.PASSAGES", *ok)
+        assert client.dbsize() == 1
+        client.delete(busy)
+        assert client.execute_command("ND.PASSAGES", *ok) == [8, 0, len(set(keys))]  # under 256 a group
+        assert client.hgetall("p:0") == {b"1": blob[:600], b"121": blob[600:]}
+        records = b"".join(client.get(f"f:{n}") or b"" for n in range(256))
+        assert len(records) == 8 * len(set(keys))
+        expected = sorted((k % 256, (k >> 8).to_bytes(3, "big") + ordinal) for k in set(keys))
+        assert records == b"".join(r for _, r in expected)
     finally:
         client.close()
 

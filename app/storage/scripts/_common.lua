@@ -65,37 +65,87 @@ local function group_of(t, h)
   return name
 end
 
+-- Linear hashing's split of group S (`src`) into S and S + n (`dst`) of a hash-grouped table.
+local function split_hash(t, src, dst, n)
+  local all = redis.call('HGETALL', src)
+  local moved, fields = {}, {}
+  for i = 1, #all, 2 do
+    if t.hash(all[i]) % (2 * n) ~= t.S then
+      moved[#moved + 1] = all[i]
+      moved[#moved + 1] = all[i + 1]
+      fields[#fields + 1] = all[i]
+    end
+  end
+  if #fields > 0 then
+    redis.call('HDEL', src, unpack(fields))
+    redis.call('HSET', dst, unpack(moved))
+  end
+end
+
 -- Split groups until the table is back under its target fields per group, at most MAX_SPLITS per
 -- call. Each split rehashes one group (tens of fields), so the cost is spread evenly over the
 -- insertions; the bound keeps a call short when a table is far over target (e.g. after the target
--- was lowered): such a table catches up a few splits per document.
+-- was lowered): such a table catches up a few splits per document. `t.split` is the layout's split
+-- (split_hash; passage format 3's index: split_packed).
 local MAX_SPLITS = 4
 local function grow(t)
   local splits = 0
   while t.N > t.target * (t.n + t.S) and splits < MAX_SPLITS do
     splits = splits + 1
     local n = t.n
-    local src = t.prefix .. string.format('%d', t.S)
-    local dst = t.prefix .. string.format('%d', t.S + n)
-    local all = redis.call('HGETALL', src)
-    local moved, fields = {}, {}
-    for i = 1, #all, 2 do
-      if t.hash(all[i]) % (2 * n) ~= t.S then
-        moved[#moved + 1] = all[i]
-        moved[#moved + 1] = all[i + 1]
-        fields[#fields + 1] = all[i]
-      end
-    end
-    if #fields > 0 then
-      redis.call('HDEL', src, unpack(fields))
-      redis.call('HSET', dst, unpack(moved))
-    end
+    t.split(t, t.prefix .. string.format('%d', t.S), t.prefix .. string.format('%d', t.S + n), n)
     t.S = t.S + 1
     if t.S == n then
       t.L = t.L + 1
       t.n = 2 * n
       t.S = 0
     end
+  end
+end
+
+-- Passage format 3's index (keys.py; native/valkey/packed_index.hpp writes the same bytes): a group is one
+-- string of records sorted by (key, ordinal), each the fingerprint key's bits 8..31 (3 bytes,
+-- big-endian; its bits 0..7 are the group number's, the index starting with 2^8 groups) then an
+-- ordinal (OW bytes, big-endian). A key's posting is its run of records; N counts records.
+local PACKED_TARGET, PACKED_LEVEL = 256, 8
+
+-- The record key of a fingerprint key (4 raw little-endian bytes): its bits 8..31, big-endian.
+local function record_key(key) return string.reverse(string.sub(key, 2, 4)) end
+local function record_bits(v, p)
+  local a, b, c = string.byte(v, p, p + 2)
+  return (a * 256 + b) * 256 + c
+end
+
+-- Records first .. last - 1 (counted from 0) of group value v hold the key whose record key is `rk`.
+local function posting_range(v, rk)
+  local rw, k = 3 + OW, record_bits(rk, 1)
+  local lo, hi = 0, #v / (3 + OW)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if record_bits(v, mid * rw + 1) < k then lo = mid + 1 else hi = mid end
+  end
+  local last, count = lo, #v / rw
+  while last < count and record_bits(v, last * rw + 1) == k do last = last + 1 end
+  return lo, last
+end
+
+local function set_or_del(key, value)
+  if #value > 0 then redis.call('SET', key, value) else redis.call('DEL', key) end
+end
+
+-- split_hash's twin for the packed index: records stay in order on both sides.
+local function split_packed(t, src, dst, n)
+  local v = redis.call('GET', src)
+  if not v then return end
+  local rw, low = 3 + OW, t.S % 256
+  local stay, move = {}, {}
+  for p = 1, #v, rw do
+    local record = string.sub(v, p, p + rw - 1)
+    if (record_bits(v, p) * 256 + low) % (2 * n) == t.S then stay[#stay + 1] = record else move[#move + 1] = record end
+  end
+  if #move > 0 then
+    set_or_del(src, table.concat(stay))
+    redis.call('SET', dst, table.concat(move))
   end
 end
 
@@ -108,18 +158,20 @@ local function load_state()
   OW = tonumber(v[13]) or 4
   SIG_GROUP = tonumber(v[17]) or SIG_GROUP  -- sketches per signature hash, since layout 3
   OW_FORMAT, MAX_ORDINAL = '>I' .. OW, 2 ^ (8 * OW) - 1
-  return {
+  local st = {
     seq = tonumber(v[2]), docs = tonumber(v[3]),
     ttl = tonumber(v[10]) or 0, maxd = tonumber(v[11]) or 0, low = tonumber(v[12]) or 0,
     band = {prefix = BAND, L = tonumber(v[4]), n = 2 ^ tonumber(v[4]), S = tonumber(v[5]),
-            N = tonumber(v[6]), target = BAND_TARGET, hash = band_hash, names = {}},
+            N = tonumber(v[6]), target = BAND_TARGET, hash = band_hash, names = {}, split = split_hash},
     id = {prefix = IDS, L = tonumber(v[7]), n = 2 ^ tonumber(v[7]), S = tonumber(v[8]),
-          N = tonumber(v[9]), target = ID_TARGET, hash = id_hash, names = {}},
+          N = tonumber(v[9]), target = ID_TARGET, hash = id_hash, names = {}, split = split_hash},
     -- the passage index (keys.py): only in collections created with passages on (pL set at creation)
     pas = {prefix = PASSAGE_INDEX, L = tonumber(v[14]) or 0, n = 2 ^ (tonumber(v[14]) or 0),
            S = tonumber(v[15]) or 0, N = tonumber(v[16]) or 0, target = PASSAGE_TARGET, hash = band_hash,
-           names = {}, on = v[14] ~= false, format = tonumber(v[18]) or 1},
+           names = {}, on = v[14] ~= false, format = tonumber(v[18]) or 1, split = split_hash},
   }
+  if st.pas.format >= 3 then st.pas.split, st.pas.target = split_packed, PACKED_TARGET end
+  return st
 end
 
 -- Ordinals at or below this one are evicted by max_documents (they stop matching at once; the
@@ -238,15 +290,40 @@ local function remove_site_page(ord)
 end
 
 -- Passages (docs/design.md, "Passages"; keys.py): a collection created with passages on keeps each
--- document's passage blob (format 1 or 2, the state's pf, 1 where absent; fingerprints.py: byte 1 =
--- version, bytes 2..5 word count, 6..9 entry count m, then m fingerprint keys of PASSAGE_KEY[version]
--- raw bytes, then positions the scripts never read) in p:<ord // 120>, and an inverted index
--- f:<group>: fingerprint key -> ordinals (OW bytes each, big-endian), at most POSTING_CAP of them (a
--- full posting takes no more: see the design document for what is lost). The index has the band
--- table's layout (a key's first 4 bytes pick its group); check.lua's passage_put (_passages_lua.lua,
--- or ND.PASSAGES where the server has neardup's module) writes it and passages.lua reads it.
-local PASSAGE_KEY = {8, 5}
+-- document's passage blob (format 1, 2 or 3, the state's pf, 1 where absent; fingerprints.py: byte 1 =
+-- version, then the word count and the entry count m, u32 each (formats 1, 2) or varints (format 3),
+-- then m fingerprint keys of PASSAGE_KEY[version] raw bytes, then positions the scripts never read) in
+-- p:<ord // 120> (format 3: in parts of PASSAGE_PART bytes, part j in the field slot + 120 j, so that
+-- every part stays a listpack value), and an inverted index f:<group>: fingerprint key -> ordinals (OW
+-- bytes each, big-endian), at most POSTING_CAP of them (a full posting takes no more: see the design
+-- document for what is lost). The index has the band table's layout (a key's first 4 bytes pick its
+-- group), with one hash field per key (formats 1, 2) or packed records (format 3, above);
+-- check.lua's passage_put (_passages_lua.lua, or ND.PASSAGES where the server has neardup's module)
+-- writes it and passages.lua reads it.
+local PASSAGE_KEY = {8, 5, 4}
+local PASSAGE_PART = 600
 local function passage_blob_key(ord) return PASSAGE_BLOBS .. string.format('%d', math.floor(ord / PASSAGE_GROUP)) end
+
+-- An unsigned LEB128 varint of s at p: its value and the position past it (nil past the end).
+local function varint(s, p)
+  local value, scale = 0, 1
+  for _ = 1, 5 do
+    local b = string.byte(s, p)
+    if not b then return nil, p end
+    p = p + 1
+    value = value + (b % 128) * scale
+    if b < 128 then return value, p end
+    scale = scale * 128
+  end
+  return nil, p
+end
+
+-- (m, position of the first key) of a blob at least 9 bytes long; m is nil when the header is cut short.
+local function passage_head(blob)
+  if string.byte(blob, 1) < 3 then return struct.unpack('<I4', blob, 6), 10 end
+  local _, p = varint(blob, 2)
+  return varint(blob, p)
+end
 
 -- Why a blob cannot be stored in this collection (nil: it can; '' and short blobs are not stored).
 local function passage_problem(st, blob)
@@ -255,7 +332,8 @@ local function passage_problem(st, blob)
   if version ~= st.pas.format then
     return 'passage blob format ' .. version .. ' in a collection of passage format ' .. st.pas.format
   end
-  if #blob < 9 + PASSAGE_KEY[version] * struct.unpack('<I4', blob, 6) then return 'truncated passage blob' end
+  local m, at = passage_head(blob)
+  if not m or #blob < at - 1 + PASSAGE_KEY[version] * m then return 'truncated passage blob' end
   return nil
 end
 
@@ -264,9 +342,9 @@ local function passage_keys(blob)
   if not blob or #blob < 9 then return {} end
   local width = PASSAGE_KEY[string.byte(blob, 1)]
   if not width then error('unknown passage blob format ' .. string.byte(blob, 1)) end
-  local m = struct.unpack('<I4', blob, 6)
+  local m, at = passage_head(blob)
   local seen, out = {}, {}
-  for q = 10, 9 + width * m, width do
+  for q = at, at - 1 + width * m, width do
     local key = string.sub(blob, q, q + width - 1)
     if not seen[key] then
       seen[key] = true
@@ -276,8 +354,35 @@ local function passage_keys(blob)
   return out
 end
 
--- Take ordinal o4 out of the bucket `key` of table t (the band table or the passage index: the same
--- layout); a bucket left empty is deleted and the table's field count goes down.
+-- Document ord's blob: stored whole (formats 1, 2), or in parts (format 3) that passage_blob_parts
+-- names; read back whole (nil: none stored).
+local function passage_blob_parts(st, ord, size)
+  local base, out = ord % PASSAGE_GROUP, {}
+  local parts = st.pas.format >= 3 and math.max(1, math.ceil(size / PASSAGE_PART)) or 1
+  for j = 0, parts - 1 do out[#out + 1] = string.format('%d', base + j * PASSAGE_GROUP) end
+  return out
+end
+local function passage_blob_set(st, ord, blob)
+  local key, size = passage_blob_key(ord), st.pas.format >= 3 and PASSAGE_PART or #blob
+  for j, field in ipairs(passage_blob_parts(st, ord, #blob)) do
+    redis.call('HSET', key, field, string.sub(blob, (j - 1) * size + 1, j * size))
+  end
+end
+local function passage_blob_get(st, ord)
+  local key = passage_blob_key(ord)
+  local part = redis.call('HGET', key, slot(ord, PASSAGE_GROUP))
+  if not part or st.pas.format < 3 then return part end
+  local parts = {part}
+  while #part == PASSAGE_PART do
+    part = redis.call('HGET', key, string.format('%d', ord % PASSAGE_GROUP + #parts * PASSAGE_GROUP))
+    if not part then break end
+    parts[#parts + 1] = part
+  end
+  return table.concat(parts)
+end
+
+-- Take ordinal o4 out of the bucket `key` of table t (the band table or the passage index of formats
+-- 1, 2: the same layout); a bucket left empty is deleted and the table's field count goes down.
 local function unbucket(t, key, o4)
   local group = group_of(t, band_hash(key))
   local value = redis.call('HGET', group, key)
@@ -296,15 +401,43 @@ local function unbucket(t, key, o4)
   end
 end
 
+-- Format 3: append ordinal o4 (larger than any posted) to the posting of `key`, unless it is full.
+local function packed_post(t, key, o4)
+  local group = group_of(t, band_hash(key))
+  local v = redis.call('GET', group) or ''
+  local rk = record_key(key)
+  local first, last = posting_range(v, rk)
+  if last - first >= POSTING_CAP then return end
+  local at = last * (3 + OW)
+  redis.call('SET', group, string.sub(v, 1, at) .. rk .. o4 .. string.sub(v, at + 1))
+  t.N = t.N + 1
+end
+
+-- Format 3: take ordinal o4's record out of the posting of `key`.
+local function packed_unpost(t, key, o4)
+  local group = group_of(t, band_hash(key))
+  local v = redis.call('GET', group)
+  if not v then return end
+  local rw = 3 + OW
+  local first, last = posting_range(v, record_key(key))
+  for r = first, last - 1 do
+    if string.sub(v, r * rw + 4, (r + 1) * rw) == o4 then
+      set_or_del(group, string.sub(v, 1, r * rw) .. string.sub(v, (r + 1) * rw + 1))
+      t.N = t.N - 1
+      return
+    end
+  end
+end
+
 -- Remove a document's postings and its passage blob (none stored: nothing to do).
 local function remove_passages(st, ord)
   if not st.pas.on then return end
-  local blob_key, field = passage_blob_key(ord), slot(ord, PASSAGE_GROUP)
-  local blob = redis.call('HGET', blob_key, field)
+  local blob = passage_blob_get(st, ord)
   if not blob then return end
   local o4 = ordinal_bytes(ord)
-  for _, key in ipairs(passage_keys(blob)) do unbucket(st.pas, key, o4) end
-  redis.call('HDEL', blob_key, field)
+  local unpost = st.pas.format >= 3 and packed_unpost or unbucket
+  for _, key in ipairs(passage_keys(blob)) do unpost(st.pas, key, o4) end
+  redis.call('HDEL', passage_blob_key(ord), unpack(passage_blob_parts(st, ord, #blob)))
 end
 
 -- Remove a stored document's band entries, signature and record (the id field is the caller's).

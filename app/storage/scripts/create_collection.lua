@@ -7,7 +7,9 @@
 --   collection's capacity; all 0: one group each, grown by splits)
 -- ARGV[10] ordinal width in bytes (keys.ORDINAL_WIDTH), fixed for the collection's life
 -- ARGV[11] passages: '0' off, else the passage format (fingerprints.py): the passage index's shape pL, pS,
---   pN is created with the state, and format 2 also writes pf (a state without pf has format 1)
+--   pN is created with the state, and formats 2 and 3 also write pf (a state without pf has format 1);
+--   format 3's packed index starts with 2^8 groups (pL 8: keys.PACKED_INDEX_LEVEL, _common.lua's
+--   PACKED_LEVEL)
 -- ARGV[12] sketches per signature hash (keys.sig_group_size), fixed for the collection's life
 -- Returns {'created'} or {'exists', stored parameters JSON}
 
@@ -22,4 +24,5 @@ redis.call('HSET', KEYS[2], 'gen', ARGV[3], 'seq', 0, 'docs', 0,
   'sg', ARGV[12])
 if ARGV[11] == '1' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0) end
 if ARGV[11] == '2' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0, 'pf', 2) end
+if ARGV[11] == '3' then redis.call('HSET', KEYS[2], 'pL', 8, 'pS', 0, 'pN', 0, 'pf', 3) end
 return {'created'}

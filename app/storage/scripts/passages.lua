@@ -3,8 +3,9 @@
 --
 -- KEYS[1]  collection state hash
 -- ARGV[1..9] shared head (see _common.lua), then ARGV[10] the text's distinct fingerprint keys (raw, of
---   the collection's passage format's width: 8 bytes in format 1, 5 in format 2), ARGV[11] most documents to return, ARGV[12] postings of at least this many documents
---   make their key "common"
+--   the collection's passage format's width: 8 bytes in format 1, 5 in format 2, 4 in format 3),
+--   ARGV[11] most documents to return, ARGV[12] postings of at least this many documents make their
+--   key "common"
 -- A document scores sum over the keys it shares of 1 / (documents in that key's posting): a key in
 -- every template page counts little, a rare one fully. Documents evicted by max_documents are left
 -- out (expiry by time is the caller's check, with the returned time).
@@ -18,15 +19,30 @@ local out, common = {}, {}
 if not st.pas.on then return {'ok', out, server_ms(), ''} end
 local floor = floor_of(st)
 local score, order = {}, {}
-local width = PASSAGE_KEY[st.pas.format]
+local width, packed = PASSAGE_KEY[st.pas.format], st.pas.format >= 3
+-- A key's posting: its ordinals in `value` from byte `first` to `stop`, `stride` apart (a hash field of
+-- ordinals; format 3: the ordinals of its run of records), and how many; nil where it has none.
+local function posting(key)
+  local group = group_of(st.pas, band_hash(key))
+  if not packed then
+    local value = redis.call('HGET', group, key)
+    if not value then return nil end
+    return value, 1, #value, OW, #value / OW
+  end
+  local value = redis.call('GET', group)
+  if not value then return nil end
+  local rw = 3 + OW
+  local lo, hi = posting_range(value, record_key(key))
+  if hi == lo then return nil end
+  return value, lo * rw + 4, (hi - 1) * rw + 4, rw, hi - lo
+end
 for q = 1, #wanted - width + 1, width do
   local key = string.sub(wanted, q, q + width - 1)
-  local value = redis.call('HGET', group_of(st.pas, band_hash(key)), key)
+  local value, first, stop, stride, size = posting(key)
   if value then
-    local size = #value / OW
     if size >= common_at then common[#common + 1] = key end
     local weight = 1 / size
-    for p = 1, #value, OW do
+    for p = first, stop, stride do
       local ord = struct.unpack(OW_FORMAT, value, p)
       if ord > floor then
         local s = score[ord]
@@ -46,7 +62,7 @@ end)
 for j = 1, math.min(limit, #order) do
   local ord = order[j]
   out[#out + 1] = ord
-  out[#out + 1] = redis.call('HGET', passage_blob_key(ord), slot(ord, PASSAGE_GROUP)) or ''
+  out[#out + 1] = passage_blob_get(st, ord) or ''
   out[#out + 1] = redis.call('HGET', doc_key(ord), slot(ord, DOC_GROUP)) or ''
 end
 return {'ok', out, server_ms(), table.concat(common)}

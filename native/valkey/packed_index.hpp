@@ -1,0 +1,114 @@
+// Passage format 3's index (app/storage/keys.py): linear hashing over string keys "prefix + group
+// number" (the band table's arithmetic, table.hpp), each group one string of fixed-width records sorted
+// by (key, ordinal). A record is a fingerprint key's bits 8..31 (3 bytes, big-endian: its bits 0..7 are
+// the group number's, as a format-3 index starts with 2^8 groups) then one ordinal (`width` bytes,
+// big-endian); a key's posting is its run of records. _common.lua's packed steps write the same bytes.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "group.hpp"
+#include "module_api.hpp"
+#include "table.hpp"
+
+namespace neardup::vm {
+
+inline constexpr size_t kRecordKey = 3;
+
+// One group's string key (or any string key), opened for one operation.
+class StringKey {
+ public:
+  StringKey(VmCtx* ctx, const std::string& prefix, uint64_t number, int mode) : ctx_(ctx) {
+    const std::string name = prefix + std::to_string(number);
+    name_ = api.CreateString(ctx, name.data(), name.size());
+    key_ = api.OpenKey(ctx, name_, mode);
+  }
+  ~StringKey() {
+    if (key_) api.CloseKey(key_);
+    api.FreeString(ctx_, name_);
+  }
+  StringKey(const StringKey&) = delete;
+  StringKey& operator=(const StringKey&) = delete;
+
+  bool wrong_type() const {
+    const int type = key_ ? api.KeyType(key_) : kKeyTypeEmpty;
+    return type != kKeyTypeEmpty && type != kKeyTypeString;
+  }
+  // The value ("" for a missing key); valid until the next write.
+  std::string_view value() const {
+    if (!key_ || api.KeyType(key_) != kKeyTypeString) return {};
+    size_t len = 0;
+    const char* p = api.StringDMA(key_, &len, kRead);
+    return {p, len};
+  }
+  // Replaces the value with an exact-sized copy of `v` (a group never keeps spare room); "" deletes.
+  void set(std::string_view v) {
+    if (v.empty()) {
+      if (api.KeyType(key_) != kKeyTypeEmpty) api.DeleteKey(key_);
+      return;
+    }
+    VmString* s = api.CreateString(ctx_, v.data(), v.size());
+    api.StringSet(key_, s);
+    api.FreeString(ctx_, s);
+  }
+
+ private:
+  VmCtx* ctx_;
+  VmString* name_;
+  VmKey* key_;
+};
+
+inline uint32_t record_key(const char* p) {
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  return static_cast<uint32_t>(b[0]) << 16 | static_cast<uint32_t>(b[1]) << 8 | b[2];
+}
+
+// The records [first, last) of key bits `k` (a key's bits 8..31) among the `rw`-byte records of v.
+inline std::pair<size_t, size_t> posting_of(std::string_view v, size_t rw, uint32_t k) {
+  size_t lo = 0, hi = v.size() / rw;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (record_key(v.data() + mid * rw) < k) lo = mid + 1; else hi = mid;
+  }
+  size_t last = lo;
+  while (last < v.size() / rw && record_key(v.data() + last * rw) == k) ++last;
+  return {lo, last};
+}
+
+// Appends ordinal `ord` (`width` bytes, larger than any already posted) to key h's posting in the
+// group's records `v`, unless the posting holds `cap` ordinals already; whether it did.
+inline bool post(std::string& v, uint32_t h, const char* ord, size_t width, size_t cap) {
+  const size_t rw = kRecordKey + width;
+  const uint32_t k = h >> 8;
+  const auto [first, last] = posting_of(v, rw, k);
+  if (last - first >= cap) return false;
+  const char record[kRecordKey] = {static_cast<char>(k >> 16), static_cast<char>(k >> 8), static_cast<char>(k)};
+  std::string inserted(record, kRecordKey);
+  inserted.append(ord, width);
+  v.insert(last * rw, inserted);
+  return true;
+}
+
+// Linear hashing's split of group S into S and S + n, records in order on both sides (_common.lua's
+// split_packed). A record's key is its bits 8..31 and the group's low 8 bits.
+inline void split_packed(VmCtx* ctx, Table& t, size_t width) {
+  const size_t rw = kRecordKey + width;
+  const uint64_t n = t.n(), s = static_cast<uint64_t>(t.split);
+  std::string stay, move;
+  {
+    StringKey src(ctx, t.prefix, s, kRead | kWrite);
+    const std::string_view v = src.value();
+    for (size_t at = 0; at + rw <= v.size(); at += rw) {
+      const uint64_t h = static_cast<uint64_t>(record_key(v.data() + at)) << 8 | (s & 0xFF);
+      (h % (2 * n) == s ? stay : move).append(v.data() + at, rw);
+    }
+    if (!move.empty()) src.set(stay);
+  }
+  if (!move.empty()) StringKey(ctx, t.prefix, s + n, kRead | kWrite).set(move);
+  advance(t);
+}
+
+}  // namespace neardup::vm
