@@ -5,9 +5,11 @@ check.lua's band step comes in two versions with one contract: ``_bands_lua.lua`
 ``_bands_module.lua``, one call of ``ND.BANDS`` where the server has neardup's module loaded (the
 embedded one always has); so does its passage step (``_passages_lua.lua``, ``_passages_module.lua``:
 one ``ND.PASSAGES``, where the module is version 5 or later: protocol 2 for passage format 3; a server
-with a module of version 2 to 4 takes the Lua step for every format). The store asks the server which once,
-when it loads the scripts. The cluster's ``cluster_ops.lua`` likewise applies its band records with
-``_cluster_buckets_lua.lua`` or one ``ND.BUCKETS`` (``_cluster_buckets_module.lua``), chosen per node.
+with a module of version 2 to 4 takes the Lua step for every format), and passages.lua's read of a
+format-3 index (``_postings_lua.lua``, ``_postings_module.lua``: one ``ND.POSTINGS``). The store asks
+the server which once, when it loads the scripts. The cluster's ``cluster_ops.lua`` likewise applies
+its band records with ``_cluster_buckets_lua.lua`` or one ``ND.BUCKETS``
+(``_cluster_buckets_module.lua``), chosen per node.
 ``link.lua``'s loop over a batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one
 ``ND.LINK`` (``_link_module.lua``) where the module is version 2 or later. Where it is version 3 or later,
 check.lua does the link step itself for collections with format 2 estimate sketches (one
@@ -55,11 +57,13 @@ async def module_version(client: aioredis.Redis) -> int:
 
 #: Scripts whose loops come in a Lua and a module version, and the files that hold them: ``{bands}``
 #: is the band step's choice (the module of any version), ``{v2}`` the choice for the commands that
-#: came with version 2 (``ND.LINK``), ``{v5}`` for ``ND.PASSAGES`` (both protocols from version 5).
+#: came with version 2 (``ND.LINK``), ``{v5}`` for ``ND.PASSAGES`` (both protocols from version 5) and
+#: ``ND.POSTINGS``.
 _VARIANTS = {
     "check": ["_bands_{bands}.lua", "_passages_{v5}.lua"],
     "cluster_ops": ["_cluster_buckets_{bands}.lua"],
     "link": ["_link_{v2}.lua"],
+    "passages": ["_postings_{v5}.lua"],
 }
 
 
@@ -128,6 +132,7 @@ class Scripts:
             v5 = "module" if version >= PACKED_PASSAGES_MODULE_VERSION else "lua"
             self.check = Script("check", "module" if self.uses_module else "lua", v2, v5)
             self.link = Script("link", v2=v2)
+            self.passages = Script("passages", v5=v5)
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
                 self.due, self.reclaim, self.passages, self.link, self.site,

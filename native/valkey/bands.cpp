@@ -179,7 +179,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* 
   using namespace neardup::vm;
   // Version 2 added ND.PASSAGES (passages.cpp) and ND.LINK (sites.cpp); the service uses them only from a
   // module of version 2 or later. Version 3 added ND.MATCHLINK (sites.cpp), used from version 3 on.
-  // Version 5 added ND.PASSAGES's protocol 2 (passage format 3), used from version 5 on.
+  // Version 5 added ND.PASSAGES's protocol 2 and ND.POSTINGS (passage format 3), used from version 5 on.
   if (init(ctx, "neardup", 5) != kOk) return kErr;
   if (api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;
   if (register_passage_commands(ctx) != kOk) return kErr;

@@ -26,6 +26,16 @@
 //     blob        a format-3 passage blob: u8 3 | varint words | varint m | m 4-byte keys | positions
 //     others      as above
 //   -> [L, S, N]
+//
+// ND.POSTINGS: passages.lua's read of a format-3 index (module version 5; passages.lua reads it in Lua
+// elsewhere): the postings of a text's keys, in one reply instead of a read and a binary search in Lua
+// per key. Read-only.
+//
+//   ND.POSTINGS <prefix> <L> <S> <width> <keys>
+//     prefix L S  the index's key prefix, level and split pointer (the state's pL pS); L at least 8
+//     width       bytes of one ordinal (the state's `ow`)
+//     keys        the text's fingerprint keys, 4 raw bytes each
+//   -> one string: per key, in order, u16 count (big-endian) then its `count` ordinals
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -129,6 +139,37 @@ int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
   return reply_shape(ctx, t);
 }
 
+int postings_command(VmCtx* ctx, VmString** argv, int argc) {
+  if (argc != 6) return api.WrongArity(ctx);
+  Table t;
+  size_t len = 0;
+  const char* prefix = api.StringPtrLen(argv[1], &len);
+  t.prefix.assign(prefix, len);
+  long long width = 0;
+  if (!integer(argv[2], 8, kMaxLevel, t.level) || !integer(argv[3], 0, (1LL << t.level) - 1, t.split) ||
+      !integer(argv[4], 4, 5, width))
+    return api.ReplyWithError(ctx, "ERR ND.POSTINGS: L or S out of range or width not 4 or 5");
+  const size_t w = static_cast<size_t>(width), rw = kRecordKey + w;
+  const char* keys = api.StringPtrLen(argv[5], &len);
+  if (len % 4) return api.ReplyWithError(ctx, "ERR ND.POSTINGS: keys are 4 bytes each");
+  std::string out;
+  out.reserve(len / 2 + 64);
+  for (size_t at = 0; at < len; at += 4) {
+    const uint32_t h = little_endian32(keys + at);
+    StringKey group(ctx, t.prefix, t.group(h), kRead);
+    if (group.wrong_type())
+      return api.ReplyWithError(ctx, "WRONGTYPE ND.POSTINGS: an index group key holds a non-string value");
+    const std::string_view v = group.value();
+    const auto [first, last] = posting_of(v, rw, h >> 8);
+    const size_t count = std::min<size_t>(last - first, 0xFFFF);
+    out.push_back(static_cast<char>(count >> 8));
+    out.push_back(static_cast<char>(count & 0xFF));
+    for (size_t r = first; r < first + count; ++r) out.append(v.data() + r * rw + kRecordKey, w);
+  }
+  api.ReplyWithStringBuffer(ctx, out.data(), out.size());
+  return kOk;
+}
+
 int passages_command(VmCtx* ctx, VmString** argv, int argc) {
   if (argc < 2) return api.WrongArity(ctx);
   size_t len = 0;
@@ -222,6 +263,7 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
 }  // namespace
 
 int register_passage_commands(VmCtx* ctx) {
+  if (api.CreateCommand(ctx, "nd.postings", postings_command, "readonly", 0, 0, 0) != kOk) return kErr;
   return api.CreateCommand(ctx, "nd.passages", passages_command, "write deny-oom", 0, 0, 0);
 }
 

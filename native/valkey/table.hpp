@@ -103,7 +103,7 @@ inline bool read_table(VmString** args, Table& t) {
          integer(args[3], 0, 1LL << 62, t.fields) && integer(args[4], 1, 1LL << 20, t.target);
 }
 
-// Registers ND.PASSAGES (passages.cpp).
+// Registers ND.PASSAGES and ND.POSTINGS (passages.cpp).
 int register_passage_commands(VmCtx* ctx);
 
 }  // namespace neardup::vm

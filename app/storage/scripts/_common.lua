@@ -429,6 +429,28 @@ local function packed_unpost(t, key, o4)
   end
 end
 
+-- The postings of a text's keys (`wanted`: `width` raw bytes each), in Lua: visit(key, value, first,
+-- stop, stride, size) for each key that has one, its `size` ordinals in `value` from byte `first` to
+-- `stop`, `stride` apart (a hash field of ordinals; format 3: its run of records). passages.lua reads
+-- through read_postings: this, or one ND.POSTINGS for format 3 (_postings_module.lua).
+local function lua_postings(st, wanted, width, visit)
+  local packed, rw = st.pas.format >= 3, 3 + OW
+  for q = 1, #wanted - width + 1, width do
+    local key = string.sub(wanted, q, q + width - 1)
+    local group = group_of(st.pas, band_hash(key))
+    if packed then
+      local value = redis.call('GET', group)
+      if value then
+        local lo, hi = posting_range(value, record_key(key))
+        if hi > lo then visit(key, value, lo * rw + 4, (hi - 1) * rw + 4, rw, hi - lo) end
+      end
+    else
+      local value = redis.call('HGET', group, key)
+      if value then visit(key, value, 1, #value, OW, #value / OW) end
+    end
+  end
+end
+
 -- Remove a document's postings and its passage blob (none stored: nothing to do).
 local function remove_passages(st, ord)
   if not st.pas.on then return end

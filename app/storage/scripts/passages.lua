@@ -19,42 +19,21 @@ local out, common = {}, {}
 if not st.pas.on then return {'ok', out, server_ms(), ''} end
 local floor = floor_of(st)
 local score, order = {}, {}
-local width, packed = PASSAGE_KEY[st.pas.format], st.pas.format >= 3
--- A key's posting: its ordinals in `value` from byte `first` to `stop`, `stride` apart (a hash field of
--- ordinals; format 3: the ordinals of its run of records), and how many; nil where it has none.
-local function posting(key)
-  local group = group_of(st.pas, band_hash(key))
-  if not packed then
-    local value = redis.call('HGET', group, key)
-    if not value then return nil end
-    return value, 1, #value, OW, #value / OW
-  end
-  local value = redis.call('GET', group)
-  if not value then return nil end
-  local rw = 3 + OW
-  local lo, hi = posting_range(value, record_key(key))
-  if hi == lo then return nil end
-  return value, lo * rw + 4, (hi - 1) * rw + 4, rw, hi - lo
-end
-for q = 1, #wanted - width + 1, width do
-  local key = string.sub(wanted, q, q + width - 1)
-  local value, first, stop, stride, size = posting(key)
-  if value then
-    if size >= common_at then common[#common + 1] = key end
-    local weight = 1 / size
-    for p = first, stop, stride do
-      local ord = struct.unpack(OW_FORMAT, value, p)
-      if ord > floor then
-        local s = score[ord]
-        if not s then
-          order[#order + 1] = ord
-          s = 0
-        end
-        score[ord] = s + weight
+read_postings(st, wanted, PASSAGE_KEY[st.pas.format], function(key, value, first, stop, stride, size)
+  if size >= common_at then common[#common + 1] = key end
+  local weight = 1 / size
+  for p = first, stop, stride do
+    local ord = struct.unpack(OW_FORMAT, value, p)
+    if ord > floor then
+      local s = score[ord]
+      if not s then
+        order[#order + 1] = ord
+        s = 0
       end
+      score[ord] = s + weight
     end
   end
-end
+end)
 table.sort(order, function(a, b)
   if score[a] ~= score[b] then return score[a] > score[b] end
   return a < b
