@@ -13,7 +13,8 @@ life (``CollectionParams.passage_format``: 3 for collections created since it ex
               | m x u16 length | ceil(words / 2) x u8 word nibbles
     format 2: u8 2 | u32 words | u32 m | m x 5-byte key | m x u8 word step | m x varint start step
               | m x varint length | ceil(words / 2) x u8 word nibbles
-    format 3: u8 3 | varint words | varint m | m x 4-byte key | then as format 2
+    format 3: u8 3 | varint words | varint m | m x 4-byte key | then as format 2; kept by the store
+              with 3-byte keys (:func:`stored`)
 
 ``key``: a selected k-gram's hash, all 64 bits (format 1), the low 40 (format 2) or the low 32 (format
 3): what the passage index is keyed by, the only part the scripts read; ``word step``: its first word
@@ -28,10 +29,13 @@ agrees by chance one time in 16).
 Format 2 is ~6 bytes per selected k-gram smaller: starts and lengths are mostly one byte, and 40-bit keys
 still tell apart the k-grams of ~10^6 documents (two distinct k-grams share a key with probability
 2^-40: ~8 pairs among 4 million keys, each costing one spurious posting read, never a span: alignment
-needs the words around a hit to agree). Format 3 keeps 32 bits (its index keeps postings as packed
+needs the words around a hit to agree). Format 3's index is keyed by 32 bits (its postings are packed
 records, see neardup.storage.keys): a text's key meets an unrelated stored k-gram's with probability
 2^-32 each, about one spurious posting read per search of 1,500 words among the ~2.4 million keys of
-100,000 documents, which again costs a read and never a span.
+100,000 documents, which again costs a read and never a span; its stored blobs keep the low 24 bits of
+each key, enough to pair a source's ~30 selected k-grams with a text's ~1,500 (a spurious pair once in
+~360 sources, and one hit never makes a span without the words around it agreeing) and to name the
+key's index group (the index stops splitting at 2^24 groups, ~4 billion postings).
 """
 
 from __future__ import annotations
@@ -52,8 +56,10 @@ GUARANTEE_WORDS = W + K - 1
 #: The passage format new collections get; every format here stays readable.
 BLOB_VERSION = 3
 BLOB_VERSIONS = (1, 2, 3)
-#: Bytes of a fingerprint key in the passage index and the blob, per format.
+#: Bytes of a fingerprint key in the passage index and the blob the service sends, per format.
 KEY_BYTES = {1: 8, 2: 5, 3: 4}
+#: Bytes of a fingerprint key in the blob as the store keeps it (:func:`stored`), per format.
+STORED_KEY_BYTES = {1: 8, 2: 5, 3: 3}
 _HEADER = struct.Struct("<BII")
 
 U32 = npt.NDArray[np.uint32]
@@ -88,26 +94,36 @@ def _check_version(version: int) -> None:
         raise ValueError(f"unknown passage blob format {version}")
 
 
+def _low(keys: U64, width: int) -> U64:
+    return keys if width == 8 else keys & np.uint64((1 << (8 * width)) - 1)
+
+
 def truncated(keys: U64, version: int = BLOB_VERSION) -> U64:
-    """Keys as format ``version`` holds them (format 2: the low 40 bits, format 3: the low 32)."""
+    """Keys as a stored blob of format ``version`` holds them (format 2: the low 40 bits, format 3: the
+    low 24): what a text's k-grams are matched with."""
     _check_version(version)
-    bits = 8 * KEY_BYTES[version]
-    return keys if bits == 64 else keys & np.uint64((1 << bits) - 1)
+    return _low(keys, STORED_KEY_BYTES[version])
+
+
+def wanted(keys: U64, version: int = BLOB_VERSION) -> bytes:
+    """The distinct keys of a text as the passage index is keyed (:func:`key_bytes`), for a search."""
+    _check_version(version)
+    return key_bytes(np.unique(_low(keys, KEY_BYTES[version])), version)
 
 
 def key_bytes(keys: U64, version: int = BLOB_VERSION) -> bytes:
-    """Keys as the store holds them: the low KEY_BYTES[version] bytes of each, little-endian (the first
-    4 pick a group of the index)."""
+    """Keys as the passage index holds them: the low KEY_BYTES[version] bytes of each, little-endian
+    (the first 4 pick a group of the index)."""
     _check_version(version)
     width = KEY_BYTES[version]
     raw = np.ascontiguousarray(keys, dtype="<u8").view(np.uint8).reshape(-1, 8)
     return raw[:, :width].tobytes()
 
 
-def unpack_keys(raw: bytes, version: int = BLOB_VERSION) -> U64:
-    """Keys as :func:`key_bytes` wrote them."""
+def unpack_keys(raw: bytes, version: int = BLOB_VERSION, width: int | None = None) -> U64:
+    """Keys as :func:`key_bytes` wrote them (or ``width`` bytes each)."""
     _check_version(version)
-    width = KEY_BYTES[version]
+    width = width or KEY_BYTES[version]
     m = len(raw) // width
     padded = np.zeros((m, 8), np.uint8)
     padded[:, :width] = np.frombuffer(raw, np.uint8, m * width).reshape(m, width)
@@ -206,13 +222,26 @@ def header(blob: bytes) -> tuple[int, int, int, int]:
     return version, counts[0], counts[1], at
 
 
+def stored(blob: bytes) -> bytes:
+    """The blob as the store keeps it: format 3 drops the high byte of each key (the index has the
+    whole key; a text's k-grams are matched on 24 bits, which also name the key's index group), the
+    other formats are kept as sent. The store's steps (ND.PASSAGES, _passages_lua.lua) do the same."""
+    if not blob or blob[0] != 3:
+        return blob
+    _, _, m, at = header(blob)
+    if len(blob) < at + 4 * m:
+        raise ValueError("truncated passage blob")
+    keys = np.frombuffer(blob, np.uint8, 4 * m, at).reshape(m, 4)[:, :3]
+    return blob[:at] + keys.tobytes() + blob[at + 4 * m :]
+
+
 def unpack(blob: bytes) -> Source:
-    """Any format; ValueError for another version."""
+    """A stored blob (:func:`stored`) of any format; ValueError for another version."""
     version, words, m, at = header(blob)
-    width = KEY_BYTES[version]
+    width = STORED_KEY_BYTES[version]
     if len(blob) < at + m * (width + 1):
         raise ValueError("truncated passage blob")
-    keys = unpack_keys(blob[at : at + m * width], version)
+    keys = unpack_keys(blob[at : at + m * width], version, width)
     at += m * width
     steps = np.frombuffer(blob, np.uint8, m, at)
     at += m

@@ -8,8 +8,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from neardup.domain import alignment, fingerprints
 from neardup.domain.errors import CollectionConflict
 from neardup.domain.models import Metadata
@@ -64,13 +62,13 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
     if not len(f.grams):
         return PassageResult(0.0, [])
     version = collection.params.passage_format
-    wanted = fingerprints.key_bytes(np.unique(fingerprints.truncated(f.keys, version)), version)
+    wanted = fingerprints.wanted(f.keys, version)
     async for collection in index._views(name):
         if not collection.params.passages:
             raise CollectionConflict(f"collection {name!r} was created without passages")
         if collection.params.passage_format != version:  # recreated in between: another format
             version = collection.params.passage_format
-            wanted = fingerprints.key_bytes(np.unique(fingerprints.truncated(f.keys, version)), version)
+            wanted = fingerprints.wanted(f.keys, version)
         try:
             async with index._storage(name):
                 reply = await index._store.passages(collection.keys, wanted, MAX_SOURCES, COMMON_AT)
@@ -80,7 +78,7 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
     ttl = collection.params.ttl_seconds
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
     query = alignment.QueryIndex(f, version)
-    common = set(fingerprints.unpack_keys(reply.common, version).tolist())
+    common = set(fingerprints.truncated(fingerprints.unpack_keys(reply.common, version), version).tolist())
     candidates: list[tuple[bytes, list[alignment.Aligned]]] = []
     for _, blob, record in reply.sources:
         if not blob or not record or records.inserted_ms(record) < oldest:

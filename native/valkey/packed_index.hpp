@@ -3,6 +3,7 @@
 // by (key, ordinal). A record is a fingerprint key's bits 8..31 (3 bytes, big-endian: its bits 0..7 are
 // the group number's, as a format-3 index starts with 2^8 groups) then one ordinal (`width` bytes,
 // big-endian); a key's posting is its run of records. _common.lua's packed steps write the same bytes.
+// The index stops splitting at level kPackedTop.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 namespace neardup::vm {
 
 inline constexpr size_t kRecordKey = 3;
+// The index's last level: a stored blob keeps the low 24 bits of each key, which must name its group.
+inline constexpr long long kPackedTop = 23;
 
 // One group's string key (or any string key), opened for one operation.
 class StringKey {

@@ -20,10 +20,12 @@
 //   ND.PASSAGES 2 <prefix> <L> <S> <N> <target> <blob key> <slot> <ord> <blob> <cap> <width> <stride> <part>
 //     2           protocol version 2: passage format 3 (packed_index.hpp), module version 5
 //     L S N       as above, N counting records (postings); L at least 8
-//     slot        the blob's slot number (ord % stride); the blob is kept in parts of `part` bytes (the
-//                 last one shorter or as long), part j in the field slot + j * stride: each part stays
-//                 under the server's listpack value limit
+//     slot        the blob's slot number (ord % stride); the blob is kept with the low 3 bytes of each
+//                 key (fingerprints.stored), in parts of `part` bytes (the last one shorter or as
+//                 long), part j in the field slot + j * stride: each part stays under the server's
+//                 listpack value limit
 //     blob        a format-3 passage blob: u8 3 | varint words | varint m | m 4-byte keys | positions
+//   The index splits up to level 23 (2^24 groups: a stored key's 24 bits name its group).
 //     others      as above
 //   -> [L, S, N]
 //
@@ -77,7 +79,7 @@ bool varint(const char* b, size_t end, size_t& at, uint64_t& out) {
 int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
   if (argc != 15) return api.WrongArity(ctx);
   Table t;
-  if (!read_table(argv + 2, t) || t.level < 8)
+  if (!read_table(argv + 2, t) || t.level < 8 || t.level > kPackedTop)
     return api.ReplyWithError(ctx, "ERR ND.PASSAGES: L, S, N or target out of range");
   long long slot = 0, cap = 0, width = 0, stride = 0, part = 0;
   if (!integer(argv[11], 1, 1LL << 24, cap) || !integer(argv[12], 4, 5, width) ||
@@ -107,6 +109,11 @@ int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
       if (seen.insert(h).second) keys.push_back(h);
     }
   }
+  t.top = kPackedTop;
+  // The blob as stored (fingerprints.stored): the low 3 bytes of each key.
+  std::string stored(blob, at);
+  for (uint64_t e = 0; e < m; ++e) stored.append(blob + at + 4 * e, 3);
+  stored.append(blob + at + 4 * m, blob_len - at - 4 * m);
   std::vector<uint64_t> order;
   std::unordered_map<uint64_t, std::string> records;
   {
@@ -123,10 +130,11 @@ int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
       order.push_back(number);
     }
     api.ReplicateVerbatim(ctx);
-    for (size_t from = 0, j = 0; from < blob_len; from += static_cast<size_t>(part), ++j) {
+    for (size_t from = 0, j = 0; from < stored.size(); from += static_cast<size_t>(part), ++j) {
       const std::string field = std::to_string(slot + static_cast<long long>(j) * stride);
       VmString* f = api.CreateString(ctx, field.data(), field.size());
-      VmString* v = api.CreateString(ctx, blob + from, std::min<size_t>(static_cast<size_t>(part), blob_len - from));
+      const size_t size = std::min<size_t>(static_cast<size_t>(part), stored.size() - from);
+      VmString* v = api.CreateString(ctx, stored.data() + from, size);
       blobs.set(f, v);
       api.FreeString(ctx, f);
       api.FreeString(ctx, v);

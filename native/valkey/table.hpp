@@ -21,6 +21,7 @@ inline uint32_t band_hash(const char* field) { return little_endian32(field); }
 struct Table {
   std::string prefix;
   long long level, split, fields, target;
+  long long top = kMaxLevel;  // the last level: no split past it
   uint64_t n() const { return uint64_t{1} << level; }
   uint64_t group(uint32_t h) const {
     const uint64_t g = h % n();
@@ -82,7 +83,7 @@ inline void split_once(VmCtx* ctx, Table& t) {
 // (split_once, or the packed index's split_packed in packed_index.hpp).
 template <typename Split>
 void grow(VmCtx* ctx, Table& t, Split split) {
-  for (int splits = 0; splits < kMaxSplits; ++splits) {
+  for (int splits = 0; splits < kMaxSplits && t.level < t.top; ++splits) {
     if (t.fields <= t.target * static_cast<long long>(t.n() + static_cast<uint64_t>(t.split))) return;
     split(ctx, t);
   }

@@ -34,7 +34,7 @@ def documents(seed: int, n: int) -> list[Document]:
     texts: list[str] = []
     out = []
     for i in range(n):
-        own = [rng.choice(VOCABULARY) for _ in range(rng.randrange(30, 400))]
+        own = [rng.choice(VOCABULARY) for _ in range(rng.randrange(30, 600))]
         if texts and rng.random() < 1 / 3:
             earlier = rng.choice(texts).split()
             at = rng.randrange(len(earlier))
@@ -154,7 +154,8 @@ def assert_packed_index(keyspace: Keyspace, level: int, records: int) -> None:
             runs[row[:3] + bytes([number % 256])] = runs.get(row[:3] + bytes([number % 256]), 0) + 1
         total += len(rows)
     assert total == records
-    assert max(runs.values()) == 64  # POSTING_CAP: the boilerplate's postings filled up
+    # POSTING_CAP: the boilerplate's postings filled up (replacements and a delete took a few out)
+    assert 60 <= max(runs.values()) <= 64
     blobs = {k: v for k, v in keyspace.items() if b":p:" in k}
     parts = [value for _, fields in blobs.values() for value in fields.values()]
     assert max(len(p) for p in parts) == 600 and {e for e, _ in blobs.values()} == {b"listpack"}
@@ -228,6 +229,7 @@ def test_protocol_2_bad_arguments_get_an_error_and_leave_the_data_alone(
         cases = [
             ("wrong number", ok[:-1]),
             ("out of range", [*ok[:2], 7, *ok[3:]]),  # a packed index has at least 2^8 groups
+            ("out of range", [*ok[:2], 24, *ok[3:]]),  # and at most 2^24 (a stored key's 24 bits)
             ("out of range", [*ok[:7], "120", *ok[8:]]),  # slot >= stride
             ("out of range", [*ok[:13], 8]),  # parts too small
             ("width not 4 or 5", [*ok[:11], 6, *ok[12:]]),
@@ -240,7 +242,7 @@ def test_protocol_2_bad_arguments_get_an_error_and_leave_the_data_alone(
             with pytest.raises(redis.ResponseError, match=message):
                 client.execute_command("ND.PASSAGES", *args)
         assert client.dbsize() == 0
-        keys = fingerprints.unpack(blob).keys.tolist()
+        keys = fingerprints.unpack_keys(blob[at : at + 4 * m], 3).tolist()
         busy = f"f:{keys[0] % 256}"  # a group the blob posts to
         client.hset(busy, "a", "not a string")
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
@@ -248,7 +250,9 @@ def test_protocol_2_bad_arguments_get_an_error_and_leave_the_data_alone(
         assert client.dbsize() == 1
         client.delete(busy)
         assert client.execute_command("ND.PASSAGES", *ok) == [8, 0, len(set(keys))]  # under 256 a group
-        assert client.hgetall("p:0") == {b"1": blob[:600], b"121": blob[600:]}
+        kept = fingerprints.stored(blob)
+        assert len(kept) == len(blob) - m > 600
+        assert client.hgetall("p:0") == {b"1": kept[:600], b"121": kept[600:]}
         records = b"".join(client.get(f"f:{n}") or b"" for n in range(256))
         assert len(records) == 8 * len(set(keys))
         expected = sorted((k % 256, (k >> 8).to_bytes(3, "big") + ordinal) for k in set(keys))
@@ -280,3 +284,22 @@ async def test_a_blob_of_another_format_than_the_collections_is_refused_before_a
             await store.check(k, "insert", batch, max_candidates=8)
         assert await store.client.dbsize() == keyspace
         assert await store.client.hget(k.state, "seq") == b"0"
+
+
+async def test_a_packed_index_stops_splitting_where_stored_keys_name_its_groups(
+    stores: tuple[RedisStore, RedisStore],
+) -> None:
+    """Level 23 (2^24 groups) is format 3's last: a stored blob keeps 24 bits of each key, which must
+    name the key's group for the document's removal; past it, groups only grow."""
+    for store in stores:
+        index = Index(store)
+        await index.create_collection(CollectionParams.create("top", passages=True))
+        await store.client.hset("nd:{top}:state", mapping={"pL": 23, "pS": 0, "pN": 10**12})
+        docs = [Document(f"d{i}", " ".join(VOCABULARY[i * 300 : i * 300 + 300])) for i in range(3)]
+        await index.check("top", docs)
+        await index.delete_document("top", "d1")
+        state = await store.client.hgetall("nd:{top}:state")
+        assert (state[b"pL"], state[b"pS"]) == (b"23", b"0")
+        found = await index.passages("top", docs[2].text)
+        assert [s.id for s in found.sources] == ["d2"]
+        assert (await index.passages("top", docs[1].text)).sources == []

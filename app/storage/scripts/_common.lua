@@ -86,11 +86,11 @@ end
 -- call. Each split rehashes one group (tens of fields), so the cost is spread evenly over the
 -- insertions; the bound keeps a call short when a table is far over target (e.g. after the target
 -- was lowered): such a table catches up a few splits per document. `t.split` is the layout's split
--- (split_hash; passage format 3's index: split_packed).
+-- (split_hash; passage format 3's index: split_packed, which stops at level t.top).
 local MAX_SPLITS = 4
 local function grow(t)
   local splits = 0
-  while t.N > t.target * (t.n + t.S) and splits < MAX_SPLITS do
+  while t.N > t.target * (t.n + t.S) and splits < MAX_SPLITS and t.L < (t.top or 64) do
     splits = splits + 1
     local n = t.n
     t.split(t, t.prefix .. string.format('%d', t.S), t.prefix .. string.format('%d', t.S + n), n)
@@ -108,6 +108,8 @@ end
 -- big-endian; its bits 0..7 are the group number's, the index starting with 2^8 groups) then an
 -- ordinal (OW bytes, big-endian). A key's posting is its run of records; N counts records.
 local PACKED_TARGET, PACKED_LEVEL = 256, 8
+-- Its last level: a stored blob keeps 24 bits of each key, which must name the key's group (2^24).
+local PACKED_TOP = 23
 
 -- The record key of a fingerprint key (4 raw little-endian bytes): its bits 8..31, big-endian.
 local function record_key(key) return string.reverse(string.sub(key, 2, 4)) end
@@ -170,7 +172,7 @@ local function load_state()
            S = tonumber(v[15]) or 0, N = tonumber(v[16]) or 0, target = PASSAGE_TARGET, hash = band_hash,
            names = {}, on = v[14] ~= false, format = tonumber(v[18]) or 1, split = split_hash},
   }
-  if st.pas.format >= 3 then st.pas.split, st.pas.target = split_packed, PACKED_TARGET end
+  if st.pas.format >= 3 then st.pas.split, st.pas.target, st.pas.top = split_packed, PACKED_TARGET, PACKED_TOP end
   return st
 end
 
@@ -301,6 +303,8 @@ end
 -- check.lua's passage_put (_passages_lua.lua, or ND.PASSAGES where the server has neardup's module)
 -- writes it and passages.lua reads it.
 local PASSAGE_KEY = {8, 5, 4}
+-- Key bytes of a blob as stored: format 3 keeps the low 3 of each (passage_stored).
+local STORED_KEY = {8, 5, 3}
 local PASSAGE_PART = 600
 local function passage_blob_key(ord) return PASSAGE_BLOBS .. string.format('%d', math.floor(ord / PASSAGE_GROUP)) end
 
@@ -337,10 +341,11 @@ local function passage_problem(st, blob)
   return nil
 end
 
--- The distinct fingerprint keys of a passage blob, in order, as a list.
-local function passage_keys(blob)
+-- The distinct fingerprint keys of a passage blob as sent (`widths` PASSAGE_KEY) or as stored
+-- (STORED_KEY), in order, as a list.
+local function passage_keys(blob, widths)
   if not blob or #blob < 9 then return {} end
-  local width = PASSAGE_KEY[string.byte(blob, 1)]
+  local width = (widths or PASSAGE_KEY)[string.byte(blob, 1)]
   if not width then error('unknown passage blob format ' .. string.byte(blob, 1)) end
   local m, at = passage_head(blob)
   local seen, out = {}, {}
@@ -352,6 +357,16 @@ local function passage_keys(blob)
     end
   end
   return out
+end
+
+-- The blob as stored (fingerprints.stored): format 3 keeps the low 3 bytes of each key.
+local function passage_stored(blob)
+  if string.byte(blob, 1) < 3 then return blob end
+  local m, at = passage_head(blob)
+  local out = {string.sub(blob, 1, at - 1)}
+  for q = at, at - 1 + 4 * m, 4 do out[#out + 1] = string.sub(blob, q, q + 2) end
+  out[#out + 1] = string.sub(blob, at + 4 * m)
+  return table.concat(out)
 end
 
 -- Document ord's blob: stored whole (formats 1, 2), or in parts (format 3) that passage_blob_parts
@@ -413,19 +428,27 @@ local function packed_post(t, key, o4)
   t.N = t.N + 1
 end
 
--- Format 3: take ordinal o4's record out of the posting of `key`.
-local function packed_unpost(t, key, o4)
-  local group = group_of(t, band_hash(key))
+-- Format 3: take ordinal o4's records out of the index group that a stored key (its low 3 bytes) names:
+-- every record of that ordinal in the group is the document's own.
+local function packed_unpost(t, stored_key, o4)
+  local a, b, c = string.byte(stored_key, 1, 3)
+  local group = group_of(t, a + b * 256 + c * 65536)
   local v = redis.call('GET', group)
   if not v then return end
-  local rw = 3 + OW
-  local first, last = posting_range(v, record_key(key))
-  for r = first, last - 1 do
-    if string.sub(v, r * rw + 4, (r + 1) * rw) == o4 then
-      set_or_del(group, string.sub(v, 1, r * rw) .. string.sub(v, (r + 1) * rw + 1))
-      t.N = t.N - 1
-      return
+  local rw, removed = 3 + OW, 0
+  local p = string.find(v, o4, 4, true)
+  while p do
+    if (p - 4) % rw == 0 then  -- the ordinal of the record at p - 3
+      v = string.sub(v, 1, p - 4) .. string.sub(v, p - 3 + rw)
+      removed = removed + 1
+      p = string.find(v, o4, p - 3, true)
+    else
+      p = string.find(v, o4, p + 1, true)
     end
+  end
+  if removed > 0 then
+    set_or_del(group, v)
+    t.N = t.N - removed
   end
 end
 
@@ -458,7 +481,7 @@ local function remove_passages(st, ord)
   if not blob then return end
   local o4 = ordinal_bytes(ord)
   local unpost = st.pas.format >= 3 and packed_unpost or unbucket
-  for _, key in ipairs(passage_keys(blob)) do unpost(st.pas, key, o4) end
+  for _, key in ipairs(passage_keys(blob, STORED_KEY)) do unpost(st.pas, key, o4) end
   redis.call('HDEL', passage_blob_key(ord), unpack(passage_blob_parts(st, ord, #blob)))
 end
 
