@@ -24,11 +24,12 @@ With passages on (a collection created with ``passages: true``; docs/design.md, 
                                   number's, the index starting at pL = PACKED_INDEX_LEVEL) then one
                                   ordinal (ow bytes, big-endian); a key's posting is its run of records,
                                   at most POSTING_CAP; linear hashing with PACKED_GROUP_TARGET records
-                                  per group (pN: records)
+                                  per group (pN: records), up to level PACKED_INDEX_TOP
     nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (format pf, 1 where absent;
-                                  neardup.domain.fingerprints); format 3 keeps it in parts of
-                                  PASSAGE_PART bytes, part j in the field ord % 120 + 120 j, so that a
-                                  long blob does not turn its group into a hashtable
+                                  neardup.domain.fingerprints); format 3 keeps it with 3-byte keys
+                                  (fingerprints.stored), in parts of PASSAGE_PART bytes, part j in the
+                                  field ord % 120 + 120 j, so that a long blob does not turn its group
+                                  into a hashtable
 
 check.lua writes a document's blob and postings with its bands (its passage step: ND.PASSAGES where
 the server has neardup's module, else ``scripts/_passages_lua.lua``); remove_document (_common.lua) removes
@@ -200,6 +201,8 @@ PASSAGE_GROUP = 120
 #: bytes of one blob part (the embedded server's listpack value limit, _LISTPACK_VALUE_LIMIT).
 PACKED_GROUP_TARGET = 256
 PACKED_INDEX_LEVEL = 8
+#: ... and its last level: a stored blob keeps 24 bits of each key, which name the key's group.
+PACKED_INDEX_TOP = 23
 PASSAGE_PART = _LISTPACK_VALUE_LIMIT
 
 

@@ -172,7 +172,9 @@ local function load_state()
            S = tonumber(v[15]) or 0, N = tonumber(v[16]) or 0, target = PASSAGE_TARGET, hash = band_hash,
            names = {}, on = v[14] ~= false, format = tonumber(v[18]) or 1, split = split_hash},
   }
-  if st.pas.format >= 3 then st.pas.split, st.pas.target, st.pas.top = split_packed, PACKED_TARGET, PACKED_TOP end
+  if st.pas.format >= 3 then
+    st.pas.split, st.pas.target, st.pas.top = split_packed, PACKED_TARGET, PACKED_TOP
+  end
   return st
 end
 
