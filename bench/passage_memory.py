@@ -6,7 +6,10 @@ fresh embedded Valkey, once into a collection with passages on and once into one
 each collection is sized with ``MEMORY USAGE <key> SAMPLES 0`` (the value, its key and the keyspace entry)
 and summed per family: band groups (``b:``), id groups (``i:``), signature groups (``s:``), records
 (``d:``), the passage index (``f:``) and the passage blobs (``p:``). The blobs' and the index's encodings are
-counted too (a group over the server's listpack limits becomes a hashtable). Printed as JSON.
+counted too (a group over the server's listpack limits becomes a hashtable). Printed as JSON, with the
+growth of the server's ``used_memory`` while each collection was filled beside it: that also counts
+the keyspace's own table, which the server doubles in steps as keys are added, so a collection that
+happens to cross a step is charged for all of it (bench_passages.py measures memory that way).
 
     python bench/passage_memory.py                       # 10,000 documents of ~2,600 bytes
     python bench/passage_memory.py --chunk-bytes 4000     # the issue's ~4 KB documents
@@ -48,20 +51,24 @@ def sizes(client: redis.Redis, base: str) -> tuple[Counter[str], Counter[str]]:
     return total, encodings
 
 
-async def fill(url: str, docs: list[Document], batch: int) -> dict[str, str]:
-    """Both collections filled; their key bases ("nd:<c>:<gen>") by name ("off", "on")."""
+async def fill(url: str, docs: list[Document], batch: int) -> tuple[dict[str, str], dict[str, int]]:
+    """Both collections filled; their key bases ("nd:<c>:<gen>") by name ("off", "on"), and the growth
+    of the server's ``used_memory`` while each was filled (which also counts the keyspace's own table,
+    grown in steps: see the module docstring)."""
     store = RedisStore.from_url(url, timeout=60.0)
-    bases = {}
+    bases, grown = {}, {}
     try:
         index = Index(store)
         for name in ("off", "on"):
+            before = (await store.client.info("memory"))["used_memory"]
             await index.create_collection(CollectionParams.create(name, threshold=0.8, passages=name == "on"))
             for start in range(0, len(docs), batch):
                 await index.check(name, docs[start : start + batch])
             bases[name] = (await index._collection(name)).keys.band_prefix.rsplit(":", 2)[0]
+            grown[name] = (await store.client.info("memory"))["used_memory"] - before
     finally:
         await store.close()
-    return bases
+    return bases, grown
 
 
 def main() -> None:
@@ -92,13 +99,14 @@ def main() -> None:
         server = EmbeddedValkey(Path(tmp) / "data", fsync="everysec", extra_config=extra)
         server.start(timeout=120)
         try:
-            bases = asyncio.run(fill(server.url, docs, args.batch))
+            bases, grown = asyncio.run(fill(server.url, docs, args.batch))
             client = redis.Redis.from_url(server.url)
             for name, base in bases.items():
                 total, encodings = sizes(client, base)
                 report[name] = {
                     "bytes_per_doc": {family: round(b / len(docs), 1) for family, b in sorted(total.items())},
                     "total_per_doc": round(sum(total.values()) / len(docs), 1),
+                    "used_memory_growth_per_doc": round(grown[name] / len(docs), 1),
                     "encodings": dict(sorted(encodings.items())),
                 }
             client.close()
@@ -108,6 +116,8 @@ def main() -> None:
     report["extra_bytes_per_doc"] = round(extra, 1)
     report["extra_bytes_per_kb"] = round(extra / kb, 1)
     report["ratio_on_off"] = round(report["on"]["total_per_doc"] / report["off"]["total_per_doc"], 3)
+    growth = report["on"]["used_memory_growth_per_doc"] - report["off"]["used_memory_growth_per_doc"]
+    report["extra_used_memory_per_kb"] = round(growth / kb, 1)
     print(json.dumps(report, indent=1))
 
 

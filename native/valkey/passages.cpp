@@ -75,6 +75,17 @@ bool varint(const char* b, size_t end, size_t& at, uint64_t& out) {
   return false;
 }
 
+// Both protocols' <ord> (argv[9], `width` bytes) and <blob> (argv[10], at least 9 bytes): nullptr, or
+// the error to reply.
+const char* ordinal_and_blob(VmString** argv, size_t width, const char*& ord, const char*& blob, size_t& blob_len) {
+  size_t ord_len = 0;
+  ord = api.StringPtrLen(argv[9], &ord_len);
+  blob = api.StringPtrLen(argv[10], &blob_len);
+  if (ord_len != width) return "ERR ND.PASSAGES: the ordinal is <width> bytes";
+  if (blob_len < 9) return "ERR ND.PASSAGES: the passage blob is too short";
+  return nullptr;
+}
+
 // Protocol 2: a format-3 blob stored in parts, its keys posted as packed records.
 int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
   if (argc != 15) return api.WrongArity(ctx);
@@ -87,11 +98,9 @@ int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
       !integer(argv[14], 16, 1LL << 20, part))
     return api.ReplyWithError(ctx, "ERR ND.PASSAGES: slot, cap, stride or part out of range or width not 4 or 5");
   const size_t w = static_cast<size_t>(width);
-  size_t o_len = 0, blob_len = 0;
-  const char* ord = api.StringPtrLen(argv[9], &o_len);
-  const char* blob = api.StringPtrLen(argv[10], &blob_len);
-  if (o_len != w) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: the ordinal is <width> bytes");
-  if (blob_len < 9) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: the passage blob is too short");
+  const char *ord = nullptr, *blob = nullptr;
+  size_t blob_len = 0;
+  if (const char* error = ordinal_and_blob(argv, w, ord, blob, blob_len)) return api.ReplyWithError(ctx, error);
   if (blob[0] != 3) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown passage blob format");
   size_t at = 1;
   uint64_t words = 0, m = 0;
@@ -191,11 +200,9 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
   if (!integer(argv[11], 1, 1LL << 24, cap) || !integer(argv[12], 4, 5, width))
     return api.ReplyWithError(ctx, "ERR ND.PASSAGES: cap out of range or width not 4 or 5");
   const size_t w = static_cast<size_t>(width);
-  size_t o4_len = 0, blob_len = 0;
-  const char* o4 = api.StringPtrLen(argv[9], &o4_len);
-  const char* blob = api.StringPtrLen(argv[10], &blob_len);
-  if (o4_len != w) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: the ordinal is <width> bytes");
-  if (blob_len < 9) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: the passage blob is too short");
+  const char *o4 = nullptr, *blob = nullptr;
+  size_t blob_len = 0;
+  if (const char* error = ordinal_and_blob(argv, w, o4, blob, blob_len)) return api.ReplyWithError(ctx, error);
   const unsigned blob_version = static_cast<unsigned char>(blob[0]);
   if (blob_version != 1 && blob_version != 2)
     return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown passage blob format");
