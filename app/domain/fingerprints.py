@@ -254,6 +254,8 @@ def unpack(blob: bytes) -> Source:
         start, length, at = _native.passage_positions(blob, m, at)
     if len(blob) < at + (words + 1) // 2:
         raise ValueError("truncated passage blob")
+    if len(blob) != at + (words + 1) // 2:  # e.g. a format-3 blob as sent, not as stored
+        raise ValueError("a passage blob longer than its contents")
     packed = np.frombuffer(blob, np.uint8, (words + 1) // 2, at)
     nibbles = np.empty(2 * len(packed), np.uint8)
     nibbles[0::2], nibbles[1::2] = packed & 15, packed >> 4

@@ -23,7 +23,7 @@ def names(seed: int) -> list[str]:
 
 def spans(text: str, source: str) -> list[alignment.Aligned]:
     query = alignment.QueryIndex(fingerprints.features(text))
-    return alignment.align(query, fingerprints.unpack(fingerprints.blob(source)), 20)
+    return alignment.align(query, fingerprints.unpack(fingerprints.stored(fingerprints.blob(source))), 20)
 
 
 def test_a_listing_both_texts_follow_is_not_a_passage(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -179,6 +179,8 @@ def test_a_blob_of_another_version_is_refused() -> None:
             fingerprints.unpack(fingerprints.blob(TEXTS["ascii"], version)[:-60])
     with pytest.raises(ValueError, match="truncated"):
         fingerprints.unpack(b"\3\xff")  # format 3's counts cut short
+    with pytest.raises(ValueError, match="longer than its contents"):
+        fingerprints.unpack(fingerprints.blob(TEXTS["ascii"], 3))  # as sent: 4-byte keys, not stored
 
 
 def test_offsets_are_code_points_of_the_text_as_given() -> None:
