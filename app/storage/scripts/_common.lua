@@ -103,8 +103,8 @@ local function grow(t)
   end
 end
 
--- Passage format 3's index (keys.py; native/valkey/packed_index.hpp writes the same bytes): a group is one
--- string of records sorted by (key, ordinal), each the fingerprint key's bits 8..31 (3 bytes,
+-- Passage format 3's index (keys.py; native/valkey/packed_index.hpp writes the same bytes): a group is
+-- one string of records sorted by (key, ordinal), each the fingerprint key's bits 8..31 (3 bytes,
 -- big-endian; its bits 0..7 are the group number's, the index starting with 2^8 groups) then an
 -- ordinal (OW bytes, big-endian). A key's posting is its run of records; N counts records.
 local PACKED_TARGET, PACKED_LEVEL = 256, 8
@@ -143,7 +143,8 @@ local function split_packed(t, src, dst, n)
   local stay, move = {}, {}
   for p = 1, #v, rw do
     local record = string.sub(v, p, p + rw - 1)
-    if (record_bits(v, p) * 256 + low) % (2 * n) == t.S then stay[#stay + 1] = record else move[#move + 1] = record end
+    local side = (record_bits(v, p) * 256 + low) % (2 * n) == t.S and stay or move
+    side[#side + 1] = record
   end
   if #move > 0 then
     set_or_del(src, table.concat(stay))
