@@ -303,3 +303,23 @@ async def test_a_packed_index_stops_splitting_where_stored_keys_name_its_groups(
         found = await index.passages("top", docs[2].text)
         assert [s.id for s in found.sources] == ["d2"]
         assert (await index.passages("top", docs[1].text)).sources == []
+
+
+async def test_a_module_older_than_version_5_gets_the_lua_passage_step_and_read(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server running the module of an earlier release (ND.PASSAGES without protocol 2, no
+    ND.POSTINGS), played by asking for a version above this module's: the passages of every format are
+    written and read in Lua, the band step still goes through the module."""
+    from neardup.storage import scripts
+
+    monkeypatch.setattr(scripts, "PACKED_PASSAGES_MODULE_VERSION", 99)
+    store = RedisStore.from_url(servers[0].url)
+    try:
+        answers = await workload(store, 3)
+        stats = await store.client.info("commandstats")
+        assert "cmdstat_nd.bands" in stats
+        assert "cmdstat_nd.passages" not in stats and "cmdstat_nd.postings" not in stats
+        assert any(sources for sources in answers[7:-1])
+    finally:
+        await store.close()

@@ -333,8 +333,8 @@ def test_nd_link_checks_its_arguments_and_records_an_edge(
     try:
         modules = {m[b"name"]: m[b"ver"] for m in client.module_list()}
         assert (
-            modules[b"neardup"] == 3
-        )  # the version that brought ND.MATCHLINK (scripts.MATCH_LINK_MODULE_VERSION)
+            modules[b"neardup"] == 5
+        )  # the version that brought ND.POSTINGS (scripts.PACKED_PASSAGES_MODULE_VERSION)
         cases = [
             ("wrong number", link_args([(1, 2)])[:-1]),
             ("protocol version", link_args([(1, 2)], version="2")),
@@ -416,8 +416,8 @@ async def test_a_module_older_than_nd_link_gets_the_lua_link_step(
     from neardup.domain import CollectionParams, Document, Index
     from neardup.storage import scripts
 
-    monkeypatch.setattr(scripts, "LINK_MODULE_VERSION", 4)
-    monkeypatch.setattr(scripts, "MATCH_LINK_MODULE_VERSION", 4)
+    monkeypatch.setattr(scripts, "LINK_MODULE_VERSION", 99)
+    monkeypatch.setattr(scripts, "MATCH_LINK_MODULE_VERSION", 99)
     store = RedisStore.from_url(servers[0].url)
     try:
         index = Index(store)
