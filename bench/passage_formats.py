@@ -5,8 +5,9 @@ format after the other for every text (so a busy moment of the machine hits ever
 Printed as JSON, per format: bytes per document by key family (``passage_memory.sizes``: ``MEMORY USAGE``
 of every key) and extra bytes per KB of text over the collection without passages; documents checked
 per second (one client, batches of 250, the whole ``Index.check``); and the latency of
-``Index.passages`` for texts of ~1,500 words (two stored documents' halves between held-out text),
-medians of the repeats' p50 and p99, and the server's own time per search (``INFO commandstats``).
+``Index.passages`` for texts of ~1,500 words (the first 150 words of two stored documents between
+held-out text), medians of the repeats' p50 and p99, and the server's own time per search (``INFO
+commandstats``).
 
     python bench/passage_formats.py                          # 10,000 documents of ~2,600 bytes
     python bench/passage_formats.py --docs 100000 --texts 300 # the issue's scale
@@ -36,7 +37,8 @@ from neardup.storage import EmbeddedValkey, RedisStore  # noqa: E402
 
 
 def texts_of(stored: list[str], held: list[str], n: int, words: int) -> list[str]:
-    """Texts of about ``words`` words: held-out text with halves of two stored documents inside."""
+    """Texts of about ``words`` words: held-out text with the first 150 words of two stored documents
+    inside."""
     rng = random.Random(15)
     out = []
     for _ in range(n):
