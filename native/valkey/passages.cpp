@@ -123,19 +123,27 @@ int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
   std::string stored(blob, at);
   for (uint64_t e = 0; e < m; ++e) stored.append(blob + at + 4 * e, 3);
   stored.append(blob + at + 4 * m, blob_len - at - 4 * m);
-  std::vector<uint64_t> order;
-  std::unordered_map<uint64_t, std::string> records;
   {
+    // Each group the blob's keys fall in: opened once (checked before any write), its records read,
+    // posted to and written back whole if they changed; closed before the splits open groups again.
+    struct Open {
+      std::unique_ptr<StringKey> key;
+      std::string records;
+      bool changed = false;
+    };
+    std::vector<uint64_t> order;
+    std::unordered_map<uint64_t, Open> groups;
     Group blobs(ctx, argv[7], kRead | kWrite);
     if (blobs.wrong_type())
       return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: the blob key holds a non-hash value");
     for (const uint32_t h : keys) {
       const uint64_t number = t.group(h);
-      if (records.count(number)) continue;
-      StringKey group(ctx, t.prefix, number, kRead);
-      if (group.wrong_type())
+      if (groups.count(number)) continue;
+      auto key = std::make_unique<StringKey>(ctx, t.prefix, number, kRead | kWrite);
+      if (key->wrong_type())
         return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: an index group key holds a non-string value");
-      records.emplace(number, std::string(group.value()));
+      std::string records(key->value());
+      groups.emplace(number, Open{std::move(key), std::move(records)});
       order.push_back(number);
     }
     api.ReplicateVerbatim(ctx);
@@ -148,10 +156,18 @@ int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
       api.FreeString(ctx, f);
       api.FreeString(ctx, v);
     }
+    for (const uint32_t h : keys) {
+      Open& group = groups[t.group(h)];
+      if (post(group.records, h, ord, w, static_cast<size_t>(cap))) {
+        t.fields += 1;
+        group.changed = true;
+      }
+    }
+    for (const uint64_t number : order) {
+      Open& group = groups[number];
+      if (group.changed) group.key->set(group.records);
+    }
   }
-  for (const uint32_t h : keys)
-    if (post(records[t.group(h)], h, ord, w, static_cast<size_t>(cap))) t.fields += 1;
-  for (const uint64_t number : order) StringKey(ctx, t.prefix, number, kRead | kWrite).set(records[number]);
   grow(ctx, t, [w](VmCtx* c, Table& table) { split_packed(c, table, w); });
   return reply_shape(ctx, t);
 }
