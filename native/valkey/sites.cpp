@@ -85,9 +85,50 @@ long long record_ms(const char* v, size_t len) {
   return i > 0 && i < len && v[i] == ':' ? ms : 0;
 }
 
+// The keys one command reads and writes, each opened once: for reading, then again for writing the
+// first time it is written; all closed when the command ends. Opening a key (its name made, looked up
+// in the keyspace) cost more than the hash operation on it, and a command comes back to the same
+// entry groups and shared hashes many times.
+class KeyCache {
+ public:
+  explicit KeyCache(VmCtx* ctx) : ctx_(ctx) {}
+  ~KeyCache() {
+    for (auto& entry : keys_) {
+      if (entry.second.key) api.CloseKey(entry.second.key);
+      api.FreeString(ctx_, entry.second.name);
+    }
+  }
+  KeyCache(const KeyCache&) = delete;
+  KeyCache& operator=(const KeyCache&) = delete;
+
+  // Key number `number` of prefix number `kind` (< 4), whose text is `prefix`.
+  VmKey* open(const std::string& prefix, unsigned kind, uint64_t number, bool write) {
+    Open& k = keys_[number << 2 | kind];
+    if (!k.name) {
+      const std::string name = prefix + std::to_string(number);
+      k.name = api.CreateString(ctx_, name.data(), name.size());
+    } else if (k.write || !write) {
+      return k.key;
+    }
+    if (k.key) api.CloseKey(k.key);
+    k.key = api.OpenKey(ctx_, k.name, write ? kRead | kWrite : kRead);
+    k.write = write;
+    return k.key;
+  }
+
+ private:
+  struct Open {
+    VmString* name = nullptr;
+    VmKey* key = nullptr;
+    bool write = false;
+  };
+  VmCtx* ctx_;
+  std::unordered_map<uint64_t, Open> keys_;
+};
+
 class Linker {
  public:
-  Linker(VmCtx* ctx, size_t width) : ctx_(ctx), width_(width), step_(width + 4) {}
+  Linker(VmCtx* ctx, size_t width) : ctx_(ctx), width_(width), step_(width + 4), keys_(ctx) {}
 
   std::string edges, shared, records;
   uint64_t edge_group = 32, record_group = 120, floor = 0;
@@ -97,7 +138,7 @@ class Linker {
 
   // The value of a field, as HGET: false when the key or the field is absent.
   bool get(const std::string& prefix, uint64_t number, uint64_t field, std::string& out) {
-    Group group(ctx_, prefix, number, kRead);
+    Group group(ctx_, open(prefix, number, false));
     if (group.wrong_type()) wrong_type = true;
     VmString* name = decimal(field);
     VmString* value = group.get(name);
@@ -111,7 +152,7 @@ class Linker {
   }
 
   void set(const std::string& prefix, uint64_t number, uint64_t field, const std::string& value) {
-    Group group(ctx_, prefix, number, kRead | kWrite);
+    Group group(ctx_, open(prefix, number, true));
     if (group.wrong_type()) {
       wrong_type = true;
       return;
@@ -127,7 +168,7 @@ class Linker {
   // HINCRBY shared(a) b d, then what link.lua does with the answer: a count that falls to 0 goes
   // (shared_add); a new field past max_others goes again and the call answers false (count).
   bool add_shared(uint64_t a, uint64_t b, long long d) {
-    Group group(ctx_, shared, a, kRead | kWrite);
+    Group group(ctx_, open(shared, a, true));
     if (group.wrong_type()) {
       wrong_type = true;
       return false;
@@ -258,6 +299,12 @@ class Linker {
   }
 
  private:
+  // One of the three prefixes' keys, through the command's KeyCache.
+  VmKey* open(const std::string& prefix, uint64_t number, bool write) {
+    const unsigned kind = &prefix == &edges ? 0 : &prefix == &shared ? 1 : 2;
+    return keys_.open(prefix, kind, number, write);
+  }
+
   VmString* decimal(uint64_t n) {
     const std::string text = std::to_string(n);
     return api.CreateString(ctx_, text.data(), text.size());
@@ -265,6 +312,7 @@ class Linker {
 
   VmCtx* ctx_;
   size_t width_, step_;
+  KeyCache keys_;
   std::unordered_map<uint64_t, std::pair<bool, std::string>> entries_;
 };
 
@@ -442,11 +490,14 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
       const char* sig = pool + static_cast<size_t>(u32(cands + k * (w + 4) + w)) * size;
       if (!verifier.readable(sig)) continue;  // banding.readable: only sketches the service verifies with
       if (c == x || c <= linker.floor) continue;
+      // index.py's test first (most candidates of a mirror's page are matches, on other sites; each
+      // test is cheaper than the entry's read)
+      const float e = estimate(sig);
+      if (static_cast<double>(e) < least) continue;
       if (!linker.entry(c, vc) || vc.size() < 4) continue;
       const uint64_t b = Linker::site_of(vc);
       if (b == a || !linker.live(c)) continue;
-      const float e = estimate(sig);
-      if (static_cast<double>(e) >= least) matches.push_back({{e, c}, b});  // index.py's test
+      matches.push_back({{e, c}, b});
     }
     found += static_cast<long long>(matches.size());
     // _site_links: best first (estimate, then the smaller ordinal), the best one on each other site
