@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from neardup.storage.embedded import LOGFILE, EmbeddedValkey, find_free_port, valkey_binary, valkey_module
+from neardup.storage.embedded import (
+    GENERIC_COLLECT,
+    LOGFILE,
+    EmbeddedValkey,
+    find_free_port,
+    valkey_binary,
+    valkey_module,
+)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="transparent huge pages: Linux")
 
@@ -117,6 +124,23 @@ def test_the_server_keeps_its_malloc_purging_only_without_huge_pages(data_dir: P
     with_mimalloc = EmbeddedValkey(data_dir)
     assert with_mimalloc.huge_pages
     assert with_mimalloc._environment()["MIMALLOC_PURGE_DELAY"] == "-1"
+
+
+@pytest.mark.parametrize("own", [None, "5000"])
+def test_mimalloc_collects_the_server_heap_rarely_unless_told_otherwise(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, own: str | None
+) -> None:
+    # The variable's effect is measured, not tested (bench/bench_growth.py; embedded.GENERIC_COLLECT).
+    # valkey-server writes its process title over its environment, so /proc/<pid>/environ cannot show it.
+    if own is None:
+        monkeypatch.delenv("MIMALLOC_GENERIC_COLLECT", raising=False)
+    else:
+        monkeypatch.setenv("MIMALLOC_GENERIC_COLLECT", own)
+    environment = EmbeddedValkey(data_dir)._environment()
+    assert "libmimalloc" in environment["LD_PRELOAD"]
+    assert environment["MIMALLOC_GENERIC_COLLECT"] == (own or GENERIC_COLLECT)
+    with_libc = EmbeddedValkey(data_dir, malloc="libc")._environment()
+    assert with_libc.get("MIMALLOC_GENERIC_COLLECT") == own  # passed through as it was, never set
 
 
 def test_the_module_refuses_an_unknown_argument(tmp_path: Path) -> None:
