@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "adaptive.hpp"
+
 namespace neardup {
 
 // MurmurHash3's 64-bit finalizer (full avalanche). Part of the signature format: token hashes,
@@ -225,7 +227,7 @@ void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bin
 // its 32-bit value): the value mod 3 * 2^(w - 2) in w bits, then 1 if the next shingle is in the same
 // bin, else 0; the rest zero. Every ISA gives the same bytes. Two sparse sketches whose widths are both
 // at least kAdaptiveSetWidth are compared shingle by shingle, any other pair on the bins' minima.
-inline constexpr size_t kAdaptiveMinWidth = 3, kAdaptiveMaxWidth = 16, kAdaptiveSetWidth = 6;
+// (The widths, kAdaptive*Width, and the estimate of one pair are in adaptive.hpp.)
 size_t adaptive_bytes(size_t bins);
 void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
                    std::vector<uint32_t>& value, uint8_t* out);

@@ -572,6 +572,7 @@ class Index:
                 ],
                 sites=_sites(collection.params, docs),
                 link=_link_spec(collection.params) if mode == "insert" else "",
+                link_format=collection.params.sketch_format,
             )
             try:
                 for _ in range(_ATTEMPTS):
@@ -817,14 +818,14 @@ def _sites(params: CollectionParams, docs: Sequence[Document]) -> list[bytes]:
 def _link_spec(params: CollectionParams) -> str:
     """The link step's parameters for the check to do it itself (store.CheckBatch.link; check.lua's
     ARGV[18]): the least estimate counted (``_results``' test: sim >= threshold - _EPSILON), the sketch
-    layout and the bounds; only for a collection with a site_field and format 2 estimate sketches, the
-    ones the module verifies as ``candidate_scorer`` does (bbit_similarity); "" for the others, whose
-    links ``_link`` records after the check."""
-    if params.site_field is None or params.sketch_format != 2 or params.verify != "estimate":
+    format and layout, and the bounds; only for a collection with a site_field and format 2 or 3
+    estimate sketches, the ones the module verifies as ``candidate_scorer`` does (bbit_similarity,
+    adaptive_similarity); "" for the others, whose links ``_link`` records after the check."""
+    if params.site_field is None or params.sketch_format not in (2, 3) or params.verify != "estimate":
         return ""
     fixed = 1 + 8 * params.bands
     return (
-        f"{params.threshold - _EPSILON!r} {fixed} {params.bins} {sketch.BITS_PER_BIN} "
+        f"{params.threshold - _EPSILON!r} {params.sketch_format} {fixed} {params.bins} {sketch.BITS_PER_BIN} "
         f"{MAX_LINKS_PER_DOCUMENT} {SITE_PARTNERS} {SITE_OTHERS}"
     )
 

@@ -13,7 +13,8 @@ its band records with ``_cluster_buckets_lua.lua`` or one ``ND.BUCKETS``
 ``link.lua``'s loop over a batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one
 ``ND.LINK`` (``_link_module.lua``) where the module is version 2 or later. Where it is version 3 or later,
 check.lua does the link step itself for collections with format 2 estimate sketches (one
-``ND.MATCHLINK`` at the end of the batch, ``match_link``), and no ``link.lua`` call follows."""
+``ND.MATCHLINK`` at the end of the batch, ``match_link``), and from version 4 for format 3 ones too;
+then no ``link.lua`` call follows."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ LINK_MODULE_VERSION = 2
 #: The module version that brought ``ND.MATCHLINK``: check.lua's own link step (store.py sends it the
 #: step's parameters only from this version on; below it, link.lua runs after the check).
 MATCH_LINK_MODULE_VERSION = 3
+#: The module version that brought ``ND.MATCHLINK``'s protocol 2: format 3's estimate, so check.lua links
+#: format-3 collections too (a module of version 3 verifies format 2 only).
+MATCH_LINK_FORMAT3_MODULE_VERSION = 4
 #: The module version that brought ND.PASSAGES's protocol 2 (passage format 3's packed index): check.lua's
 #: passage step goes through the module only from this version on.
 PACKED_PASSAGES_MODULE_VERSION = 5
@@ -106,8 +110,9 @@ class Scripts:
     def __init__(self) -> None:
         self.check = Script("check")
         self.uses_module = False
-        #: Whether check.lua may do the link step itself (ND.MATCHLINK: module version 3 or later).
-        self.match_link = False
+        #: The sketch formats whose collections check.lua may link itself (ND.MATCHLINK: format 2 from
+        #: module version 3, format 3 from version 4).
+        self.match_link: frozenset[int] = frozenset()
         self.lookup = Script("lookup")
         self.delete = Script("delete")
         self.create_collection = Script("create_collection")
@@ -127,7 +132,12 @@ class Scripts:
         if not self._loaded:
             version = await module_version(client)
             self.uses_module = version > 0
-            self.match_link = version >= MATCH_LINK_MODULE_VERSION
+            formats = set()
+            if version >= MATCH_LINK_MODULE_VERSION:
+                formats.add(2)
+                if version >= MATCH_LINK_FORMAT3_MODULE_VERSION:
+                    formats.add(3)
+            self.match_link = frozenset(formats)
             v2 = "module" if version >= LINK_MODULE_VERSION else "lua"
             v5 = "module" if version >= PACKED_PASSAGES_MODULE_VERSION else "lua"
             self.check = Script("check", "module" if self.uses_module else "lua", v2, v5)

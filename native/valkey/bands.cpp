@@ -178,7 +178,8 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
 extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* ctx, VmString** argv, int argc) {
   using namespace neardup::vm;
   // Version 2 added ND.PASSAGES (passages.cpp) and ND.LINK (sites.cpp); the service uses them only from a
-  // module of version 2 or later. Version 3 added ND.MATCHLINK (sites.cpp), used from version 3 on.
+  // module of version 2 or later. Version 3 added ND.MATCHLINK (sites.cpp), used from version 3 on;
+  // version 4 its protocol 2 (format 3 sketches), used for format-3 collections from version 4 on.
   // Version 5 added ND.PASSAGES's protocol 2 and ND.POSTINGS (passage format 3), used from version 5 on.
   if (init(ctx, "neardup", 5) != kOk) return kErr;
   if (api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;

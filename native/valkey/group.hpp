@@ -34,8 +34,10 @@ class Group {
   }
   // A hash key by its full name (the caller's string: not freed here).
   Group(VmCtx* ctx, VmString* name, int mode) : ctx_(ctx), name_(nullptr), key_(api.OpenKey(ctx, name, mode)) {}
+  // A key the caller opened and closes (sites.cpp's KeyCache).
+  Group(VmCtx* ctx, VmKey* key) : ctx_(ctx), name_(nullptr), key_(key), owned_(false) {}
   ~Group() {
-    if (key_) api.CloseKey(key_);
+    if (key_ && owned_) api.CloseKey(key_);
     if (name_) api.FreeString(ctx_, name_);
   }
   Group(const Group&) = delete;
@@ -75,6 +77,7 @@ class Group {
   VmCtx* ctx_;
   VmString* name_;
   VmKey* key_;
+  bool owned_ = true;
 };
 
 // Registers ND.BUCKETS and ND.BUCKETSGET (buckets.cpp).

@@ -23,24 +23,28 @@
 //                   in the order to try them
 //   -> [edges added, edges refused by a bound]
 //
-// ND.MATCHLINK (module version 3): check.lua's link step, at the end of the check's own script, so
-// a collection with a site_field pays no second round trip (and no second append-only-file fsync) per
-// batch. It verifies each stored document's candidates itself, the way the service does for format 2
-// estimate sketches (neardup::bbit_similarity in native/sketch_v2.cpp, the same arithmetic, float32
-// then compared as a double with index.py's threshold - _EPSILON, sent), orders each document's matches on
-// other sites as index.py's _site_links does (best first by estimate then ordinal; the best one on
-// each other site first, then the rest; at most <max links>), then runs ND.LINK's loop on all the
-// pairs, in order: what a link.lua call after the check does with the pairs the service found.
+// ND.MATCHLINK (module version 3; format 3 from version 4): check.lua's link step, at the end of the
+// check's own script, so a collection with a site_field pays no second round trip (and no second
+// append-only-file fsync) per batch. It verifies each stored document's candidates itself, the way
+// the service does (candidate_scorer: format 2's neardup::bbit_estimate, bbit.hpp; format 3's
+// neardup::AdaptiveEstimate, adaptive.hpp; the same code as the service's, float32 then compared as a
+// double with index.py's threshold - _EPSILON, sent), orders each document's matches on other sites
+// as index.py's _site_links does (best first by estimate then ordinal; the best one on each other
+// site first, then the rest; at most <max links>), then runs ND.LINK's loop on all the pairs, in
+// order: what a link.lua call after the check does with the pairs the service found.
 //
-//   ND.MATCHLINK 1 <edges> <shared> <records> <width> <edge group> <record group> <floor> <cutoff>
-//                <max partners> <max others> <max links> <least> <fixed> <bins> <bits>
+//   ND.MATCHLINK 2 <edges> <shared> <records> <width> <edge group> <record group> <floor> <cutoff>
+//                <max partners> <max others> <max links> <least> <format> <fixed> <bins> <bits>
 //                <sketches> <documents>
+//   ND.MATCHLINK 1 ... <least> <fixed> <bins> <bits> <sketches> <documents>   (module version 3: format 2)
 //     least         the least estimate counted (the threshold - index.py's _EPSILON), as Python's repr
-//     fixed, bins, bits   a stored sketch is <fixed> bytes (format tag 2, band keys) then <bins> bins of
-//                   <bits> bits as bit planes (<size> bytes in all)
+//     format        the collection's sketch format: 2 or 3 (protocol 1: 2)
+//     fixed, bins, bits   a stored sketch is <fixed> bytes (format tag, band keys) then, format 2, <bins>
+//                   bins of <bits> bits as bit planes, or, format 3, its mode byte and <bins> / 4 bytes
+//                   (bits 2) (<size> bytes in all)
 //     sketches      a pool of sketches, <size> bytes each: the batch's, then its candidates' as the
 //                   check read them; one that is not of this size and tag is sent as zero bytes and
-//                   skipped (banding.readable)
+//                   skipped, as is a format-3 one of an unknown mode (banding.readable)
 //     documents     per document to link: its ordinal (<width> bytes big-endian), its sketch (u32
 //                   big-endian, an index into the pool), m (u32), then m candidates: ordinal, sketch
 //   -> [edges added, edges refused by a bound, matches on other sites]
@@ -50,12 +54,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "../adaptive.hpp"
 #include "../bbit.hpp"
 #include "group.hpp"
 #include "module_api.hpp"
@@ -79,9 +85,50 @@ long long record_ms(const char* v, size_t len) {
   return i > 0 && i < len && v[i] == ':' ? ms : 0;
 }
 
+// The keys one command reads and writes, each opened once: for reading, then again for writing the
+// first time it is written; all closed when the command ends. Opening a key (its name made, looked up
+// in the keyspace) cost more than the hash operation on it, and a command comes back to the same
+// entry groups and shared hashes many times.
+class KeyCache {
+ public:
+  explicit KeyCache(VmCtx* ctx) : ctx_(ctx) {}
+  ~KeyCache() {
+    for (auto& entry : keys_) {
+      if (entry.second.key) api.CloseKey(entry.second.key);
+      api.FreeString(ctx_, entry.second.name);
+    }
+  }
+  KeyCache(const KeyCache&) = delete;
+  KeyCache& operator=(const KeyCache&) = delete;
+
+  // Key number `number` of prefix number `kind` (< 4), whose text is `prefix`.
+  VmKey* open(const std::string& prefix, unsigned kind, uint64_t number, bool write) {
+    Open& k = keys_[number << 2 | kind];
+    if (!k.name) {
+      const std::string name = prefix + std::to_string(number);
+      k.name = api.CreateString(ctx_, name.data(), name.size());
+    } else if (k.write || !write) {
+      return k.key;
+    }
+    if (k.key) api.CloseKey(k.key);
+    k.key = api.OpenKey(ctx_, k.name, write ? kRead | kWrite : kRead);
+    k.write = write;
+    return k.key;
+  }
+
+ private:
+  struct Open {
+    VmString* name = nullptr;
+    VmKey* key = nullptr;
+    bool write = false;
+  };
+  VmCtx* ctx_;
+  std::unordered_map<uint64_t, Open> keys_;
+};
+
 class Linker {
  public:
-  Linker(VmCtx* ctx, size_t width) : ctx_(ctx), width_(width), step_(width + 4) {}
+  Linker(VmCtx* ctx, size_t width) : ctx_(ctx), width_(width), step_(width + 4), keys_(ctx) {}
 
   std::string edges, shared, records;
   uint64_t edge_group = 32, record_group = 120, floor = 0;
@@ -91,7 +138,7 @@ class Linker {
 
   // The value of a field, as HGET: false when the key or the field is absent.
   bool get(const std::string& prefix, uint64_t number, uint64_t field, std::string& out) {
-    Group group(ctx_, prefix, number, kRead);
+    Group group(ctx_, open(prefix, number, false));
     if (group.wrong_type()) wrong_type = true;
     VmString* name = decimal(field);
     VmString* value = group.get(name);
@@ -105,7 +152,7 @@ class Linker {
   }
 
   void set(const std::string& prefix, uint64_t number, uint64_t field, const std::string& value) {
-    Group group(ctx_, prefix, number, kRead | kWrite);
+    Group group(ctx_, open(prefix, number, true));
     if (group.wrong_type()) {
       wrong_type = true;
       return;
@@ -121,7 +168,7 @@ class Linker {
   // HINCRBY shared(a) b d, then what link.lua does with the answer: a count that falls to 0 goes
   // (shared_add); a new field past max_others goes again and the call answers false (count).
   bool add_shared(uint64_t a, uint64_t b, long long d) {
-    Group group(ctx_, shared, a, kRead | kWrite);
+    Group group(ctx_, open(shared, a, true));
     if (group.wrong_type()) {
       wrong_type = true;
       return false;
@@ -252,6 +299,12 @@ class Linker {
   }
 
  private:
+  // One of the three prefixes' keys, through the command's KeyCache.
+  VmKey* open(const std::string& prefix, uint64_t number, bool write) {
+    const unsigned kind = &prefix == &edges ? 0 : &prefix == &shared ? 1 : 2;
+    return keys_.open(prefix, kind, number, write);
+  }
+
   VmString* decimal(uint64_t n) {
     const std::string text = std::to_string(n);
     return api.CreateString(ctx_, text.data(), text.size());
@@ -259,6 +312,7 @@ class Linker {
 
   VmCtx* ctx_;
   size_t width_, step_;
+  KeyCache keys_;
   std::unordered_map<uint64_t, std::pair<bool, std::string>> entries_;
 };
 
@@ -321,14 +375,83 @@ int link_command(VmCtx* ctx, VmString** argv, int argc) {
 
 uint32_t u32(const char* p) { return static_cast<uint32_t>(big_endian(p, 4)); }
 
+// The collection's stored sketches as the service reads them: which ones it verifies with
+// (banding.readable: its format's tag and size, and in format 3 a known mode byte) and its estimate
+// of a pair (candidate_scorer: format 2's bbit_similarity, format 3's adaptive_similarity), from the
+// same headers as the service's.
+class Verifier {
+ public:
+  long long format = 2, fixed = 0, bins = 0, bits = 0;
+
+  // False when the layout is not one the service stores: bins a multiple of 64 from 64 to 4096, format
+  // 3 with 2-bit bins.
+  bool valid() const {
+    return (format == 2 || (format == 3 && bits == 2)) && bins >= 64 && bins <= 4096 && bins % 64 == 0;
+  }
+  size_t size() const {
+    const size_t f = static_cast<size_t>(fixed), b = static_cast<size_t>(bins);
+    return format == 3 ? f + 1 + b / 4 : f + b * static_cast<size_t>(bits) / 8;
+  }
+  bool readable(const char* sketch) const {
+    if (static_cast<unsigned char>(sketch[0]) != format) return false;
+    if (format == 2) return true;
+    const size_t mode = static_cast<unsigned char>(sketch[fixed]);
+    return mode == 0 || (mode >= kAdaptiveMinWidth && mode <= kAdaptiveMaxWidth);
+  }
+
+  // The estimates of one document's sketch q with others, one pair at a time.
+  class Pairs {
+   public:
+    Pairs(const Verifier& v, const char* q)
+        : v_(v), q_(reinterpret_cast<const uint8_t*>(q) + v.fixed),
+          adaptive_(q_, static_cast<size_t>(v.bins), v.decoded_[0], v.decoded_[1]) {}
+    float operator()(const char* sketch) {
+      const uint8_t* c = reinterpret_cast<const uint8_t*>(sketch) + v_.fixed;
+      if (v_.format == 3) return adaptive_(c);
+      return bbit_estimate(q_, c, static_cast<size_t>(v_.bins), static_cast<int>(v_.bits));
+    }
+
+   private:
+    const Verifier& v_;
+    const uint8_t* q_;
+    AdaptiveEstimate adaptive_;
+  };
+
+ private:
+  // Format 3's decoding scratch: two sketches of up to 4096 bins (~82 KB), taken once per command.
+  std::unique_ptr<AdaptiveDecoded[]> decoded_{new AdaptiveDecoded[2]};
+};
+
+// match_link_command's check of the pool and documents' layout, before anything is read: an error
+// writes nothing.
+bool documents_fit(const char* docs, size_t docs_len, size_t w, size_t sketches) {
+  for (size_t p = 0; p < docs_len;) {
+    if (p + w + 8 > docs_len || u32(docs + p + w) >= sketches) return false;
+    const size_t m = u32(docs + p + w + 4);
+    p += w + 8;
+    if (m > (docs_len - p) / (w + 4)) return false;
+    for (size_t k = 0; k < m; ++k)
+      if (u32(docs + p + k * (w + 4) + w) >= sketches) return false;
+    p += m * (w + 4);
+  }
+  return true;
+}
+
 int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 19) return api.WrongArity(ctx);
-  if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: unknown protocol version");
+  if (argc < 2) return api.WrongArity(ctx);
+  // Protocol 1 (module version 3): format 2 sketches, no <format>; protocol 2 (version 4): <format>
+  // after <least>.
+  const std::string protocol = text_of(argv[1]);
+  if (protocol != "1" && protocol != "2") return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: unknown protocol version");
+  const int at = protocol == "1" ? 14 : 15;  // argv[at]: <fixed>
+  if (argc != at + 5) return api.WrongArity(ctx);
   LinkArgs args;
-  long long max_links = 0, fixed = 0, bins = 0, bits = 0;
+  Verifier verifier;
+  long long max_links = 0;
   if (!args.read(argv) || !integer(argv[12], 0, 1LL << 20, max_links) ||
-      !integer(argv[14], 1, 1LL << 20, fixed) || !integer(argv[15], 64, 4096, bins) ||
-      !integer(argv[16], 1, 8, bits) || bins % 64 != 0)
+      (at == 15 && !integer(argv[14], 2, 3, verifier.format)) || !integer(argv[at], 1, 1LL << 20, verifier.fixed) ||
+      !integer(argv[at + 1], 64, 4096, verifier.bins) || !integer(argv[at + 2], 1, 8, verifier.bits) ||
+      !verifier.valid())
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: an integer argument is out of range");
   const std::string least_text = text_of(argv[13]);
   char* end = nullptr;
@@ -336,28 +459,11 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
   if (least_text.empty() || end != least_text.c_str() + least_text.size())
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: the least estimate is not a number");
   const size_t w = static_cast<size_t>(args.width);
-  const size_t size = static_cast<size_t>(fixed + bins * bits / 8);
+  const size_t size = verifier.size();
   size_t pool_len = 0, docs_len = 0;
-  const char* pool = api.StringPtrLen(argv[17], &pool_len);
-  const char* docs = api.StringPtrLen(argv[18], &docs_len);
-  const size_t sketches = pool_len / size;
-  // Check the whole layout before reading anything: an error writes nothing.
-  bool good = pool_len % size == 0;
-  for (size_t p = 0; good && p < docs_len;) {
-    if (p + w + 8 > docs_len || u32(docs + p + w) >= sketches) {
-      good = false;
-      break;
-    }
-    const size_t m = u32(docs + p + w + 4);
-    p += w + 8;
-    if (m > (docs_len - p) / (w + 4)) {
-      good = false;
-      break;
-    }
-    for (size_t k = 0; k < m; ++k) good = good && u32(docs + p + k * (w + 4) + w) < sketches;
-    p += m * (w + 4);
-  }
-  if (!good)
+  const char* pool = api.StringPtrLen(argv[at + 3], &pool_len);
+  const char* docs = api.StringPtrLen(argv[at + 4], &docs_len);
+  if (pool_len % size != 0 || !documents_fit(docs, docs_len, w, pool_len / size))
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: sketches are <size> bytes each; documents are "
                                    "<ordinal> <sketch> <m> then m <ordinal> <sketch>, sketches in range");
   Linker linker(ctx, w);
@@ -375,22 +481,23 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
     const size_t m = u32(docs + p + w + 4);
     const char* cands = docs + p + w + 8;
     p += w + 8 + m * (w + 4);
-    if (q[0] != 2 || !linker.entry(x, vx) || vx.size() < 4)
-      continue;
+    if (!verifier.readable(q) || !linker.entry(x, vx) || vx.size() < 4) continue;
     const uint64_t a = Linker::site_of(vx);
+    Verifier::Pairs estimate(verifier, q);
     matches.clear();
     for (size_t k = 0; k < m; ++k) {
       const uint64_t c = big_endian(cands + k * (w + 4), w);
       const char* sig = pool + static_cast<size_t>(u32(cands + k * (w + 4) + w)) * size;
-      if (sig[0] != 2) continue;  // banding.readable: only sketches of this collection's format and size
+      if (!verifier.readable(sig)) continue;  // banding.readable: only sketches the service verifies with
       if (c == x || c <= linker.floor) continue;
+      // index.py's test first (most candidates of a mirror's page are matches, on other sites; each
+      // test is cheaper than the entry's read)
+      const float e = estimate(sig);
+      if (static_cast<double>(e) < least) continue;
       if (!linker.entry(c, vc) || vc.size() < 4) continue;
       const uint64_t b = Linker::site_of(vc);
       if (b == a || !linker.live(c)) continue;
-      const float estimate = neardup::bbit_estimate(reinterpret_cast<const uint8_t*>(q) + fixed,
-                                           reinterpret_cast<const uint8_t*>(sig) + fixed,
-                                           static_cast<size_t>(bins), static_cast<int>(bits));
-      if (static_cast<double>(estimate) >= least) matches.push_back({{estimate, c}, b});  // index.py's test
+      matches.push_back({{e, c}, b});
     }
     found += static_cast<long long>(matches.size());
     // _site_links: best first (estimate, then the smaller ordinal), the best one on each other site

@@ -463,12 +463,23 @@ def site_dump(url: str) -> dict[tuple[bytes, ...], dict[bytes, bytes]]:
 
 async def linked_stream(index: Index, params: CollectionParams, seed: int) -> None:
     """The collection created and filled with replay's stream (replacements, deletes, evictions), then
-    a page on 40 sites."""
+    a page on 40 sites, then long pages and shortened copies of them on other sites."""
     await index.create_collection(params)
     await replay(index, params.name, Recount(), random.Random(seed), 80)
     for s in range(40):
         copy = Document(f"s{s}/license", variant(text(4242), s), page(f"s{s}.example", "license"))
         await index.check(params.name, [copy], min_similarity=THRESHOLD)
+    # Replay's pages are short (~116 shingles: wide sparse format-3 sketches); with 1,408 bins these
+    # are dense (400 words), narrow sparse (330, 240) and wide (200): the pairs meet every kind of
+    # format 3's estimate (both dense, both wide, and on the bins' minima), in one batch, some of them
+    # within 0.02 of the threshold.
+    for s in range(6):
+        words = text(5000 + s, 400).split()
+        batch = [
+            Document(f"long{s}/{n}", variant(" ".join(words[:n]), s + n), page(SITES[(s + k) % 6], str(n)))
+            for k, n in enumerate((400, 400, 330, 240, 200))
+        ]
+        await index.check(params.name, batch, min_similarity=THRESHOLD)
 
 
 async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redis_url: str) -> None:
@@ -503,21 +514,23 @@ async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redi
     assert any(key[1] == b"x" for key in dumps[0]) and any(key[1] == b"e" for key in dumps[0])
 
 
+@pytest.mark.parametrize("sketch_format", [2, 3])
 async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, sketch_format: int
 ) -> None:
-    """With the module (version 3: ND.MATCHLINK) a check of a format 2 estimate collection verifies
-    and links its own documents in the same script, and no link call follows; the same stream where
-    the module is taken as older (a link.lua call with ND.LINK after each check) stores the same keys,
-    byte for byte, and gives the same answers. The stream has replacements, deletes, evictions and a
-    page on 40 sites."""
+    """With the module (ND.MATCHLINK: version 3 for format 2, version 4 for format 3) a check of an
+    estimate collection verifies and links its own documents in the same script, and no link call
+    follows; the same stream where the module is taken as older (a link.lua call with ND.LINK after
+    each check) stores the same keys, byte for byte, and gives the same answers. The stream has
+    replacements, deletes, evictions, a page on 40 sites, and long pages and shortened copies (format
+    3: dense, narrow and wide sparse sketches)."""
     from neardup.storage import scripts
 
+    older = "MATCH_LINK_MODULE_VERSION" if sketch_format == 2 else "MATCH_LINK_FORMAT3_MODULE_VERSION"
     dumps, answers, link_calls = [], [], []
     for in_check in (True, False):
-        if not in_check:
-            # a version above this module's (5): the module taken as older than ND.MATCHLINK
-            monkeypatch.setattr(scripts, "MATCH_LINK_MODULE_VERSION", 99)
+        if not in_check:  # a module of version 2 (format 2) or 3 (format 3)
+            monkeypatch.setattr(scripts, older, 99)
         client = redis.Redis.from_url(redis_url)
         client.flushall()
         client.config_resetstat()
@@ -537,7 +550,7 @@ async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
             index = Index(store)
             name = "inscript"
             params = CollectionParams.create(
-                name, threshold=THRESHOLD, site_field="url", max_documents=150, sketch_format=2
+                name, threshold=THRESHOLD, site_field="url", max_documents=150, sketch_format=sketch_format
             )
             await linked_stream(index, params, seed=9)
             answers.append(
@@ -556,11 +569,11 @@ async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
     assert dumps[0] == dumps[1]
 
 
-@pytest.mark.parametrize("form", [{"sketch_format": 1}, {"verify": "exact"}, {"sketch_format": 3}])
+@pytest.mark.parametrize("form", [{"sketch_format": 1}, {"verify": "exact"}])
 async def test_other_sketches_link_after_the_check(redis_url: str, form: dict[str, object]) -> None:
-    """Format 1, exact-mode and format 3 collections are verified in the service only (the module has
-    format 2's estimate alone): their links are recorded by a link.lua call after the check, and count
-    the same way."""
+    """Format 1 and exact-mode collections are verified in the service only (the module has the
+    estimates of formats 2 and 3 alone): their links are recorded by a link.lua call after the check,
+    and count the same way."""
     from neardup.domain import index as index_module
 
     store = RedisStore.from_url(redis_url, timeout=5.0)
@@ -580,24 +593,29 @@ async def test_other_sketches_link_after_the_check(redis_url: str, form: dict[st
         await store.close()
 
 
-def test_the_link_spec_names_the_service_s_verification() -> None:
+@pytest.mark.parametrize("sketch_format", [2, 3])
+def test_the_link_spec_names_the_service_s_verification(sketch_format: int) -> None:
     from neardup import sketch
     from neardup.domain import index as index_module
 
-    params = CollectionParams.create("spec", threshold=0.8, site_field="url", sketch_format=2)
+    params = CollectionParams.create("spec", threshold=0.8, site_field="url", sketch_format=sketch_format)
     fields = index_module._link_spec(params).split()
     assert float(fields[0]) == params.threshold - index_module._EPSILON  # the same test as _results'
     assert [int(f) for f in fields[1:]] == [
-        1 + 8 * params.bands, params.bins, sketch.BITS_PER_BIN,
+        sketch_format, 1 + 8 * params.bands, params.bins, sketch.BITS_PER_BIN,
         index_module.MAX_LINKS_PER_DOCUMENT, keys.SITE_PARTNERS, keys.SITE_OTHERS,
     ]  # fmt: skip
-    assert 1 + 8 * params.bands + params.bins * sketch.BITS_PER_BIN // 8 == params.stored_bytes
-    assert index_module._link_spec(CollectionParams.create("nosites", threshold=0.8, sketch_format=2)) == ""
-    assert index_module._link_spec(CollectionParams.create("f3", site_field="url", sketch_format=3)) == ""
+    # check.lua's size of a stored sketch: format 3 has its mode byte, then bins / 4 bytes
+    body = 1 + params.bins // 4 if sketch_format == 3 else params.bins * sketch.BITS_PER_BIN // 8
+    assert 1 + 8 * params.bands + body == params.stored_bytes
+    assert index_module._link_spec(CollectionParams.create("nosites", threshold=0.8)) == ""
+    for other in ({"sketch_format": 1}, {"verify": "exact"}):
+        assert index_module._link_spec(CollectionParams.create("o", site_field="url", **other)) == ""
 
 
+@pytest.mark.parametrize("sketch_format", [2, 3])
 async def test_a_link_step_the_server_refuses_fails_the_check_before_it_writes(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, sketch_format: int
 ) -> None:
     """check.lua asks for ND.MATCHLINK before its first write (as for ND.BANDS): a server that refuses
     it (a module older than the scripts were chosen for, played by parameters it rejects) fails the
@@ -609,7 +627,7 @@ async def test_a_link_step_the_server_refuses_fails_the_check_before_it_writes(
     try:
         index = Index(store)
         await index.create_collection(
-            CollectionParams.create("refused", threshold=0.7, site_field="url", sketch_format=2)
+            CollectionParams.create("refused", threshold=0.7, site_field="url", sketch_format=sketch_format)
         )
         await index.check("refused", [Document("a", text(11), page("a.example", "1"))])
         before = site_dump(redis_url)

@@ -9,11 +9,11 @@
 --   ARGV[14] band keys: n * bands * 8 raw bytes        ARGV[15] signatures: n equal-sized raw blobs
 --   ARGV[16] n characters, '1' where the document is empty (no band entries, never matches)
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
---   ARGV[18] the link step, '' for none: in 'insert' mode, with neardup's module version 3 or later, for a
---     collection with a site_field and format 2 estimate sketches, "<least estimate> <fixed> <bins> <bits>
---     <max links> <max partners> <max others>": after the batch, each stored document of a site is
---     verified against its candidates and its matches on other sites linked here (one ND.MATCHLINK),
---     not by a link.lua call after the check
+--   ARGV[18] the link step, '' for none: in 'insert' mode, for a collection with a site_field and format 2
+--     (neardup's module version 3 or later) or format 3 (version 4 or later) estimate sketches,
+--     "<least estimate> <format> <fixed> <bins> <bits> <max links> <max partners> <max others>": after
+--     the batch, each stored document of a site is verified against its candidates and its matches on
+--     other sites linked here (one ND.MATCHLINK), not by a link.lua call after the check
 --   ARGV[19 + 5*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys,
 --     its site ('' = none; only collections with a site_field send any: see _common.lua's sites)
 --   ARGV[19 + 5*n] (optional) n + 1 uint32 LE offsets of the signatures in ARGV[15], when they differ in size
@@ -52,13 +52,29 @@ local link = nil
 if mode == 'insert' and ARGV[18] ~= '' then
   local f = {}
   for w in string.gmatch(ARGV[18], '%S+') do f[#f + 1] = w end
-  link = {least = f[1], fixed = f[2], bins = f[3], bits = f[4], links = f[5], partners = f[6], others = f[7]}
-  link.size = tonumber(f[2]) + tonumber(f[3]) * tonumber(f[4]) / 8
+  link = {least = f[1], format = f[2], fixed = f[3], bins = f[4], bits = f[5], links = f[6], partners = f[7],
+    others = f[8]}
+  link.tag = tonumber(f[2])
+  if link.format == '3' then  -- the mode byte, then bins / 4 bytes
+    link.size = tonumber(f[3]) + 1 + tonumber(f[4]) / 4
+  else
+    link.size = tonumber(f[3]) + tonumber(f[4]) * tonumber(f[5]) / 8
+  end
   link.none = string.rep('\0', link.size)
 end
+-- ND.MATCHLINK: protocol 1 (module version 3) for format 2, protocol 2 (version 4: <format>) for format 3.
+local function match_link(floor, cutoff, pool, docs)
+  local layout = {link.least, link.fixed, link.bins, link.bits, pool, docs}
+  local protocol = '1'
+  if link.format ~= '2' then
+    protocol = '2'
+    table.insert(layout, 2, link.format)
+  end
+  return redis.call('ND.MATCHLINK', protocol, EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP, floor, cutoff,
+    link.partners, link.others, link.links, unpack(layout))
+end
 local function link_step_ready()  -- ND.MATCHLINK of no documents: writes nothing, answers {0, 0, 0}
-  redis.call('ND.MATCHLINK', '1', EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP, '0', '-1', link.partners,
-    link.others, link.links, link.least, link.fixed, link.bins, link.bits, '', '')
+  match_link('0', '-1', '', '')
 end
 
 local function arg(i, k) return ARGV[19 + 5 * (i - 1) + k] end
@@ -168,7 +184,7 @@ if link and sig_offsets == nil and sig_bytes == link.size then
   local pool, at, docs = {sig_blob}, {}, {}
   for k = 1, #fetched, 3 do
     local sig = fetched[k + 1]
-    if #sig ~= link.size or string.byte(sig, 1) ~= 2 then sig = link.none end
+    if #sig ~= link.size or string.byte(sig, 1) ~= link.tag then sig = link.none end
     pool[#pool + 1] = sig
     at[fetched[k]] = n + #pool - 2
   end
@@ -184,9 +200,8 @@ if link and sig_offsets == nil and sig_bytes == link.size then
     end
   end
   if #docs > 0 then
-    redis.call('ND.MATCHLINK', '1', EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP,
-      string.format('%d', math.max(floor_of(st), 0)), string.format('%d', cutoff), link.partners, link.others,
-      link.links, link.least, link.fixed, link.bins, link.bits, table.concat(pool), table.concat(docs))
+    match_link(string.format('%d', math.max(floor_of(st), 0)), string.format('%d', cutoff), table.concat(pool),
+      table.concat(docs))
   end
 end
 

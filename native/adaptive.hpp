@@ -1,0 +1,207 @@
+// Sketch format 3's estimate of one pair (see neardup.hpp, "Sketch format 3"): shared by
+// neardup::adaptive_similarity (sketch_v2.cpp, the service's verification) and ND.MATCHLINK
+// (valkey/sites.cpp), which must count exactly the pairs the service reports; like bbit.hpp,
+// header-only, so the server module links nothing of the core. The encoder (adaptive_bins) stays in
+// sketch_v2.cpp; it uses the helpers here too.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace neardup {
+
+// Format 3's mode byte: 0 (dense) or a sparse document's code width, from kAdaptiveMinWidth to
+// kAdaptiveMaxWidth; two sparse sketches whose widths are both at least kAdaptiveSetWidth are compared
+// shingle by shingle.
+inline constexpr size_t kAdaptiveMinWidth = 3, kAdaptiveMaxWidth = 16, kAdaptiveSetWidth = 6;
+
+inline uint32_t sparse_modulus(int width) { return 3u << (width - 2); }
+
+// Set bits of a word. The core and the module are built for any x86-64 (no POPCNT instruction
+// assumed), where __builtin_popcountll is a call into libgcc: a few times slower than these steps,
+// inlined.
+inline uint64_t bit_count(uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return (x * 0x0101010101010101ull) >> 56;
+}
+
+// x mod 3 * 2^shift, without a division by a number known only at run time (tens of cycles): the low
+// `shift` bits stay, the rest is taken mod 3 (a multiply, for the constant 3).
+inline uint32_t mod_three_shifted(uint32_t x, unsigned shift) {
+  return (((x >> shift) % 3u) << shift) | (x & ((1u << shift) - 1u));
+}
+
+// Reads `width` bits (<= 17) at bit `pos` of a little-endian bit stream of `size` bytes.
+inline uint32_t read_bits(const uint8_t* stream, size_t size, size_t pos, int width) {
+  uint32_t word = 0;
+  const size_t byte = pos / 8;
+  const size_t last = std::min(size, byte + 4);
+  for (size_t k = byte; k < last; ++k) word |= static_cast<uint32_t>(stream[k]) << (8 * (k - byte));
+  return (word >> (pos % 8)) & ((1u << width) - 1u);
+}
+
+// A format-3 sketch decoded: its filled-bin bitmap, each filled bin's minimum's residue (mod
+// `modulus`; 3 in dense mode), and in sparse mode every shingle's bin and residue, in bin order.
+struct AdaptiveDecoded {
+  uint64_t filled[64];
+  uint32_t residue[4096];
+  uint16_t elem_bin[4096];
+  uint32_t elem_res[4096];
+  size_t elements = 0;
+  uint32_t modulus = 3;
+  int width = 0;
+};
+
+inline void decode_adaptive(const uint8_t* sketch, size_t bins, AdaptiveDecoded& d) {
+  const size_t words = bins / 64;
+  const int width = sketch[0];
+  const uint8_t* body = sketch + 1;
+  d.elements = 0;
+  d.width = 0;
+  d.modulus = 3;
+  if (width == 0) {
+    for (size_t w = 0; w < words; ++w) {
+      uint64_t p0, p1;
+      std::memcpy(&p0, body + 8 * w, 8);
+      std::memcpy(&p1, body + 8 * (words + w), 8);
+      d.filled[w] = p0 | p1;
+      for (uint64_t m = d.filled[w]; m; m &= m - 1) {
+        const unsigned t = static_cast<unsigned>(__builtin_ctzll(m));
+        d.residue[w * 64 + t] = static_cast<uint32_t>(((p0 >> t) & 1u) | (((p1 >> t) & 1u) << 1)) - 1u;
+      }
+    }
+    return;
+  }
+  if (width < static_cast<int>(kAdaptiveMinWidth) || width > static_cast<int>(kAdaptiveMaxWidth)) {
+    std::memset(d.filled, 0, 8 * words);  // not a format-3 sketch: nothing filled
+    return;
+  }
+  d.width = width;
+  d.modulus = sparse_modulus(width);
+  const uint8_t* stream = body + 8 * words;
+  const size_t size = bins / 8;
+  size_t pos = 0;
+  for (size_t w = 0; w < words; ++w) {
+    std::memcpy(&d.filled[w], body + 8 * w, 8);
+    for (uint64_t m = d.filled[w]; m; m &= m - 1) {
+      const size_t b = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
+      d.residue[b] = 0;  // stays so only where a damaged stream ends before the bin's codes
+      bool more = true;
+      for (bool first = true; more && d.elements < bins && pos + static_cast<size_t>(width) < 8 * size; first = false) {
+        const uint32_t code = read_bits(stream, size, pos, width + 1);
+        pos += static_cast<size_t>(width) + 1;
+        const uint32_t r = code & ((1u << width) - 1u);
+        more = (code >> width) & 1u;
+        if (first) d.residue[b] = r;
+        d.elem_bin[d.elements] = static_cast<uint16_t>(b);
+        d.elem_res[d.elements] = r;
+        ++d.elements;
+      }
+    }
+  }
+}
+
+// The estimate of one format-3 sketch (`query`, adaptive_bytes(bins) bytes: the mode byte, then the
+// bins) with others, one pair at a time, in the scratch of two AdaptiveDecoded (~41 KB each: kept by
+// the caller). A dense query against dense candidates (most pairs) needs no decoding: the query is
+// decoded once, the first time a pair needs it.
+class AdaptiveEstimate {
+ public:
+  AdaptiveEstimate(const uint8_t* query, size_t bins, AdaptiveDecoded& q, AdaptiveDecoded& c)
+      : query_(query), bins_(bins), q_(q), c_(c) {}
+
+  // Estimated Jaccard of the query and the format-3 sketch s, clamped to [0, 1].
+  float operator()(const uint8_t* s) {
+    const uint8_t* query = query_;
+    const size_t bins = bins_, words = bins / 64;
+    AdaptiveDecoded& q = q_;
+    AdaptiveDecoded& c = c_;
+    double j_hat = 0.0;
+    if (query[0] == 0 && s[0] == 0) {
+      // Both dense: format 2's estimate on its planes, a word at a time.
+      uint64_t equal = 0, both = 0, either = 0;
+      const uint8_t* qd = query + 1;
+      const uint8_t* cd = s + 1;
+      for (size_t w = 0; w < words; ++w) {
+        uint64_t q0, q1, c0, c1;
+        std::memcpy(&q0, qd + 8 * w, 8);
+        std::memcpy(&q1, qd + 8 * (words + w), 8);
+        std::memcpy(&c0, cd + 8 * w, 8);
+        std::memcpy(&c1, cd + 8 * (words + w), 8);
+        const uint64_t qf = q0 | q1, cf = c0 | c1, filled_both = qf & cf;
+        equal += bit_count(~((q0 ^ c0) | (q1 ^ c1)) & filled_both);
+        both += bit_count(filled_both);
+        either += bit_count(qf | cf);
+      }
+      const double chance = 1.0 / 3.0;  // as format 2's bbit_similarity computes it, to the bit
+      if (either)
+        j_hat = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance) / static_cast<double>(either);
+    } else {
+      if (!decoded_) {
+        decode_adaptive(query, bins, q);
+        decoded_ = true;
+      }
+      decode_adaptive(s, bins, c);
+      const uint32_t modulus = std::min(q.modulus, c.modulus);
+      const unsigned shift = static_cast<unsigned>(__builtin_ctz(modulus));  // modulus = 3 * 2^shift
+      const double chance = 1.0 / static_cast<double>(modulus);
+      if (std::min(q.width, c.width) >= static_cast<int>(kAdaptiveSetWidth)) {
+        // Both sparse with wide codes: shingle by shingle. In the bins filled on both sides, of the
+        // pairs (one shingle of each) `equal` agree: the common shingles, and 1 / modulus of the other
+        // pairs by chance. The common shingles are a whole number: the estimate is rounded to one, so
+        // a pair with no chance agreement (most of them) gets its exact Jaccard, not one a fraction
+        // of a shingle below it (half the pairs exactly at the threshold were missed that way).
+        uint64_t equal = 0, pairs = 0;
+        size_t a = 0, b = 0;
+        while (a < q.elements && b < c.elements) {
+          const uint16_t ba = q.elem_bin[a], bb = c.elem_bin[b];
+          size_t ae = a, be = b;
+          while (ae < q.elements && q.elem_bin[ae] == ba) ++ae;
+          while (be < c.elements && c.elem_bin[be] == bb) ++be;
+          if (ba == bb) {
+            pairs += static_cast<uint64_t>((ae - a) * (be - b));
+            for (size_t i = a; i < ae; ++i)
+              for (size_t t = b; t < be; ++t)
+                equal += mod_three_shifted(q.elem_res[i], shift) == mod_three_shifted(c.elem_res[t], shift);
+          }
+          if (ba <= bb) a = ae;
+          if (bb <= ba) b = be;
+        }
+        const double common =
+            std::floor((static_cast<double>(equal) - chance * static_cast<double>(pairs)) / (1.0 - chance) + 0.5);
+        const double all = static_cast<double>(q.elements + c.elements) - common;
+        if (all > 0.0) j_hat = common / all;
+      } else {
+        // Format 2's estimate over the bins' minima, at the smaller of the two moduli (both are
+        // multiples of 3, so either residue reduces to the other's).
+        uint64_t equal = 0, both = 0, either = 0;
+        for (size_t w = 0; w < words; ++w) {
+          const uint64_t filled_both = q.filled[w] & c.filled[w];
+          either += bit_count(q.filled[w] | c.filled[w]);
+          both += bit_count(filled_both);
+          for (uint64_t m = filled_both; m; m &= m - 1) {
+            const size_t bin = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
+            equal += mod_three_shifted(q.residue[bin], shift) == mod_three_shifted(c.residue[bin], shift);
+          }
+        }
+        if (either)
+          j_hat = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance) / static_cast<double>(either);
+      }
+    }
+    return static_cast<float>(j_hat < 0.0 ? 0.0 : (j_hat > 1.0 ? 1.0 : j_hat));
+  }
+
+ private:
+  const uint8_t* query_;
+  size_t bins_;
+  AdaptiveDecoded& q_;
+  AdaptiveDecoded& c_;
+  bool decoded_ = false;
+};
+
+}  // namespace neardup
