@@ -7,9 +7,9 @@ each collection is sized with ``MEMORY USAGE <key> SAMPLES 0`` (the value, its k
 and summed per family: band groups (``b:``), id groups (``i:``), signature groups (``s:``), records
 (``d:``), the passage index (``f:``) and the passage blobs (``p:``). The blobs' and the index's encodings are
 counted too (a group over the server's listpack limits becomes a hashtable). Printed as JSON, with the
-growth of the server's ``used_memory`` while each collection was filled beside it: that also counts
-the keyspace's own table, which the server doubles in steps as keys are added, so a collection that
-happens to cross a step is charged for all of it (bench_passages.py measures memory that way).
+growth of the server's ``used_memory`` while each collection was filled beside it (bench_passages.py
+measures memory that way): that also counts memory outside the collection's keys, such as the
+keyspace's own table.
 
     python bench/passage_memory.py                       # 10,000 documents of ~2,600 bytes
     python bench/passage_memory.py --chunk-bytes 4000     # the issue's ~4 KB documents
@@ -53,8 +53,7 @@ def sizes(client: redis.Redis, base: str) -> tuple[Counter[str], Counter[str]]:
 
 async def fill(url: str, docs: list[Document], batch: int) -> tuple[dict[str, str], dict[str, int]]:
     """Both collections filled; their key bases ("nd:<c>:<gen>") by name ("off", "on"), and the growth
-    of the server's ``used_memory`` while each was filled (which also counts the keyspace's own table,
-    grown in steps: see the module docstring)."""
+    of the server's ``used_memory`` while each was filled (see the module docstring)."""
     store = RedisStore.from_url(url, timeout=60.0)
     bases, grown = {}, {}
     try:
