@@ -199,7 +199,7 @@ PASSAGE_GROUP = 120
 #: binary-searches one per key of the text, an insertion rewrites one per key of the document), the
 #: index's first level (2^8 groups: a record needs no byte of the key the group number gives), and the
 #: bytes of one blob part (the embedded server's listpack value limit, _LISTPACK_VALUE_LIMIT).
-PACKED_GROUP_TARGET = 256
+PACKED_GROUP_TARGET = 128
 PACKED_INDEX_LEVEL = 8
 #: ... and its last level: a stored blob keeps 24 bits of each key, which name the key's group.
 PACKED_INDEX_TOP = 23

@@ -79,7 +79,7 @@ def dump(url: str) -> dict[bytes, tuple[bytes, dict[bytes, bytes]]]:
     return renamed
 
 
-#: Format 3's index holds 256 records a group before it splits (keys.PACKED_GROUP_TARGET), more than this
+#: Format 3's index holds keys.PACKED_GROUP_TARGET records a group before it splits, far fewer than this
 #: workload posts: its state is told of this many records more, so that it splits at most 4 groups a
 #: document (as a table far over target does), through a level and beyond.
 PACKED_HEADSTART = 256 * 512
@@ -249,7 +249,7 @@ def test_protocol_2_bad_arguments_get_an_error_and_leave_the_data_alone(
             client.execute_command("ND.PASSAGES", *ok)
         assert client.dbsize() == 1
         client.delete(busy)
-        assert client.execute_command("ND.PASSAGES", *ok) == [8, 0, len(set(keys))]  # under 256 a group
+        assert client.execute_command("ND.PASSAGES", *ok) == [8, 0, len(set(keys))]  # under target in every group
         kept = fingerprints.stored(blob)
         assert len(kept) == len(blob) - m > 600
         assert client.hgetall("p:0") == {b"1": kept[:600], b"121": kept[600:]}

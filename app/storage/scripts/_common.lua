@@ -107,7 +107,7 @@ end
 -- one string of records sorted by (key, ordinal), each the fingerprint key's bits 8..31 (3 bytes,
 -- big-endian; its bits 0..7 are the group number's, the index starting with 2^8 groups) then an
 -- ordinal (OW bytes, big-endian). A key's posting is its run of records; N counts records.
-local PACKED_TARGET, PACKED_LEVEL = 256, 8
+local PACKED_TARGET, PACKED_LEVEL = 128, 8
 -- Its last level: a stored blob keeps 24 bits of each key, which must name the key's group (2^24).
 local PACKED_TOP = 23
 
