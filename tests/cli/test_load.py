@@ -154,16 +154,17 @@ def test_missing_collection_and_unreachable_service(service: Any, tmp_path: Path
     assert result.returncode == 2 and "no such file" in result.stderr
 
 
-def test_resumes_after_an_interruption(service: Any, tmp_path: Path) -> None:
-    docs = documents(3000)
-    source = write_jsonl(tmp_path / "big.jsonl", docs)
-    checkpoint = tmp_path / "big.jsonl.neardup-checkpoint"
+def _interrupted_load(service: Any, tmp_path: Path, size: int) -> tuple[Any, list[str], Path, str]:
+    """A load of ``size`` documents into a new collection, Ctrl-C'd once its first batch is acknowledged:
+    (the process, its arguments, the checkpoint, its stderr)."""
+    source = write_jsonl(tmp_path / f"big{size}.jsonl", documents(size))
+    checkpoint = tmp_path / f"big{size}.jsonl.neardup-checkpoint"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
     arguments = [
         "load",
         str(source),
         "-c",
-        "l3",
+        f"l{size}",
         "--create",
         "--threshold",
         "0.7",
@@ -186,6 +187,17 @@ def test_resumes_after_an_interruption(service: Any, tmp_path: Path) -> None:
         if first.poll() is None:
             first.kill()
             first.wait()
+    return first, arguments, checkpoint, err
+
+
+def test_resumes_after_an_interruption(service: Any, tmp_path: Path) -> None:
+    # The Ctrl-C must land while the load runs: on a machine so busy that this process was not
+    # scheduled before the whole file went through (exit 0), the same with a file four times longer.
+    for size in (3000, 12000, 48000):
+        first, arguments, checkpoint, err = _interrupted_load(service, tmp_path, size)
+        if first.returncode != 0:
+            break
+    docs = documents(size)
     assert first.returncode == 130, err
     assert "rerun the same command to resume" in err and "Traceback" not in err
     acknowledged = json.loads(checkpoint.read_text())["records"]
@@ -198,5 +210,5 @@ def test_resumes_after_an_interruption(service: Any, tmp_path: Path) -> None:
     # Only what the first run had not seen acknowledged is sent again (a batch in flight at most).
     assert len(docs) - acknowledged <= summary["documents"] <= len(docs) - acknowledged + 5
     assert summary["inserted"] >= len(docs) and summary["duplicates"] >= len(docs) // 2 - 5
-    assert count(service, "l3") == len(docs)
+    assert count(service, f"l{size}") == len(docs)
     assert not checkpoint.exists()
