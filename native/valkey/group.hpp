@@ -24,30 +24,49 @@ inline uint32_t little_endian32(const char* p) {
          static_cast<uint32_t>(b[3]) << 24;
 }
 
-// One group's hash (or any hash key), opened for the duration of one operation.
-class Group {
+// A key opened for the duration of one operation: by "prefix + number" (a table's group: the name is
+// freed with it), by the caller's name, or already opened by the caller (who closes it). Group (a hash)
+// and StringKey (packed_index.hpp, a string) add what they read and write.
+class OpenedKey {
  public:
-  Group(VmCtx* ctx, const std::string& prefix, uint64_t number, int mode) : ctx_(ctx) {
+  OpenedKey(VmCtx* ctx, const std::string& prefix, uint64_t number, int mode) : ctx_(ctx) {
     const std::string name = prefix + std::to_string(number);
     name_ = api.CreateString(ctx, name.data(), name.size());
     key_ = api.OpenKey(ctx, name_, mode);
   }
-  // A hash key by its full name (the caller's string: not freed here).
-  Group(VmCtx* ctx, VmString* name, int mode) : ctx_(ctx), name_(nullptr), key_(api.OpenKey(ctx, name, mode)) {}
+  // A key by its full name (the caller's string: not freed here).
+  OpenedKey(VmCtx* ctx, VmString* name, int mode) : ctx_(ctx), key_(api.OpenKey(ctx, name, mode)) {}
   // A key the caller opened and closes (sites.cpp's KeyCache).
-  Group(VmCtx* ctx, VmKey* key) : ctx_(ctx), name_(nullptr), key_(key), owned_(false) {}
-  ~Group() {
+  OpenedKey(VmCtx* ctx, VmKey* key) : ctx_(ctx), key_(key), owned_(false) {}
+  ~OpenedKey() {
     if (key_ && owned_) api.CloseKey(key_);
     if (name_) api.FreeString(ctx_, name_);
   }
-  Group(const Group&) = delete;
-  Group& operator=(const Group&) = delete;
+  OpenedKey(const OpenedKey&) = delete;
+  OpenedKey& operator=(const OpenedKey&) = delete;
 
-  bool wrong_type() const {
+  VmKey* key() const { return key_; }
+
+ protected:
+  // Whether the key holds a value of another type than `type` (an empty key holds none).
+  bool holds_other_than(int type) const {
     if (!key_) return false;
-    const int type = api.KeyType(key_);
-    return type != kKeyTypeEmpty && type != kKeyTypeHash;
+    const int held = api.KeyType(key_);
+    return held != kKeyTypeEmpty && held != type;
   }
+
+  VmCtx* ctx_;
+  VmString* name_ = nullptr;
+  VmKey* key_;
+  bool owned_ = true;
+};
+
+// One group's hash (or any hash key), opened for the duration of one operation.
+class Group : public OpenedKey {
+ public:
+  using OpenedKey::OpenedKey;
+
+  bool wrong_type() const { return holds_other_than(kKeyTypeHash); }
   // The field's value (owned by the caller), or nullptr.
   VmString* get(VmString* field) const {
     if (!key_ || api.KeyType(key_) != kKeyTypeHash) return nullptr;
@@ -71,13 +90,6 @@ class Group {
     set(field, longer);
     api.FreeString(ctx_, longer);
   }
-  VmKey* key() const { return key_; }
-
- private:
-  VmCtx* ctx_;
-  VmString* name_;
-  VmKey* key_;
-  bool owned_ = true;
 };
 
 // Registers ND.BUCKETS and ND.BUCKETSGET (buckets.cpp).

@@ -22,24 +22,11 @@ inline constexpr size_t kRecordKey = 3;
 inline constexpr long long kPackedTop = 23;
 
 // One group's string key (or any string key), opened for one operation.
-class StringKey {
+class StringKey : public OpenedKey {
  public:
-  StringKey(VmCtx* ctx, const std::string& prefix, uint64_t number, int mode) : ctx_(ctx) {
-    const std::string name = prefix + std::to_string(number);
-    name_ = api.CreateString(ctx, name.data(), name.size());
-    key_ = api.OpenKey(ctx, name_, mode);
-  }
-  ~StringKey() {
-    if (key_) api.CloseKey(key_);
-    api.FreeString(ctx_, name_);
-  }
-  StringKey(const StringKey&) = delete;
-  StringKey& operator=(const StringKey&) = delete;
+  using OpenedKey::OpenedKey;
 
-  bool wrong_type() const {
-    const int type = key_ ? api.KeyType(key_) : kKeyTypeEmpty;
-    return type != kKeyTypeEmpty && type != kKeyTypeString;
-  }
+  bool wrong_type() const { return holds_other_than(kKeyTypeString); }
   // The value ("" for a missing key); valid until the next write.
   std::string_view value() const {
     if (!key_ || api.KeyType(key_) != kKeyTypeString) return {};
@@ -57,11 +44,6 @@ class StringKey {
     api.StringSet(key_, s);
     api.FreeString(ctx_, s);
   }
-
- private:
-  VmCtx* ctx_;
-  VmString* name_;
-  VmKey* key_;
 };
 
 inline uint32_t record_key(const char* p) {
