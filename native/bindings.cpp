@@ -149,69 +149,66 @@ py::array_t<uint32_t> signatures(const py::list& texts, int num_perm, bool char_
   return out;
 }
 
-// Format 2, estimate mode: the MinHash signature (for the band keys) and the b-bit one-permutation
-// bins (for verification) of each text, from one tokenization.
+// Formats 2 and 3: each text's MinHash signature (for the band keys) and `stride` bytes of bins (for
+// verification) that `write_bins(hashes, value, out)` draws from the same shingle hashes, from
+// one tokenization.
+template <typename WriteBins>
+py::tuple signatures_and_bins(const py::list& texts, int num_perm, const TextOptions& options, uint64_t seed,
+                              int threads, const Kernels& kernels, size_t stride, WriteBins write_bins) {
+  const py::tuple items(texts);
+  const size_t n = items.size();
+  const size_t k = static_cast<size_t>(num_perm);
+  const std::vector<TextView> views = views_of(items);
+  py::array_t<uint32_t> sigs({n, k});
+  py::array_t<uint8_t> packed({n, stride});
+  uint32_t* sig_dst = sigs.mutable_data();
+  uint8_t* bin_dst = packed.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const neardup::HashFamily family = neardup::make_hash_family(num_perm, seed);
+    for_each_document(n, threads, [&](size_t i, neardup::TextScratch& scratch, std::vector<uint32_t>& hashes) {
+      thread_local std::vector<uint32_t> value;
+      neardup::text_signature(views[i], options, family, kernels, scratch, hashes, sig_dst + i * k);
+      write_bins(hashes, value, bin_dst + i * stride);
+    });
+  }
+  return py::make_tuple(sigs, packed);
+}
+
+// Format 2, estimate mode: the b-bit one-permutation bins.
 py::tuple sketch_estimate(const py::list& texts, int num_perm, bool char_mode, int size, uint64_t seed,
                           bool normalize, bool lowercase, bool collapse, int threads,
                           const std::string& isa, int bins, int bits) {
   check_sketch_args(num_perm, threads);
   check_bins(bins);
   if (bits < 1 || bits > 8) throw py::value_error("bits must be from 1 to 8");
-  const TextOptions options = options_of(char_mode, size, normalize, lowercase, collapse);
   const Kernels& kernels = kernels_for(isa);
-  const py::tuple items(texts);
-  const size_t n = items.size();
-  const size_t k = static_cast<size_t>(num_perm);
-  const std::vector<TextView> views = views_of(items);
   const neardup::OphFamily oph = neardup::make_oph_family(static_cast<size_t>(bins), bits, seed);
   const size_t stride = neardup::oph_bytes(oph);
-  py::array_t<uint32_t> sigs({n, k});
-  py::array_t<uint8_t> packed({n, stride});
-  uint32_t* sig_dst = sigs.mutable_data();
-  uint8_t* bin_dst = packed.mutable_data();
-  {
-    py::gil_scoped_release release;
-    const neardup::HashFamily family = neardup::make_hash_family(num_perm, seed);
-    for_each_document(n, threads, [&](size_t i, neardup::TextScratch& scratch, std::vector<uint32_t>& hashes) {
-      thread_local std::vector<uint32_t> value;
-      neardup::text_signature(views[i], options, family, kernels, scratch, hashes, sig_dst + i * k);
-      alignas(64) uint8_t bins_out[4096];  // bins * bits / 8 <= 4096 bytes
-      neardup::oph_bins(hashes.data(), hashes.size(), oph, kernels, value, bins_out);
-      std::memcpy(bin_dst + i * stride, bins_out, stride);
-    });
-  }
-  return py::make_tuple(sigs, packed);
+  return signatures_and_bins(
+      texts, num_perm, options_of(char_mode, size, normalize, lowercase, collapse), seed, threads, kernels, stride,
+      [&](const std::vector<uint32_t>& hashes, std::vector<uint32_t>& value, uint8_t* out) {
+        alignas(64) uint8_t bins_out[4096];  // bins * bits / 8 <= 4096 bytes
+        neardup::oph_bins(hashes.data(), hashes.size(), oph, kernels, value, bins_out);
+        std::memcpy(out, bins_out, stride);
+      });
 }
 
-// Format 3: the MinHash signature (for the band keys) and the adaptive one-permutation bins (a mode
-// byte, then format 2's 2-bit planes or, for a short document, a bitmap and every shingle's code).
+// Format 3: the adaptive one-permutation bins (a mode byte, then format 2's 2-bit planes or, for a
+// short document, a bitmap and every shingle's code).
 py::tuple sketch_adaptive(const py::list& texts, int num_perm, bool char_mode, int size, uint64_t seed,
                           bool normalize, bool lowercase, bool collapse, int threads,
                           const std::string& isa, int bins) {
   check_sketch_args(num_perm, threads);
   check_bins(bins);
-  const TextOptions options = options_of(char_mode, size, normalize, lowercase, collapse);
   const Kernels& kernels = kernels_for(isa);
-  const py::tuple items(texts);
-  const size_t n = items.size();
-  const size_t k = static_cast<size_t>(num_perm);
-  const std::vector<TextView> views = views_of(items);
   const neardup::OphFamily oph = neardup::make_oph_family(static_cast<size_t>(bins), 2, seed);
-  const size_t stride = neardup::adaptive_bytes(oph.bins);
-  py::array_t<uint32_t> sigs({n, k});
-  py::array_t<uint8_t> packed({n, stride});
-  uint32_t* sig_dst = sigs.mutable_data();
-  uint8_t* bin_dst = packed.mutable_data();
-  {
-    py::gil_scoped_release release;
-    const neardup::HashFamily family = neardup::make_hash_family(num_perm, seed);
-    for_each_document(n, threads, [&](size_t i, neardup::TextScratch& scratch, std::vector<uint32_t>& hashes) {
-      thread_local std::vector<uint32_t> value;
-      neardup::text_signature(views[i], options, family, kernels, scratch, hashes, sig_dst + i * k);
-      neardup::adaptive_bins(hashes.data(), hashes.size(), oph, kernels, value, bin_dst + i * stride);
-    });
-  }
-  return py::make_tuple(sigs, packed);
+  return signatures_and_bins(
+      texts, num_perm, options_of(char_mode, size, normalize, lowercase, collapse), seed, threads, kernels,
+      neardup::adaptive_bytes(oph.bins),
+      [&](const std::vector<uint32_t>& hashes, std::vector<uint32_t>& value, uint8_t* out) {
+        neardup::adaptive_bins(hashes.data(), hashes.size(), oph, kernels, value, out);
+      });
 }
 
 // Format 2, exact mode: the MinHash signature and the sorted distinct shingle hashes of each text
