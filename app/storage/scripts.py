@@ -11,10 +11,11 @@ the server which once, when it loads the scripts. The cluster's ``cluster_ops.lu
 its band records with ``_cluster_buckets_lua.lua`` or one ``ND.BUCKETS``
 (``_cluster_buckets_module.lua``), chosen per node.
 ``link.lua``'s loop over a batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one
-``ND.LINK`` (``_link_module.lua``) where the module is version 2 or later. Where it is version 3 or later,
-check.lua does the link step itself for collections with format 2 estimate sketches (one
-``ND.MATCHLINK`` at the end of the batch, ``match_link``), and from version 4 for format 3 ones too;
-then no ``link.lua`` call follows."""
+``ND.LINK`` (``_link_module.lua``) where the module is version 2 or later. Where it is version 6 or later,
+check.lua does the link step itself for collections with format 2 or 3 estimate sketches (one
+``ND.MATCHLINK`` of protocol 3 at the end of the batch, ``match_link``); then no ``link.lua`` call
+follows. (Modules of version 3 to 5 have ND.MATCHLINK's protocols 1 and 2 only, which the scripts of
+earlier releases sent.)"""
 
 from __future__ import annotations
 
@@ -35,12 +36,15 @@ MODULE_NAME = b"neardup"
 #: The module version that brought ``ND.LINK`` and ``ND.PASSAGES`` (version 1 has ``ND.BANDS`` and
 #: ``ND.BUCKETS`` only: a server may run a module built from an earlier release).
 LINK_MODULE_VERSION = 2
-#: The module version that brought ``ND.MATCHLINK``: check.lua's own link step (store.py sends it the
-#: step's parameters only from this version on; below it, link.lua runs after the check).
-MATCH_LINK_MODULE_VERSION = 3
-#: The module version that brought ``ND.MATCHLINK``'s protocol 2: format 3's estimate, so check.lua links
-#: format-3 collections too (a module of version 3 verifies format 2 only).
-MATCH_LINK_FORMAT3_MODULE_VERSION = 4
+#: The module version from which check.lua does its own link step for format-2 collections (store.py
+#: sends it the step's parameters only from this version on; below it, link.lua runs after the check).
+#: ``ND.MATCHLINK`` came with version 3 (protocol 1, format 2) and took format 3 from version 4
+#: (protocol 2); check.lua sends only protocol 3 (version 6: the command reads the stored sketches
+#: itself and takes the candidates as ND.BANDS gave them), so a module of version 3 to 5 links after
+#: the check.
+MATCH_LINK_MODULE_VERSION = 6
+#: The same for format-3 collections (version 4 with protocol 2; check.lua's protocol 3 needs 6).
+MATCH_LINK_FORMAT3_MODULE_VERSION = 6
 #: The module version that brought ND.PASSAGES's protocol 2 (passage format 3's packed index): check.lua's
 #: passage step goes through the module only from this version on.
 PACKED_PASSAGES_MODULE_VERSION = 5
@@ -110,8 +114,8 @@ class Scripts:
     def __init__(self) -> None:
         self.check = Script("check")
         self.uses_module = False
-        #: The sketch formats whose collections check.lua may link itself (ND.MATCHLINK: format 2 from
-        #: module version 3, format 3 from version 4).
+        #: The sketch formats whose collections check.lua may link itself (ND.MATCHLINK's protocol 3:
+        #: module version 6).
         self.match_link: frozenset[int] = frozenset()
         self.lookup = Script("lookup")
         self.delete = Script("delete")

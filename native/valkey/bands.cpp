@@ -181,7 +181,9 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* 
   // module of version 2 or later. Version 3 added ND.MATCHLINK (sites.cpp), used from version 3 on;
   // version 4 its protocol 2 (format 3 sketches), used for format-3 collections from version 4 on.
   // Version 5 added ND.PASSAGES's protocol 2 and ND.POSTINGS (passage format 3), used from version 5 on.
-  if (init(ctx, "neardup", 5) != kOk) return kErr;
+  // Version 6 added ND.MATCHLINK's protocol 3 (the stored sketches read by the command, the candidates
+  // as ND.BANDS gave them), the only one check.lua sends: it links in the check from version 6 on.
+  if (init(ctx, "neardup", 6) != kOk) return kErr;
   if (api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;
   if (register_passage_commands(ctx) != kOk) return kErr;
   if (register_site_commands(ctx) != kOk) return kErr;

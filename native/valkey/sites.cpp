@@ -48,6 +48,19 @@
 //     documents     per document to link: its ordinal (<width> bytes big-endian), its sketch (u32
 //                   big-endian, an index into the pool), m (u32), then m candidates: ordinal, sketch
 //   -> [edges added, edges refused by a bound, matches on other sites]
+//
+//   ND.MATCHLINK 3 <edges> ... <least> <format> <fixed> <bins> <bits> <first> <sketches> <flags>
+//                <candidates 1> ... <candidates n> <fetched> ...     (module version 6: what check.lua sends)
+//     first         the ordinal of the batch's first document: document i's is first + i - 1
+//     sketches      the batch's sketches, n of <size> bytes (check.lua's ARGV[15] as sent)
+//     flags         n bytes, '1' for a document to link (of a site, with candidates), else '0'
+//     candidates i  document i's candidates, <width>-byte big-endian ordinals as ND.BANDS answered them
+//                   (every document's: those in [first, first + n) are documents of this batch)
+//     fetched       the sketches of the other candidates, <size> bytes each, in the order they first
+//                   appear in the candidates (as check.lua read them for its reply; one that is absent or
+//                   not of this size sent as zero bytes), in one or more arguments (any number each)
+//   The same verification and links as protocol 2 given the same sketches: check.lua builds no pool
+//   and no documents' blob in Lua (string building and hashing that cost about as much as the command).
 // It writes only through ND.LINK's loop, and is propagated as that ND.LINK command (the pairs it
 // chose, 16 bytes each), not verbatim: the sketches stay out of the append-only file.
 #include <algorithm>
@@ -440,18 +453,21 @@ bool documents_fit(const char* docs, size_t docs_len, size_t w, size_t sketches)
 int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
   if (argc < 2) return api.WrongArity(ctx);
   // Protocol 1 (module version 3): format 2 sketches, no <format>; protocol 2 (version 4): <format>
-  // after <least>.
+  // after <least>; protocol 3 (version 6): protocol 2's layout, then the stored sketches' prefix and
+  // group, the batch's first ordinal, its sketches and each document's candidates as ND.BANDS gave them.
   const std::string protocol = text_of(argv[1]);
-  if (protocol != "1" && protocol != "2") return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: unknown protocol version");
+  if (protocol != "1" && protocol != "2" && protocol != "3")
+    return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: unknown protocol version");
+  const bool batch = protocol == "3";
   const int at = protocol == "1" ? 14 : 15;  // argv[at]: <fixed>
-  if (argc != at + 5) return api.WrongArity(ctx);
+  if (batch ? argc < at + 6 : argc != at + 5) return api.WrongArity(ctx);
   LinkArgs args;
   Verifier verifier;
-  long long max_links = 0;
+  long long max_links = 0, first = 0;
   if (!args.read(argv) || !integer(argv[12], 0, 1LL << 20, max_links) ||
       (at == 15 && !integer(argv[14], 2, 3, verifier.format)) || !integer(argv[at], 1, 1LL << 20, verifier.fixed) ||
       !integer(argv[at + 1], 64, 4096, verifier.bins) || !integer(argv[at + 2], 1, 8, verifier.bits) ||
-      !verifier.valid())
+      !verifier.valid() || (batch && !integer(argv[at + 3], 0, 1LL << 40, first)))
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: an integer argument is out of range");
   const std::string least_text = text_of(argv[13]);
   char* end = nullptr;
@@ -460,36 +476,66 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: the least estimate is not a number");
   const size_t w = static_cast<size_t>(args.width);
   const size_t size = verifier.size();
-  size_t pool_len = 0, docs_len = 0;
-  const char* pool = api.StringPtrLen(argv[at + 3], &pool_len);
-  const char* docs = api.StringPtrLen(argv[at + 4], &docs_len);
-  if (pool_len % size != 0 || !documents_fit(docs, docs_len, w, pool_len / size))
+  size_t pool_len = 0, docs_len = 0, n = 0;
+  const char* pool = api.StringPtrLen(argv[batch ? at + 4 : at + 3], &pool_len);
+  const char* docs = api.StringPtrLen(argv[at + 4 + (batch ? 1 : 0)], &docs_len);  // protocol 3: <flags>
+  // Protocol 3: each fetched sketch, by candidate ordinal.
+  std::unordered_map<uint64_t, const char*> fetched;
+  if (batch) {
+    n = docs_len;
+    const uint64_t base = static_cast<uint64_t>(first);
+    bool fits = pool_len == n * size && static_cast<size_t>(argc - at - 6) >= n;
+    std::vector<uint64_t> order;
+    for (size_t i = 0; i < n && fits; ++i) {
+      size_t len = 0;
+      const char* cands = api.StringPtrLen(argv[at + 6 + static_cast<int>(i)], &len);
+      fits = len % w == 0 && (docs[i] == '0' || docs[i] == '1');
+      for (size_t k = 0; fits && k < len; k += w) {
+        const uint64_t c = big_endian(cands + k, w);
+        if (c >= base && c - base < n) continue;
+        if (fetched.emplace(c, nullptr).second) order.push_back(c);
+      }
+    }
+    // the fetched sketches, in order, over the arguments after the candidates
+    size_t next = 0;
+    for (int a = at + 6 + static_cast<int>(n); a < argc && fits; ++a) {
+      size_t len = 0;
+      const char* sketches = api.StringPtrLen(argv[a], &len);
+      fits = len % size == 0;
+      for (size_t off = 0; fits && off < len; off += size) {
+        if (next == order.size()) {
+          fits = false;
+          break;
+        }
+        fetched[order[next++]] = sketches + off;
+      }
+    }
+    if (!fits || next != order.size())
+      return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: <sketches> are the batch's, <size> bytes each; <flags> "
+                                     "n of 0 or 1; candidates are <width>-byte ordinals; one fetched sketch "
+                                     "of <size> bytes per other candidate");
+  } else if (pool_len % size != 0 || !documents_fit(docs, docs_len, w, pool_len / size)) {
     return api.ReplyWithError(ctx, "ERR ND.MATCHLINK: sketches are <size> bytes each; documents are "
                                    "<ordinal> <sketch> <m> then m <ordinal> <sketch>, sketches in range");
+  }
   Linker linker(ctx, w);
   args.apply(linker, argv);
   std::string vx, vc, pairs;
   std::vector<std::pair<std::pair<float, uint64_t>, uint64_t>> matches;  // (estimate, ordinal), site
   std::unordered_set<uint64_t> seen;
   long long found = 0;
-  // Every document is verified first, then every pair linked, in order: what a link.lua call after
-  // the check does with the service's pairs (verification reads only sites, records and sketches,
-  // which linking does not change).
-  for (size_t p = 0; p < docs_len && !linker.wrong_type;) {
-    const uint64_t x = big_endian(docs + p, w);
-    const char* q = pool + static_cast<size_t>(u32(docs + p + w)) * size;
-    const size_t m = u32(docs + p + w + 4);
-    const char* cands = docs + p + w + 8;
-    p += w + 8 + m * (w + 4);
-    if (!verifier.readable(q) || !linker.entry(x, vx) || vx.size() < 4) continue;
+  // One document: x with sketch q, m candidates; candidate(k, c) gives the k-th one's ordinal and its
+  // sketch (nullptr for none).
+  const auto verify = [&](uint64_t x, const char* q, size_t m, const auto& candidate) {
+    if (!verifier.readable(q) || !linker.entry(x, vx) || vx.size() < 4) return;
     const uint64_t a = Linker::site_of(vx);
     Verifier::Pairs estimate(verifier, q);
     matches.clear();
     for (size_t k = 0; k < m; ++k) {
-      const uint64_t c = big_endian(cands + k * (w + 4), w);
-      const char* sig = pool + static_cast<size_t>(u32(cands + k * (w + 4) + w)) * size;
-      if (!verifier.readable(sig)) continue;  // banding.readable: only sketches the service verifies with
+      uint64_t c = 0;
+      const char* sig = candidate(k, c);
       if (c == x || c <= linker.floor) continue;
+      if (!sig || !verifier.readable(sig)) continue;  // banding.readable: only sketches the service verifies with
       // index.py's test first (most candidates of a mirror's page are matches, on other sites; each
       // test is cheaper than the entry's read)
       const float e = estimate(sig);
@@ -518,6 +564,34 @@ int match_link_command(VmCtx* ctx, VmString** argv, int argc) {
     seen.clear();
     for (const auto& match : matches)
       if (!seen.insert(match.second).second) take(match.first.second);  // the best one of its site: above
+  };
+  // Every document is verified first, then every pair linked, in order: what a link.lua call after
+  // the check does with the service's pairs (verification reads only sites, records and sketches,
+  // which linking does not change).
+  if (batch) {
+    const uint64_t base = static_cast<uint64_t>(first);
+    for (size_t i = 0; i < n && !linker.wrong_type; ++i) {
+      if (docs[i] != '1') continue;
+      size_t len = 0;
+      const char* cands = api.StringPtrLen(argv[at + 6 + static_cast<int>(i)], &len);
+      verify(base + i, pool + i * size, len / w, [&](size_t k, uint64_t& c) -> const char* {
+        c = big_endian(cands + k * w, w);
+        if (c >= base && c - base < n) return pool + (c - base) * size;  // a document of this batch
+        return fetched.at(c);
+      });
+    }
+  } else {
+    for (size_t p = 0; p < docs_len && !linker.wrong_type;) {
+      const uint64_t x = big_endian(docs + p, w);
+      const char* q = pool + static_cast<size_t>(u32(docs + p + w)) * size;
+      const size_t m = u32(docs + p + w + 4);
+      const char* cands = docs + p + w + 8;
+      p += w + 8 + m * (w + 4);
+      verify(x, q, m, [&](size_t k, uint64_t& c) -> const char* {
+        c = big_endian(cands + k * (w + 4), w);
+        return pool + static_cast<size_t>(u32(cands + k * (w + 4) + w)) * size;
+      });
+    }
   }
   if (linker.wrong_type) return api.ReplyWithError(ctx, "WRONGTYPE ND.MATCHLINK: a site key holds a non-hash value");
   linker.run(pairs.data(), pairs.size());

@@ -35,9 +35,9 @@ def test_nd_link_checks_its_arguments_and_records_an_edge(
     client = redis.Redis.from_url(servers[0].url)
     try:
         modules = {m[b"name"]: m[b"ver"] for m in client.module_list()}
-        # version 5: ND.MATCHLINK's protocol 2 came with 4 (scripts.MATCH_LINK_FORMAT3_MODULE_VERSION),
-        # ND.POSTINGS with 5 (scripts.PACKED_PASSAGES_MODULE_VERSION)
-        assert modules[b"neardup"] == 5
+        # version 6: ND.MATCHLINK's protocol 3 (scripts.MATCH_LINK_MODULE_VERSION); its protocol 2
+        # came with 4, ND.POSTINGS with 5 (scripts.PACKED_PASSAGES_MODULE_VERSION)
+        assert modules[b"neardup"] == 6
         cases = [
             ("wrong number", link_args([(1, 2)])[:-1]),
             ("protocol version", link_args([(1, 2)], version="2")),
@@ -219,7 +219,7 @@ def test_nd_matchlink_verifies_as_the_service_and_links_the_best_first(
         cases = [
             ("wrong number", args()[:-1]),
             ("wrong number", [*args()[:13], *args()[-5:]] if sketch_format else [*args(), b""]),
-            ("protocol version", args(version="3")),
+            ("protocol version", args(version="4")),
             ("out of range", args(bins=100)),
             ("not a number", args(least="0.7x")),
             ("<size> bytes each", args(sketches=b"\0" * 10)),
@@ -323,6 +323,120 @@ def test_nd_matchlink_estimates_format_3_as_the_service(
         for change in ({"format": 4}, {"bits": 1}):
             with pytest.raises(redis.ResponseError, match="out of range"):
                 client.execute_command("ND.MATCHLINK", *match_link_args(bad, 3, **change))
+    finally:
+        client.flushall()
+        client.close()
+
+
+def match_link_batch_args(
+    first: int,
+    batch: list[bytes],
+    linked: list[bool],
+    candidates: list[list[int]],
+    stored: dict[int, bytes],
+    split: bool = False,
+    **change: object,
+) -> list[object]:
+    """ND.MATCHLINK's protocol 3 (check.lua's) on the keys of match_link_args, format 3: documents first,
+    first + 1, ... with the sketches `batch`, those `linked`, every document's candidates (ordinals of
+    this batch or of `stored`), the stored ones' sketches in the order they first appear: all in one
+    argument, or with `split` one argument each."""
+    order: list[int] = []
+    for cands in candidates:
+        for c in cands:
+            if not first <= c < first + len(batch) and c not in order:
+                order.append(c)
+    fetched = [stored[c] for c in order]
+    args: dict[str, object] = {
+        "version": "3", "edges": "e:", "shared": "x:", "records": "d:", "width": 5, "edge_group": 32,
+        "record_group": 120, "floor": 0, "cutoff": -1, "max_partners": 16, "max_others": 256,
+        "max_links": 16, "least": repr(MATCH_THRESHOLD - 1e-6), "format": 3, "fixed": MATCH_FIXED,
+        "bins": MATCH_BINS, "bits": 2, "first": first, "sketches": b"".join(batch),
+        "flags": b"".join(b"1" if k else b"0" for k in linked),
+    } | change  # fmt: skip
+    out = list(args.values()) + [b"".join(c.to_bytes(5, "big") for c in cands) for cands in candidates]
+    return out + (fetched if split else [b"".join(fetched)] if fetched else [])
+
+
+def test_nd_matchlink_protocol_3_links_as_protocol_2(servers: tuple[EmbeddedValkey, EmbeddedValkey]) -> None:
+    """Protocol 3 (module version 6: what check.lua sends) takes the batch's sketches as check.lua has
+    them, every document's candidates as ND.BANDS gave them and the other candidates' sketches in the
+    order they first appear; it links exactly what protocol 2 links given the same pool (the same keys,
+    byte for byte, and the same replies): candidates of this batch and stored ones, a document not to
+    link (its candidates still name the fetched order), one of no site, a sketch of zero bytes; and it
+    checks its layout before writing anything."""
+    from neardup import sketch as native
+
+    texts = format3_texts()
+    _, bins = native.adaptive_sketches(texts, bins=MATCH_BINS)
+    head = b"\x03" + bytes(MATCH_FIXED - 1)
+    sketches = [head + row.tobytes() for row in bins]
+    size = len(sketches[0])
+    first, n = 1000, 8
+    batch = sketches[:n]
+    stored = {2000 + k: s for k, s in enumerate(sketches[n:])}
+    stored[2100] = bytes(size)  # absent or of another size: check.lua sends zero bytes
+    rng = np.random.default_rng(5)
+    candidates = []
+    for i in range(n):
+        own = [first + j for j in range(i)]  # documents of this batch are stored before i
+        cands = list(rng.choice(own, size=min(len(own), 2), replace=False)) if own else []
+        cands += [*rng.choice(sorted(stored), size=6, replace=False), 2100]
+        candidates.append([int(c) for c in cands])
+    linked = [i != 3 for i in range(n)]  # document 3: no site (not linked)
+
+    def setup(client: redis.Redis) -> None:
+        client.flushall()
+        for i in range(n):
+            if i != 3:
+                o = first + i
+                client.hset(f"e:{o // 32}", str(o % 32), (i % 3 + 1).to_bytes(4, "big"))
+        for c in stored:
+            client.hset(f"e:{c // 32}", str(c % 32), (c % 5 + 2).to_bytes(4, "big"))
+
+    client = redis.Redis.from_url(servers[0].url)
+    try:
+        # protocol 2: a pool with the batch's sketches, then the stored ones; the linked documents only
+        docs = []
+        for i in range(n):
+            if linked[i]:
+                cands = [(c, batch[c - first] if c < first + n else stored[c]) for c in candidates[i]]
+                docs.append((first + i, batch[i], cands))
+        replies, dumps = [], []
+        setup(client)
+        replies.append(client.execute_command("ND.MATCHLINK", *match_link_args(docs, 3, least="0.2")))
+        dumps.append(dump(servers[0].url))
+        for split in (False, True):
+            setup(client)
+            args = match_link_batch_args(first, batch, linked, candidates, stored, split, least="0.2")
+            replies.append(client.execute_command("ND.MATCHLINK", *args))
+            dumps.append(dump(servers[0].url))
+        assert replies[0][0] > 3 and replies[0][2] > 3  # edges were added, matches found
+        assert replies[1] == replies[0] and replies[2] == replies[0]
+        assert dumps[1] == dumps[0] and dumps[2] == dumps[0]
+
+        setup(client)
+        before = dump(servers[0].url)
+        good = match_link_batch_args(first, batch, linked, candidates, stored, True, least="0.2")
+        base = len(good) - n - len({c for cs in candidates for c in cs if c >= first + n})
+        cases = [
+            ("wrong number", good[:18]),
+            ("out of range", [*good[:17], -1, *good[18:]]),
+            ("fetched sketch", [*good[:18], batch[0][:-1] + b"".join(batch[1:]), *good[19:]]),  # sketches
+            ("fetched sketch", [*good[:19], b"1" * (n - 1) + b"2", *good[20:]]),  # a flag
+            ("fetched sketch", [*good[:20], b"\0" * 4, *good[21:]]),  # candidates not of 5 bytes
+            ("fetched sketch", good[:-1]),  # one fetched sketch missing
+            ("fetched sketch", [*good, stored[2000]]),  # one too many
+            ("fetched sketch", [*good[:-1], good[-1][:-1]]),  # one cut short
+        ]
+        assert base == 20
+        for message, wrong in cases:
+            with pytest.raises(redis.ResponseError, match=message):
+                client.execute_command("ND.MATCHLINK", *wrong)
+        assert dump(servers[0].url) == before
+        # no documents (check.lua's readiness call): nothing written
+        assert client.execute_command("ND.MATCHLINK", *good[:17], 0, b"", b"") == [0, 0, 0]
+        assert dump(servers[0].url) == before
     finally:
         client.flushall()
         client.close()

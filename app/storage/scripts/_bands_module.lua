@@ -10,7 +10,7 @@ local function band_step(st, own, o4, mode, cap, floor, limit)
   t.n = 2 ^ t.L
   local found, blob = {}, r[4]
   for q = 1, #blob, OW do found[#found + 1] = struct.unpack(OW_FORMAT, blob, q) end
-  return found
+  return found, blob  -- the ordinals, and as the command gave them (OW bytes each: the link step's)
 end
 
 -- Called before the script's first write: a server without the module (an external one restarted

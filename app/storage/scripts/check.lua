@@ -10,7 +10,7 @@
 --   ARGV[16] n characters, '1' where the document is empty (no band entries, never matches)
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
 --   ARGV[18] the link step, '' for none: in 'insert' mode, for a collection with a site_field and format 2
---     (neardup's module version 3 or later) or format 3 (version 4 or later) estimate sketches,
+--     or 3 estimate sketches (neardup's module version 6 or later: ND.MATCHLINK's protocol 3),
 --     "<least estimate> <format> <fixed> <bins> <bits> <max links> <max partners> <max others>": after
 --     the batch, each stored document of a site is verified against its candidates and its matches on
 --     other sites linked here (one ND.MATCHLINK), not by a link.lua call after the check
@@ -54,27 +54,22 @@ if mode == 'insert' and ARGV[18] ~= '' then
   for w in string.gmatch(ARGV[18], '%S+') do f[#f + 1] = w end
   link = {least = f[1], format = f[2], fixed = f[3], bins = f[4], bits = f[5], links = f[6], partners = f[7],
     others = f[8]}
-  link.tag = tonumber(f[2])
   if link.format == '3' then  -- the mode byte, then bins / 4 bytes
     link.size = tonumber(f[3]) + 1 + tonumber(f[4]) / 4
   else
     link.size = tonumber(f[3]) + tonumber(f[4]) * tonumber(f[5]) / 8
   end
-  link.none = string.rep('\0', link.size)
 end
--- ND.MATCHLINK: protocol 1 (module version 3) for format 2, protocol 2 (version 4: <format>) for format 3.
-local function match_link(floor, cutoff, pool, docs)
-  local layout = {link.least, link.fixed, link.bins, link.bits, pool, docs}
-  local protocol = '1'
-  if link.format ~= '2' then
-    protocol = '2'
-    table.insert(layout, 2, link.format)
-  end
-  return redis.call('ND.MATCHLINK', protocol, EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP, floor, cutoff,
-    link.partners, link.others, link.links, unpack(layout))
+-- ND.MATCHLINK, protocol 3 (module version 6): the batch's first ordinal, its sketches (ARGV[15]), which
+-- documents to link ('1' each), then `cands`: every document's candidates as ND.BANDS gave them, then
+-- the other candidates' sketches (one argument each, or one for all where that would be too many).
+local function match_link(floor, cutoff, first, sketches, flags, cands)
+  return redis.call('ND.MATCHLINK', '3', EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP, floor, cutoff,
+    link.partners, link.others, link.links, link.least, link.format, link.fixed, link.bins, link.bits, first,
+    sketches, flags, unpack(cands))
 end
 local function link_step_ready()  -- ND.MATCHLINK of no documents: writes nothing, answers {0, 0, 0}
-  match_link('0', '-1', '', '')
+  match_link('0', '-1', '0', '', '', {})
 end
 
 local function arg(i, k) return ARGV[19 + 5 * (i - 1) + k] end
@@ -119,7 +114,7 @@ end
 
 local now = server_ms()
 local ordinals, candidates, fetched = {}, {}, {}
-local batch_index, seen_fetched = {}, {}
+local batch_index, seen_fetched, blobs = {}, {}, {}
 for i = 1, n do
   local ord = 0
   local o4
@@ -154,7 +149,8 @@ for i = 1, n do
   -- this document's buckets (a near-duplicate shares most of them, a crowd of template pages one or
   -- two), then the earliest (ordinals are stamps here), so a crowd cannot push a real near-duplicate
   -- out of the verified ones.
-  local found = band_step(st, bands_of(i), o4, mode, bucket_cap, floor_of(st), max_candidates)
+  local found, blob = band_step(st, bands_of(i), o4, mode, bucket_cap, floor_of(st), max_candidates)
+  blobs[i] = blob
   for _, c in ipairs(found) do
     if not batch_index[c] and not seen_fetched[c] then
       seen_fetched[c] = true
@@ -173,35 +169,42 @@ end
 if writes then save_state(st) end
 
 -- The link step (ARGV[18]), after the whole batch as a link.lua call would run: one ND.MATCHLINK with
--- a pool of sketches (the batch's, then the fetched ones) and per document of a site with candidates
--- its ordinal, its sketch and its candidates' (indexes into the pool). What is live is what a link.lua
--- call would see now: above the eviction floor after this batch, and not expired by this call's clock.
+-- the batch's sketches, every document's candidates and the fetched ones' sketches. What is live is what
+-- a link.lua call would see now: above the eviction floor after this batch, and not expired by this
+-- call's clock.
 local linked = 0
 if link and sig_offsets == nil and sig_bytes == link.size then
   linked = 1
   local cutoff = -1
   if st.ttl > 0 then cutoff = tonumber(now) - st.ttl end
-  local pool, at, docs = {sig_blob}, {}, {}
-  for k = 1, #fetched, 3 do
-    local sig = fetched[k + 1]
-    if #sig ~= link.size or string.byte(sig, 1) ~= link.tag then sig = link.none end
-    pool[#pool + 1] = sig
-    at[fetched[k]] = n + #pool - 2
-  end
+  local flags, cands, any = {}, {}, false
   for i = 1, n do
-    local found = candidates[i]
-    if arg(i, 4) ~= '' and #found > 0 then
-      local parts = {ordinal_bytes(ordinals[i]), struct.pack('>I4>I4', i - 1, #found)}
-      for _, c in ipairs(found) do
-        local j = batch_index[c]
-        parts[#parts + 1] = ordinal_bytes(c) .. struct.pack('>I4', j and j - 1 or at[c])
-      end
-      docs[#docs + 1] = table.concat(parts)
+    flags[i] = '0'
+    -- the band step's own blob (the module's: a server without it has no ND.MATCHLINK either)
+    cands[i] = blobs[i] or ''
+    if arg(i, 4) ~= '' and #candidates[i] > 0 then
+      flags[i] = '1'
+      any = true
     end
   end
-  if #docs > 0 then
-    match_link(string.format('%d', math.max(floor_of(st), 0)), string.format('%d', cutoff), table.concat(pool),
-      table.concat(docs))
+  if any then
+    local none
+    for k = 2, #fetched, 3 do
+      local sig = fetched[k]
+      if #sig ~= link.size then
+        none = none or string.rep('\0', link.size)
+        sig = none
+      end
+      cands[#cands + 1] = sig
+    end
+    if #cands > 4000 then  -- unpack's limit is 8000 values: the fetched sketches as one argument
+      cands = {unpack(cands, 1, n)}
+      local sigs = {}
+      for k = 2, #fetched, 3 do sigs[#sigs + 1] = #fetched[k] == link.size and fetched[k] or none end
+      cands[n + 1] = table.concat(sigs)
+    end
+    match_link(string.format('%d', math.max(floor_of(st), 0)), string.format('%d', cutoff),
+      string.format('%d', ordinals[1]), sig_blob, table.concat(flags), cands)
   end
 end
 
