@@ -8,6 +8,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from neardup.domain import alignment, fingerprints
 from neardup.domain.errors import CollectionConflict
 from neardup.domain.models import Metadata
@@ -78,7 +80,7 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
     ttl = collection.params.ttl_seconds
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
     query = alignment.QueryIndex(f, version)
-    common = set(fingerprints.truncated(fingerprints.unpack_keys(reply.common, version), version).tolist())
+    common = np.unique(fingerprints.truncated(fingerprints.unpack_keys(reply.common, version), version))
     candidates: list[tuple[bytes, list[alignment.Aligned]]] = []
     for _, blob, record in reply.sources:
         if not blob or not record or records.inserted_ms(record) < oldest:
