@@ -103,6 +103,31 @@ def passage_features(
     npt.NDArray[np.uint8],
 ]: ...
 def passage_blob(text: str, k: int, w: int, version: int = 1) -> bytes: ...
+
+class AlignParams:
+    def __init__(
+        self,
+        k: int,
+        gap: int,
+        drift: int,
+        tries: int,
+        max_active: int,
+        agreement: float,
+        stop: int,
+        min_words: int,
+        single_hit_differing: int,
+    ) -> None: ...
+
+def passage_align(
+    qkeys: npt.NDArray[np.uint64],
+    qpos: npt.NDArray[np.int64],
+    skeys: npt.NDArray[np.uint64],
+    sword: npt.NDArray[np.int64],
+    uncommon: npt.NDArray[np.uint8],
+    qn: npt.NDArray[np.uint8],
+    sn: npt.NDArray[np.uint8],
+    params: AlignParams,
+) -> npt.NDArray[np.int64]: ...
 def passage_positions(
     blob: bytes, m: int, at: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]: ...

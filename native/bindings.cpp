@@ -418,6 +418,7 @@ py::str normalized_text(const py::str& text, bool char_mode, bool normalize, boo
 }  // namespace
 
 void register_passages(py::module_& m);  // native/passages.cpp
+void register_alignment(py::module_& m);  // native/alignment.cpp
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "neardup sketch core (use neardup.sketch, not this module)";
@@ -453,4 +454,5 @@ PYBIND11_MODULE(_native, m) {
   m.def("normalized_text", &normalized_text, py::arg("text"), py::arg("char_mode"), py::arg("normalize"),
         py::arg("lowercase"), py::arg("collapse"));
   register_passages(m);
+  register_alignment(m);
 }

@@ -23,13 +23,13 @@ follow, a listing, agrees through its repeated words and differs in the rest).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
-from neardup.domain.fingerprints import BLOB_VERSION, Features, K, Source, W, truncated
+from neardup import _native
+from neardup.domain.fingerprints import BLOB_VERSION, U64, Features, K, Source, W, truncated
 
 T = TypeVar("T")
 
@@ -66,15 +66,24 @@ class Span:
     source_end: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class Chain:
+    """Hits chained into one passage: the first (q0, s0, entry e0) and the last (q1, s1, e1); ``hits``
+    of them, ``uncommon`` on keys not common; the words its edges extend by (``back`` from the first
+    hit, ``ahead`` past the last hit's k-gram) and how many of them differ in the two texts."""
+
     q0: int
     s0: int
     e0: int
     q1: int
     s1: int
     e1: int
-    entries: set[int] = field(default_factory=set)
+    hits: int
+    uncommon: int
+    back: int
+    differ_back: int
+    ahead: int
+    differ_ahead: int
 
 
 @dataclass(frozen=True)
@@ -91,110 +100,54 @@ class Aligned:
 
 
 class QueryIndex:
-    """The text's k-gram positions by key."""
+    """The text's k-gram positions by key: ``keys`` sorted, ``positions`` the words of each key's first
+    MAX_REPEATS occurrences (in text order within a key)."""
 
     def __init__(self, f: Features, version: int = BLOB_VERSION) -> None:
         """``version``: the passage format of the sources it is aligned with (their keys' width)."""
         self.features = f
         #: letters[i]: code points in the words before word i (word lengths, separators left out)
         self.letters = np.concatenate(([0], np.cumsum(f.ends.astype(np.int64) - f.starts)))
-        self.positions: dict[int, list[int]] = {}
-        for q, key in enumerate(truncated(f.keys, version).tolist()):
-            found = self.positions.setdefault(key, [])
-            if len(found) < MAX_REPEATS:
-                found.append(q)
+        keys = truncated(f.keys, version)
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else order
+        rank = np.arange(len(ordered)) - np.repeat(first, np.diff(np.r_[first, len(ordered)]))
+        kept = rank < MAX_REPEATS
+        self.keys = np.ascontiguousarray(ordered[kept], np.uint64)
+        self.positions = np.ascontiguousarray(order[kept], np.int64)
 
     @property
     def grams(self) -> int:
         return len(self.features.grams)
 
 
-def _gap_agrees(qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], c: Chain, q: int, s: int) -> bool:
-    """Whether the words between the chain's last hit and the hit (q, s), in neither k-gram, agree
-    enough for both hits to be one passage: at least GAP_AGREEMENT of them, walked from the last hit
-    (following words inserted or dropped). Two hits of a template repeated in both texts (a changelog's
-    "https github com ... pull") have unrelated words between them."""
-    words = q - (c.q1 + K)
-    if words <= 0:
-        return True
-    agree, _, _ = _walk(qn, sn, c.q1 + K - 1, c.s1 + K - 1, 1, words, 0)
-    return agree >= GAP_AGREEMENT * words
-
-
-def _chains(index: QueryIndex, src: Source) -> list[Chain]:
-    hits: list[tuple[int, int, int]] = []
-    for e, key in enumerate(src.keys.tolist()):
-        for q in index.positions.get(key, ()):
-            hits.append((q, int(src.word[e]), e))
-    hits.sort()
-    qn, sn = index.features.nibbles, src.nibbles
-    done: list[Chain] = []
-    active: list[Chain] = []  # chains whose last hit is within GAP words of the current one
-    for q, s, e in hits:
-        if active and q - active[0].q1 > GAP:
-            done += [c for c in active if q - c.q1 > GAP]
-            active = [c for c in active if q - c.q1 <= GAP]
-        reachable = sorted(
-            (dq + abs(dq - ds), k)
-            for k, c in enumerate(active)
-            if (dq := q - c.q1) > 0 and 0 < (ds := s - c.s1) <= GAP and abs(dq - ds) <= DRIFT
-        )
-        # the nearest chains first, and at most TRIES of them walked (repetitive texts have many)
-        best = next((active[k] for _, k in reachable[:TRIES] if _gap_agrees(qn, sn, active[k], q, s)), None)
-        if best is None:
-            active.append(Chain(q, s, e, q, s, e, {e}))
-            if len(active) > MAX_ACTIVE:
-                done.append(active.pop(0))
-        else:
-            best.q1, best.s1, best.e1 = q, s, e
-            best.entries.add(e)
-        active.sort(key=lambda c: c.q1)
-    return done + active
-
-
-def _walk(
-    qn: npt.NDArray[np.uint8], sn: npt.NDArray[np.uint8], q: int, s: int, step: int, limit: int, stop: int
-) -> tuple[int, int, int]:
-    """Walk the words past q (text) and s (source) in direction ``step``, at most ``limit`` of them
-    (0: no limit), following a word inserted or dropped (this word and the next agree one word off);
-    stop after ``stop`` differing words in a row (0: never). Returns (words that agree, how far the
-    span extends: up to the last word that agrees, past a differing word only where two agree in a
-    row after it, and how many of the words up to there differ)."""
-    agree = best = misses = run = i = shift = agreed_at_best = 0
-    contiguous = True
-    nq, ns = len(qn), len(sn)
-    while not limit or i < limit:
-        i += 1
-        qi, si = q + step * i, s + step * (i + shift)
-        if not (0 <= qi < nq and 0 <= si < ns):
-            break
-        if qn[qi] != sn[si] and 0 <= qi + step < nq:
-            for d in (1, -1):
-                sj = si + step * d
-                if (
-                    0 <= sj < ns
-                    and 0 <= sj + step < ns
-                    and qn[qi] == sn[sj]
-                    and qn[qi + step] == sn[sj + step]
-                ):
-                    shift, si = shift + d, sj
-                    break
-        if qn[qi] == sn[si]:
-            agree, misses, run = agree + 1, 0, run + 1
-            if contiguous or run >= 2:
-                best, agreed_at_best = i, agree
-        else:
-            misses, run, contiguous = misses + 1, 0, False
-            if stop and misses >= stop:
-                break
-    return agree, best, best - agreed_at_best
+def _chains(index: QueryIndex, src: Source, min_words: int, common: U64 | None) -> list[Chain]:
+    """The chains reported, in text order (native/alignment.cpp). The text's hits on the source's
+    selected k-grams, in text order, each join the nearest of at most TRIES open chains it can continue
+    (both texts forward by at most GAP words, the diagonal moved by at most DRIFT, the words between
+    agreeing: GAP_AGREEMENT), else open one; at most MAX_ACTIVE are open at once, the oldest closing
+    first. Then, most hits first (ties: the earliest first hit), a chain is walked past its ends word by
+    word (STOP_AFTER differing words in a row end a walk) and kept when it holds a hit on
+    a key not in ``common``, covers ``min_words`` words, is evidenced (SINGLE_HIT_DIFFERING) and overlaps
+    no chain kept before it; one whose hits overlap a kept chain is not walked."""
+    if common is not None and len(common):
+        uncommon = np.isin(src.keys, common, invert=True).astype(np.uint8)
+    else:
+        uncommon = np.ones(len(src.keys), np.uint8)
+    params = _native.AlignParams(
+        K, GAP, DRIFT, TRIES, MAX_ACTIVE, GAP_AGREEMENT, STOP_AFTER, min_words, SINGLE_HIT_DIFFERING
+    )
+    rows = _native.passage_align(
+        index.keys, index.positions, src.keys, src.word, uncommon, index.features.nibbles, src.nibbles, params
+    )
+    return [Chain(*row) for row in rows.tolist()]
 
 
 def _extend(c: Chain, index: QueryIndex, src: Source) -> Aligned:
     f = index.features
-    _, back, differ_back = _walk(f.nibbles, src.nibbles, c.q0, c.s0, -1, 0, STOP_AFTER)
+    back, ahead = c.back, c.ahead
     q_last = c.q1 + K - 1
-    _, ahead, differ_ahead = _walk(f.nibbles, src.nibbles, q_last, c.s1 + K - 1, 1, 0, STOP_AFTER)
     qa, qz = c.q0 - back, q_last + ahead
     start, end = int(f.starts[qa]), int(f.ends[qz])
     # In the source the extension's words are the text's. Between words: the text's own characters
@@ -216,31 +169,16 @@ def _extend(c: Chain, index: QueryIndex, src: Source) -> Aligned:
     source_end = int(src.end[c.e1]) + after
     return Aligned(
         Span(start, end, source_start, source_end),
-        qa, qz, len(c.entries), c.e1 - c.e0 + 1, differ_back + differ_ahead,
+        qa, qz, c.hits, c.e1 - c.e0 + 1, c.differ_back + c.differ_ahead,
     )  # fmt: skip
 
 
-def _evidenced(a: Aligned) -> bool:
-    """Whether a span is a copy rather than a template both texts follow (see SINGLE_HIT_DIFFERING)."""
-    return a.hits > 1 or a.differing <= SINGLE_HIT_DIFFERING
-
-
-def align(index: QueryIndex, src: Source, min_words: int, common: set[int] | None = None) -> list[Aligned]:
+def align(index: QueryIndex, src: Source, min_words: int, common: U64 | None = None) -> list[Aligned]:
     """The passages the text shares with one stored document, in text order, at least ``min_words``
     words each and each with a hit on a key not in ``common`` (keys that many stored documents hold:
     boilerplate), those resting on one hit only where their extension differs in at most
     SINGLE_HIT_DIFFERING words; where two overlap in the text, the one with more hits."""
-    keys = src.keys.tolist()
-    chains = [c for c in _chains(index, src) if not common or any(keys[e] not in common for e in c.entries)]
-    found = sorted((_extend(c, index, src) for c in chains), key=lambda a: (-a.hits, a.first_word))
-    kept: list[Aligned] = []
-    for a in found:
-        if a.last_word - a.first_word + 1 < min_words or not _evidenced(a):
-            continue
-        if any(a.first_word <= b.last_word and b.first_word <= a.last_word for b in kept):
-            continue
-        kept.append(a)
-    return sorted(kept, key=lambda a: a.first_word)
+    return [_extend(c, index, src) for c in _chains(index, src, min_words, common)]
 
 
 #: A span is dropped where a span of another source covers at least half of it with this many times

@@ -8,6 +8,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from neardup.domain import alignment, fingerprints
 from neardup.domain.errors import CollectionConflict
 from neardup.domain.models import Metadata
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
 DEFAULT_MIN_WORDS = 20
 #: Stored documents fetched and aligned per search: those sharing the most rarity-weighted fingerprints.
 MAX_SOURCES = 64
-#: Texts with more code points than this are fingerprinted in a thread (the loop keeps serving).
+#: Texts with more code points than this are fingerprinted and aligned in a thread (the loop keeps
+#: serving).
 INLINE_CHARS = 32_768
 #: A fingerprint in this many stored documents or more is "common" (boilerplate: a template line, a
 #: licence): a span needs at least one hit on a key that is not (see alignment.align).
@@ -78,14 +81,13 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
     ttl = collection.params.ttl_seconds
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
     query = alignment.QueryIndex(f, version)
-    common = set(fingerprints.truncated(fingerprints.unpack_keys(reply.common, version), version).tolist())
-    candidates: list[tuple[bytes, list[alignment.Aligned]]] = []
-    for _, blob, record in reply.sources:
-        if not blob or not record or records.inserted_ms(record) < oldest:
-            continue
-        aligned = alignment.align(query, fingerprints.unpack(blob), min_words, common)
-        if aligned:
-            candidates.append((record, aligned))
+    common = np.unique(fingerprints.truncated(fingerprints.unpack_keys(reply.common, version), version))
+    sources = [(blob, record) for _, blob, record in reply.sources if blob and record]
+    sources = [(blob, record) for blob, record in sources if records.inserted_ms(record) >= oldest]
+    if len(text) <= INLINE_CHARS:
+        candidates = _aligned(query, sources, min_words, common)
+    else:  # the native alignment lets go of the GIL: the loop keeps serving
+        candidates = await asyncio.to_thread(_aligned, query, sources, min_words, common)
     found: list[PassageSource] = []
     spans: list[alignment.Span] = []
     for record, aligned in alignment.drop_overshadowed(candidates):
@@ -101,3 +103,15 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
         spans += found[-1].spans
     found.sort(key=lambda s: (-s.containment, s.id))
     return PassageResult(round(alignment.coverage(len(text), spans), 4), found[:limit])
+
+
+def _aligned(
+    query: alignment.QueryIndex, sources: list[tuple[bytes, bytes]], min_words: int, common: fingerprints.U64
+) -> list[tuple[bytes, list[alignment.Aligned]]]:
+    """Per stored document (its blob and record) with a passage of the text: its record and spans."""
+    out: list[tuple[bytes, list[alignment.Aligned]]] = []
+    for blob, record in sources:
+        aligned = alignment.align(query, fingerprints.unpack(blob), min_words, common)
+        if aligned:
+            out.append((record, aligned))
+    return out

@@ -19,6 +19,7 @@ from neardup.domain import (
     InvalidInput,
     InvalidParameters,
     fingerprints,
+    passage_search,
 )
 from neardup.domain.fingerprints import GUARANTEE_WORDS
 from neardup.storage import EmbeddedValkey, RedisStore, Store
@@ -102,6 +103,28 @@ async def test_three_copied_paragraphs_are_found_in_both_texts(index: Index) -> 
     assert result.sources[0].containment == pytest.approx((250 - 4) / grams, abs=0.03)
     copied_chars = sum(end - start for start, end in where[1::2])
     assert result.coverage == pytest.approx(copied_chars / len(text), abs=0.03)
+
+
+async def test_a_long_text_is_searched_off_the_loop_with_the_same_answer(
+    index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text past INLINE_CHARS is fingerprinted and aligned in a thread; the answer is the one the
+    loop's own path gives."""
+    sources = {f"src{i}": " ".join(words(200 + i, 600)) for i in range(5)}
+    await index.check("p", [Document(i, t) for i, t in sources.items()])
+    parts = [
+        " ".join(words(300, 3000)),
+        " ".join(sources["src2"].split()[50:250]),
+        " ".join(words(301, 3000)),
+    ]
+    text, where = essay(parts)
+    assert len(text) > passage_search.INLINE_CHARS
+    threaded = await index.passages("p", text)
+    monkeypatch.setattr(passage_search, "INLINE_CHARS", len(text))
+    assert await index.passages("p", text) == threaded
+    [source] = threaded.sources
+    [span] = source.spans
+    assert source.id == "src2" and near(span.start, where[1][0], text) and near(span.end, where[1][1], text)
 
 
 async def test_offsets_are_code_points_of_the_texts_as_given(index: Index) -> None:
