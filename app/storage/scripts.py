@@ -45,6 +45,10 @@ LINK_MODULE_VERSION = 2
 MATCH_LINK_MODULE_VERSION = 6
 #: The same for format-3 collections (version 4 with protocol 2; check.lua's protocol 3 needs 6).
 MATCH_LINK_FORMAT3_MODULE_VERSION = 6
+#: The module version that brought ``ND.BANDS``'s protocol 4: check.lua counts a page of a site in the
+#: document's band step call (``_site_page_module.lua``) instead of three commands of its own
+#: (``_site_page_lua.lua``: _common.lua's add_site_page).
+SITE_PAGE_MODULE_VERSION = 6
 #: The module version that brought ND.PASSAGES's protocol 2 (passage format 3's packed index): check.lua's
 #: passage step goes through the module only from this version on.
 PACKED_PASSAGES_MODULE_VERSION = 5
@@ -66,16 +70,16 @@ async def module_version(client: aioredis.Redis) -> int:
 #: Scripts whose loops come in a Lua and a module version, and the files that hold them: ``{bands}``
 #: is the band step's choice (the module of any version), ``{v2}`` the choice for the commands that
 #: came with version 2 (``ND.LINK``), ``{v5}`` for ``ND.PASSAGES`` (both protocols from version 5) and
-#: ``ND.POSTINGS``.
+#: ``ND.POSTINGS``, ``{v6}`` for ``ND.BANDS``'s protocol 4 (a page of a site counted in the band step).
 _VARIANTS = {
-    "check": ["_bands_{bands}.lua", "_passages_{v5}.lua"],
+    "check": ["_bands_{bands}.lua", "_passages_{v5}.lua", "_site_page_{v6}.lua"],
     "cluster_ops": ["_cluster_buckets_{bands}.lua"],
     "link": ["_link_{v2}.lua"],
     "passages": ["_postings_{v5}.lua"],
 }
 
 
-def _source(name: str, bands: str, v2: str, v5: str) -> str:
+def _source(name: str, bands: str, v2: str, v5: str, v6: str = "lua") -> str:
     folder = resources.files("neardup.storage").joinpath("scripts")
     main = folder.joinpath(f"{name}.lua").read_text("utf-8")
     shebang = ""
@@ -83,7 +87,7 @@ def _source(name: str, bands: str, v2: str, v5: str) -> str:
         shebang, main = main.split("\n", 1)
     parts = [main]
     for variant in reversed(_VARIANTS.get(name, [])):
-        parts.insert(0, folder.joinpath(variant.format(bands=bands, v2=v2, v5=v5)).read_text("utf-8"))
+        parts.insert(0, folder.joinpath(variant.format(bands=bands, v2=v2, v5=v5, v6=v6)).read_text("utf-8"))
     if name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
     return "\n".join([shebang, *parts] if shebang else parts)
@@ -92,9 +96,11 @@ def _source(name: str, bands: str, v2: str, v5: str) -> str:
 class Script:
     """One Lua script called by SHA; a NOSCRIPT answer loads it and retries once."""
 
-    def __init__(self, name: str, bands: str = "lua", v2: str = "lua", v5: str = "lua") -> None:
+    def __init__(
+        self, name: str, bands: str = "lua", v2: str = "lua", v5: str = "lua", v6: str = "lua"
+    ) -> None:
         self.name = name
-        self.source = _source(name, bands, v2, v5)
+        self.source = _source(name, bands, v2, v5, v6)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def load(self, client: aioredis.Redis) -> None:
@@ -144,7 +150,8 @@ class Scripts:
             self.match_link = frozenset(formats)
             v2 = "module" if version >= LINK_MODULE_VERSION else "lua"
             v5 = "module" if version >= PACKED_PASSAGES_MODULE_VERSION else "lua"
-            self.check = Script("check", "module" if self.uses_module else "lua", v2, v5)
+            v6 = "module" if version >= SITE_PAGE_MODULE_VERSION else "lua"
+            self.check = Script("check", "module" if self.uses_module else "lua", v2, v5, v6)
             self.link = Script("link", v2=v2)
             self.passages = Script("passages", v5=v5)
             every = (

@@ -24,6 +24,12 @@
 //     limit    most ordinals reported: when more are found, those that the most of the document's
 //              buckets hold, then the smallest
 //     width    bytes of one ordinal in a bucket: 4 or 5, the collection's (its state's `ow`)
+//
+//   ND.BANDS 4 <protocol 3's arguments> <state> <names> <ids> <pages> <entry key> <entry field> <name>
+//     (module version 6) and, in insert or put mode with a <name>, the document's page of site <name>
+//     counted as check.lua's add_site_page counts it (site_page.hpp: the collection's state hash, the
+//     site keys sn, si, sp, and the document's entry), so a page of a site costs no command of its
+//     own; with an empty <name> (a document of no site, check.lua's readiness call) protocol 3.
 //   -> [L, S, N, found, counts]: the table's new shape, the ordinals already in the document's
 //      buckets above floor (<width> bytes each, each once: in the order first met, or ranked as above when
 //      cut to limit) and for each of them how many of those buckets hold it (2 bytes each,
@@ -38,6 +44,7 @@
 
 #include "group.hpp"
 #include "module_api.hpp"
+#include "site_page.hpp"
 #include "table.hpp"
 
 namespace neardup::vm {
@@ -77,18 +84,18 @@ Ranked rank(const std::string& found, const std::vector<uint16_t>& times, uint64
 }
 
 int bands_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 10 && argc != 13 && argc != 14) return api.WrongArity(ctx);
+  if (argc != 10 && argc != 13 && argc != 14 && argc != 21) return api.WrongArity(ctx);
   size_t len = 0;
   const char* version = api.StringPtrLen(argv[1], &len);
-  if (len != 1 || version[0] < '1' || version[0] > '3')
+  if (len != 1 || version[0] < '1' || version[0] > '4')
     return api.ReplyWithError(ctx, "ERR ND.BANDS: unknown protocol version");
   const int protocol = version[0] - '0';
-  if (argc != (protocol == 1 ? 10 : protocol == 2 ? 13 : 14)) return api.WrongArity(ctx);
+  if (argc != (protocol == 1 ? 10 : protocol == 2 ? 13 : protocol == 3 ? 14 : 21)) return api.WrongArity(ctx);
   long long cap = 1LL << 40, floor = 0, limit = 1LL << 40, width = 4;  // version 1: no bounds
   if (protocol >= 2 && (!integer(argv[10], 1, 1LL << 24, cap) || !integer(argv[11], 0, 1LL << 40, floor) ||
                         !integer(argv[12], 1, 1LL << 24, limit)))
     return api.ReplyWithError(ctx, "ERR ND.BANDS: cap, floor or limit out of range");
-  if (protocol == 3 && !integer(argv[13], 4, 5, width))
+  if (protocol >= 3 && !integer(argv[13], 4, 5, width))
     return api.ReplyWithError(ctx, "ERR ND.BANDS: width must be 4 or 5");
   const size_t w = static_cast<size_t>(width);
   const size_t full = static_cast<size_t>(cap) * w;
@@ -104,6 +111,14 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
   const char* fields = api.StringPtrLen(argv[9], &fields_len);
   if ((write && o4_len != w) || fields_len % 8 != 0)
     return api.ReplyWithError(ctx, "ERR ND.BANDS: the ordinal is <width> bytes and band keys 8 bytes each");
+  // Protocol 4: the document's page of a site, counted here (site_page.hpp), read before any write.
+  size_t name_len = 0;
+  if (protocol == 4) api.StringPtrLen(argv[20], &name_len);
+  std::unique_ptr<SitePage> page;
+  if (protocol == 4 && write && name_len > 0) {
+    page = std::make_unique<SitePage>(ctx, argv + 14);
+    if (const char* error = page->prepare()) return api.ReplyWithError(ctx, error);
+  }
   std::string found;  // the reply: ordinals already in the buckets, each once
   std::vector<uint16_t> times;  // for each of them, in the same order: the buckets that hold it
 
@@ -156,6 +171,10 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
       api.FreeString(ctx, field);
     }
   }
+  if (page) {
+    page->apply();
+    page.reset();  // its keys closed before grow() opens groups
+  }
   if (write) grow(ctx, t);
 
   api.ReplyWithArray(ctx, protocol == 1 ? 4 : 5);
@@ -181,8 +200,9 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* 
   // module of version 2 or later. Version 3 added ND.MATCHLINK (sites.cpp), used from version 3 on;
   // version 4 its protocol 2 (format 3 sketches), used for format-3 collections from version 4 on.
   // Version 5 added ND.PASSAGES's protocol 2 and ND.POSTINGS (passage format 3), used from version 5 on.
-  // Version 6 added ND.MATCHLINK's protocol 3 (the stored sketches read by the command, the candidates
-  // as ND.BANDS gave them), the only one check.lua sends: it links in the check from version 6 on.
+  // Version 6 added ND.MATCHLINK's protocol 3 (the batch's sketches and candidates as check.lua has
+  // them), the only one check.lua sends: it links in the check from version 6 on; and ND.BANDS's
+  // protocol 4 (a page of a site counted in the band step), sent from version 6 on.
   if (init(ctx, "neardup", 6) != kOk) return kErr;
   if (api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;
   if (register_passage_commands(ctx) != kOk) return kErr;

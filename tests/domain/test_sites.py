@@ -483,11 +483,12 @@ async def linked_stream(index: Index, params: CollectionParams, seed: int) -> No
 
 
 async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redis_url: str) -> None:
-    """The same stream on a server with neardup's module (ND.LINK) and on one without (the Lua loop):
-    the same answers and the same keys, byte for byte. The stream has replacements, deletes and
+    """The same stream on a server with neardup's module (ND.LINK; ND.BANDS counting the pages) and on
+    one without (the Lua loop; _common.lua's add_site_page): the same answers and the same keys, byte
+    for byte. The stream has replacements, deletes and
     evictions (max_documents), a page copied onto 40 sites, and then a link call of every pair of
     ordinals under tight bounds, so that both bounds refuse edges."""
-    dumps, answers = [], []
+    dumps, answers, hincrby = [], [], []
     for url in (redis_url, lua_redis_url):
         store = RedisStore.from_url(url, timeout=30.0)
         try:
@@ -505,11 +506,14 @@ async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redi
             stats = await store.client.info("commandstats")
             dumps.append(site_dump(url))
             assert ("cmdstat_nd.link" in stats) == (url == redis_url)
+            hincrby.append(stats["cmdstat_hincrby"]["calls"])
             assert await stored_edges_agree(store, index, name)
         finally:
             await store.close()
     assert answers[:2] == answers[2:]
     assert all(added > 0 and refused > 0 for added, refused in answers[:2]), answers
+    # with the module the pages are counted in ND.BANDS (protocol 4), not by add_site_page's HINCRBY
+    assert hincrby[0] < hincrby[1] - 100, hincrby
     assert dumps[0] == dumps[1]
     assert any(key[1] == b"x" for key in dumps[0]) and any(key[1] == b"e" for key in dumps[0])
 

@@ -181,7 +181,7 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         cases = [
             ("wrong number", ok[:-1]),
             ("wrong number", ["1", *ok[1:]]),  # version 1 has no cap, floor or limit
-            ("protocol version", ["4", *ok[1:]]),
+            ("protocol version", ["5", *ok[1:]]),
             ("wrong number", ["3", *ok[1:]]),  # version 3 adds the ordinal width
             ("width must be 4 or 5", ["3", *ok[1:], 6]),
             ("ordinal is <width> bytes", ["3", *ok[1:], 5]),  # a 4-byte ordinal for width 5

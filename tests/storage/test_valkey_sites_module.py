@@ -440,3 +440,76 @@ def test_nd_matchlink_protocol_3_links_as_protocol_2(servers: tuple[EmbeddedValk
     finally:
         client.flushall()
         client.close()
+
+
+def test_nd_bands_protocol_4_counts_a_page_as_add_site_page(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey],
+) -> None:
+    """ND.BANDS's protocol 4 (module version 6) counts the document's page of a site as _common.lua's
+    add_site_page does: a new name interned with the next id of the state's sseq, the page counted, the
+    entry written; a known name keeps its id. The same pages through protocol 3 and the Lua function
+    store the same bytes (band groups included); an empty name counts nothing (check.lua's readiness
+    call, in read mode, writes nothing); a site key of another type is refused with nothing written."""
+    site_keys = ["st", "sn", "si", "sp"]
+    pages = [("a.example", 5), ("b.example", 6), ("a.example", 40), ("c.example", 41), ("b.example", 70)]
+    add_site_page = """
+local id = redis.call('HGET', KEYS[2], ARGV[2])
+if id then id = tonumber(id) else
+  id = redis.call('HINCRBY', KEYS[1], 'sseq', 1)
+  redis.call('HSET', KEYS[2], ARGV[2], id)
+  redis.call('HSET', KEYS[3], id, ARGV[2])
+end
+redis.call('HINCRBY', KEYS[4], id, 1)
+local ord = tonumber(ARGV[1])
+redis.call('HSET', 'e:' .. math.floor(ord / 32), ord % 32, struct.pack('>I4', id))
+"""
+
+    def bands(ordinal: int, mode: str = "insert") -> list[object]:
+        field = (ordinal % 3).to_bytes(8, "little")
+        return ["p:", 0, 0, 0, 16, mode, ordinal.to_bytes(5, "big"), field, 256, 0, 256, 5]
+
+    client = redis.Redis.from_url(servers[0].url)
+    try:
+        dumps, replies = [], []
+        for module in (True, False):
+            client.flushall()
+            client.hset("st", mapping={"seq": 3, "sseq": 7})
+            got = []
+            for name, ordinal in pages:
+                if module:
+                    page = [*site_keys, f"e:{ordinal // 32}", str(ordinal % 32), name]
+                    got.append(client.execute_command("ND.BANDS", "4", *bands(ordinal), *page))
+                else:
+                    got.append(client.execute_command("ND.BANDS", "3", *bands(ordinal)))
+                    client.eval(add_site_page, 4, *site_keys, ordinal, name)
+            replies.append(got)
+            dumps.append(dump(servers[0].url))
+        assert replies[0] == replies[1]
+        assert dumps[0] == dumps[1]
+        assert client.hgetall("sn") == {b"a.example": b"8", b"b.example": b"9", b"c.example": b"10"}
+        assert client.hgetall("sp") == {b"8": b"2", b"9": b"2", b"10": b"1"}
+        assert client.hget("st", "sseq") == b"10"
+        ready = ["4", *bands(0, "read"), "", "", "", "", "", "", ""]
+        ready[7] = b""  # no ordinal in read mode
+        client.execute_command("ND.BANDS", *ready)
+        no_site = ["4", *bands(90), *site_keys, "e:2", "26", ""]  # a document of no site: bands only
+        client.execute_command("ND.BANDS", *no_site)
+        assert client.hget("e:2", "26") is None and client.hgetall("sp") == {
+            b"8": b"2",
+            b"9": b"2",
+            b"10": b"1",
+        }
+        before = dump(servers[0].url)
+        client.set("wrong", "x")
+        for keys in (["st", "sn", "si", "wrong"], ["wrong", "sn", "si", "sp"]):
+            with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+                client.execute_command("ND.BANDS", "4", *bands(95), *keys, "e:2", "31", "d.example")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("ND.BANDS", "4", *bands(95), *site_keys, "wrong", "31", "d.example")
+        with pytest.raises(redis.ResponseError, match="wrong number"):
+            client.execute_command("ND.BANDS", "4", *bands(95), *site_keys, "e:2", "31")
+        client.delete("wrong")
+        assert dump(servers[0].url) == before
+    finally:
+        client.flushall()
+        client.close()

@@ -106,6 +106,12 @@ if writes then
   -- The link step's command, asked before the first write (as band_step_ready): a server whose module
   -- is older than the scripts were chosen for fails here, with nothing written, not after the batch.
   if link then link_step_ready() end
+  for i = 1, n do  -- and ND.BANDS's protocol 4, where it counts the pages (_site_page_module.lua)
+    if SITE_PAGE_IN_BANDS and arg(i, 4) ~= '' then
+      site_page_ready(st)
+      break
+    end
+  end
   for i = 1, st.pas.on and n or 0 do
     local problem = passage_problem(st, ARGV[19 + 5 * n + i])
     if problem then return redis.error_reply(problem) end
@@ -117,7 +123,7 @@ local ordinals, candidates, fetched = {}, {}, {}
 local batch_index, seen_fetched, blobs = {}, {}, {}
 for i = 1, n do
   local ord = 0
-  local o4
+  local o4, page
   if writes then
     local id = arg(i, 0)
     st.seq = st.seq + 1
@@ -137,7 +143,13 @@ for i = 1, n do
       sig_of(i))
     redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
     local site = arg(i, 4)
-    if site ~= '' then add_site_page(ord, site) end
+    if site ~= '' then
+      if SITE_PAGE_IN_BANDS then  -- counted by the band step's command (_site_page_module.lua)
+        page = {KEYS[1], SITE_NAMES, SITE_IDS, SITE_PAGES, edge_key(ord), slot(ord, EDGE_GROUP), site}
+      else
+        add_site_page(ord, site)
+      end
+    end
     local blob = ARGV[19 + 5 * n + i]
     if st.pas.on and blob and #blob >= 9 then passage_put(st, ord, o4, blob) end
     st.docs = st.docs + 1
@@ -149,7 +161,7 @@ for i = 1, n do
   -- this document's buckets (a near-duplicate shares most of them, a crowd of template pages one or
   -- two), then the earliest (ordinals are stamps here), so a crowd cannot push a real near-duplicate
   -- out of the verified ones.
-  local found, blob = band_step(st, bands_of(i), o4, mode, bucket_cap, floor_of(st), max_candidates)
+  local found, blob = band_step(st, bands_of(i), o4, mode, bucket_cap, floor_of(st), max_candidates, page)
   blobs[i] = blob
   for _, c in ipairs(found) do
     if not batch_index[c] and not seen_fetched[c] then
