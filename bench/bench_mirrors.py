@@ -20,9 +20,9 @@ p90, max); documents/s of the same stream into a collection with ``site_field`` 
 of the service and of Valkey per document; the memory of the site keys (MEMORY USAGE) per page and per
 site; and, in process on an embedded Valkey, the server's time per document in the check scripts with
 and without site_field and in the link scripts (``server_cost``), interleaved: with the link step in
-the check script itself (ND.MATCHLINK, module version 4 for the default sketch format 3: no link
-script), with the module's link step after the check (ND.LINK, as a module of version 2) and with the
-Lua one (no module).
+the check script itself (ND.MATCHLINK, module version 6: no link script), with the module's link step
+after the check (ND.LINK, as a module of version 2) and with the Lua one (no module for the link step;
+the pages are counted in ND.BANDS in all three).
 
     python bench/bench_mirrors.py                  # ~3-4 minutes on 2 cores
     python bench/bench_mirrors.py --originals 60 --full 10 --partial 10 --rounds 1   # quick
