@@ -123,7 +123,6 @@ def passage_align(
     qpos: npt.NDArray[np.int64],
     skeys: npt.NDArray[np.uint64],
     sword: npt.NDArray[np.int64],
-    uncommon: npt.NDArray[np.uint8],
     qn: npt.NDArray[np.uint8],
     sn: npt.NDArray[np.uint8],
     params: AlignParams,

@@ -71,10 +71,10 @@ Walked walk(Nibbles qn, Nibbles sn, int64_t q, int64_t s, int64_t step, int64_t 
 Nibbles nibbles_of(const Bytes& a) { return {a.data(), static_cast<int64_t>(a.size())}; }
 
 struct Chain {
-  int64_t q0, s0, e0, q1, s1, e1, hits, uncommon;
+  int64_t q0, s0, e0, q1, s1, e1, hits;
 };
 
-constexpr py::ssize_t kColumns = 12;
+constexpr py::ssize_t kColumns = 11;
 
 struct Hit {
   int64_t q, s, e;
@@ -91,11 +91,9 @@ struct Params {
 // then those still open, oldest last hit first.
 //   qkeys/qpos  the text's keys sorted, with the word of each occurrence kept (at most MAX_REPEATS a
 //               key, in text order within one key)
-//   skeys/sword the source's selected k-grams' keys and first words; uncommon: 1 where the key is not
-//               common (boilerplate)
+//   skeys/sword the source's selected k-grams' keys and first words
 std::vector<Chain> chain_hits(const uint64_t* qk, const int64_t* qp, size_t nq, const uint64_t* sk,
-                              const int64_t* sw, const uint8_t* uncommon, size_t m, Nibbles qn, Nibbles sn,
-                              const Params& p) {
+                              const int64_t* sw, size_t m, Nibbles qn, Nibbles sn, const Params& p) {
   std::vector<Hit> hits;
   for (size_t e = 0; e < m; ++e) {
     const auto [lo, hi] = std::equal_range(qk, qk + nq, sk[e]);
@@ -134,9 +132,8 @@ std::vector<Chain> chain_hits(const uint64_t* qk, const int64_t* qp, size_t nq, 
         break;
       }
     }
-    const int64_t fresh = uncommon[h.e] ? 1 : 0;
     if (best == SIZE_MAX) {
-      chains.push_back({h.q, h.s, h.e, h.q, h.s, h.e, 1, fresh});
+      chains.push_back({h.q, h.s, h.e, h.q, h.s, h.e, 1});
       active.push_back(chains.size() - 1);
       if (static_cast<int64_t>(active.size()) > p.max_active) {
         done.push_back(active.front());
@@ -148,7 +145,6 @@ std::vector<Chain> chain_hits(const uint64_t* qk, const int64_t* qp, size_t nq, 
       chains[c].s1 = h.s;
       chains[c].e1 = h.e;
       chains[c].hits += 1;
-      chains[c].uncommon += fresh;
       // Its last hit moved to q, past every other chain's but those whose last hit is q too: it goes
       // before them (where a stable sort by last hit puts it).
       active.erase(active.begin() + static_cast<std::ptrdiff_t>(best));
@@ -169,20 +165,17 @@ struct Span {
   bool overlaps(const Span& o) const { return first <= o.last && o.first <= last; }
 };
 
-// The passages kept, as rows (q0, s0, e0, q1, s1, e1, hits, hits on uncommon keys, then the walks past
-// its ends: words back from the first hit and differing words among them, words ahead of the last hit's
+// The passages kept, as rows (q0, s0, e0, q1, s1, e1, hits, then the walks past its ends: words back from the first hit and differing words among them, words ahead of the last hit's
 // k-gram and differing words among them), in text order. Chains are taken most hits first (then the
-// earliest first hit, then the order they closed); a chain is kept when it holds a hit on an uncommon key,
-// its walks (each stopping after `stop` differing words in a row) extend it to at
+// earliest first hit, then the order they closed); a chain is kept when its walks (each stopping after `stop` differing words in a row) extend it to at
 // least `min_words` words, it rests on more than one hit or its walks differ in at most
 // `single_hit_differing` words, and it overlaps no chain kept before it. A chain whose hits overlap a
 // kept one is not walked: extended, it would overlap too.
 py::array_t<int64_t> passage_align(const U64s& qkeys, const I64s& qpos, const U64s& skeys, const I64s& sword,
-                                   const Bytes& uncommon, const Bytes& qn_, const Bytes& sn_, const Params& p) {
+                                   const Bytes& qn_, const Bytes& sn_, const Params& p) {
   const size_t nq = static_cast<size_t>(qkeys.size()), m = static_cast<size_t>(skeys.size());
   if (static_cast<size_t>(qpos.size()) != nq) throw py::value_error("qkeys and qpos differ in length");
-  if (static_cast<size_t>(sword.size()) != m || static_cast<size_t>(uncommon.size()) != m)
-    throw py::value_error("skeys, sword and uncommon differ in length");
+  if (static_cast<size_t>(sword.size()) != m) throw py::value_error("skeys and sword differ in length");
   const Nibbles qn = nibbles_of(qn_), sn = nibbles_of(sn_);
   struct Kept {
     Chain c;
@@ -193,10 +186,9 @@ py::array_t<int64_t> passage_align(const U64s& qkeys, const I64s& qpos, const U6
   {
     py::gil_scoped_release released;
     std::vector<Chain> chains =
-        chain_hits(qkeys.data(), qpos.data(), nq, skeys.data(), sword.data(), uncommon.data(), m, qn, sn, p);
-    std::vector<size_t> order;
-    for (size_t i = 0; i < chains.size(); ++i)
-      if (chains[i].uncommon) order.push_back(i);
+        chain_hits(qkeys.data(), qpos.data(), nq, skeys.data(), sword.data(), m, qn, sn, p);
+    std::vector<size_t> order(chains.size());
+    for (size_t i = 0; i < chains.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       return std::make_pair(-chains[a].hits, chains[a].q0) < std::make_pair(-chains[b].hits, chains[b].q0);
     });
@@ -221,8 +213,8 @@ py::array_t<int64_t> passage_align(const U64s& qkeys, const I64s& qpos, const U6
   int64_t* o = out.mutable_data();
   for (const Kept& k : kept) {
     const Chain& x = k.c;
-    for (int64_t v : {x.q0, x.s0, x.e0, x.q1, x.s1, x.e1, x.hits, x.uncommon, k.back.best, k.back.differ,
-                      k.ahead.best, k.ahead.differ})
+    for (int64_t v : {x.q0, x.s0, x.e0, x.q1, x.s1, x.e1, x.hits, k.back.best, k.back.differ, k.ahead.best,
+                      k.ahead.differ})
       *o++ = v;
   }
   return out;
@@ -237,7 +229,7 @@ void register_alignment(py::module_& m) {
            py::arg("agreement"), py::arg("stop"), py::arg("min_words"),
            py::arg("single_hit_differing"));
   m.def("passage_align", &passage_align, py::arg("qkeys"), py::arg("qpos"), py::arg("skeys"), py::arg("sword"),
-        py::arg("uncommon"), py::arg("qn"), py::arg("sn"), py::arg("params"),
-        "the passages a text shares with one source: rows (q0, s0, e0, q1, s1, e1, hits, hits on uncommon keys, "
-        "words back, differing back, words ahead, differing ahead) in text order");
+        py::arg("qn"), py::arg("sn"), py::arg("params"),
+        "the passages a text shares with one source: rows (q0, s0, e0, q1, s1, e1, hits, words back, differing "
+        "back, words ahead, differing ahead) in text order");
 }

@@ -29,7 +29,7 @@ from typing import TypeVar
 import numpy as np
 
 from neardup import _native
-from neardup.domain.fingerprints import BLOB_VERSION, U64, Features, K, Source, W, truncated
+from neardup.domain.fingerprints import BLOB_VERSION, Features, K, Source, W, truncated
 
 T = TypeVar("T")
 
@@ -69,7 +69,7 @@ class Span:
 @dataclass(frozen=True)
 class Chain:
     """Hits chained into one passage: the first (q0, s0, entry e0) and the last (q1, s1, e1); ``hits``
-    of them, ``uncommon`` on keys not common; the words its edges extend by (``back`` from the first
+    of them; the words its edges extend by (``back`` from the first
     hit, ``ahead`` past the last hit's k-gram) and how many of them differ in the two texts."""
 
     q0: int
@@ -79,7 +79,6 @@ class Chain:
     s1: int
     e1: int
     hits: int
-    uncommon: int
     back: int
     differ_back: int
     ahead: int
@@ -122,24 +121,20 @@ class QueryIndex:
         return len(self.features.grams)
 
 
-def _chains(index: QueryIndex, src: Source, min_words: int, common: U64 | None) -> list[Chain]:
+def _chains(index: QueryIndex, src: Source, min_words: int) -> list[Chain]:
     """The chains reported, in text order (native/alignment.cpp). The text's hits on the source's
     selected k-grams, in text order, each join the nearest of at most TRIES open chains it can continue
     (both texts forward by at most GAP words, the diagonal moved by at most DRIFT, the words between
     agreeing: GAP_AGREEMENT), else open one; at most MAX_ACTIVE are open at once, the oldest closing
     first. Then, most hits first (ties: the earliest first hit), a chain is walked past its ends word by
-    word (STOP_AFTER differing words in a row end a walk) and kept when it holds a hit on
-    a key not in ``common``, covers ``min_words`` words, is evidenced (SINGLE_HIT_DIFFERING) and overlaps
-    no chain kept before it; one whose hits overlap a kept chain is not walked."""
-    if common is not None and len(common):
-        uncommon = np.isin(src.keys, common, invert=True).astype(np.uint8)
-    else:
-        uncommon = np.ones(len(src.keys), np.uint8)
+    word (STOP_AFTER differing words in a row end a walk) and kept when it covers ``min_words`` words,
+    is evidenced (SINGLE_HIT_DIFFERING) and overlaps no chain kept before it; one whose hits overlap a
+    kept chain is not walked."""
     params = _native.AlignParams(
         K, GAP, DRIFT, TRIES, MAX_ACTIVE, GAP_AGREEMENT, STOP_AFTER, min_words, SINGLE_HIT_DIFFERING
     )
     rows = _native.passage_align(
-        index.keys, index.positions, src.keys, src.word, uncommon, index.features.nibbles, src.nibbles, params
+        index.keys, index.positions, src.keys, src.word, index.features.nibbles, src.nibbles, params
     )
     return [Chain(*row) for row in rows.tolist()]
 
@@ -173,12 +168,11 @@ def _extend(c: Chain, index: QueryIndex, src: Source) -> Aligned:
     )  # fmt: skip
 
 
-def align(index: QueryIndex, src: Source, min_words: int, common: U64 | None = None) -> list[Aligned]:
+def align(index: QueryIndex, src: Source, min_words: int) -> list[Aligned]:
     """The passages the text shares with one stored document, in text order, at least ``min_words``
-    words each and each with a hit on a key not in ``common`` (keys that many stored documents hold:
-    boilerplate), those resting on one hit only where their extension differs in at most
+    words each, those resting on one hit only where their extension differs in at most
     SINGLE_HIT_DIFFERING words; where two overlap in the text, the one with more hits."""
-    return [_extend(c, index, src) for c in _chains(index, src, min_words, common)]
+    return [_extend(c, index, src) for c in _chains(index, src, min_words)]
 
 
 #: A span is dropped where a span of another source covers at least half of it with this many times

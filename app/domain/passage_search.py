@@ -8,8 +8,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from neardup.domain import alignment, fingerprints
 from neardup.domain.errors import CollectionConflict
 from neardup.domain.models import Metadata
@@ -26,9 +24,6 @@ MAX_SOURCES = 64
 #: Texts with more code points than this are fingerprinted and aligned in a thread (the loop keeps
 #: serving).
 INLINE_CHARS = 32_768
-#: A fingerprint in this many stored documents or more is "common" (boilerplate: a template line, a
-#: licence): a span needs at least one hit on a key that is not (see alignment.align).
-COMMON_AT = 32
 
 
 @dataclass(frozen=True)
@@ -74,20 +69,19 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
             wanted = fingerprints.wanted(f.keys, version)
         try:
             async with index._storage(name):
-                reply = await index._store.passages(collection.keys, wanted, MAX_SOURCES, COMMON_AT)
+                reply = await index._store.passages(collection.keys, wanted, MAX_SOURCES)
             break
         except GenerationChanged:
             continue
     ttl = collection.params.ttl_seconds
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
     query = alignment.QueryIndex(f, version)
-    common = np.unique(fingerprints.truncated(fingerprints.unpack_keys(reply.common, version), version))
     sources = [(blob, record) for _, blob, record in reply.sources if blob and record]
     sources = [(blob, record) for blob, record in sources if records.inserted_ms(record) >= oldest]
     if len(text) <= INLINE_CHARS:
-        candidates = _aligned(query, sources, min_words, common)
+        candidates = _aligned(query, sources, min_words)
     else:  # the native alignment lets go of the GIL: the loop keeps serving
-        candidates = await asyncio.to_thread(_aligned, query, sources, min_words, common)
+        candidates = await asyncio.to_thread(_aligned, query, sources, min_words)
     found: list[PassageSource] = []
     spans: list[alignment.Span] = []
     for record, aligned in alignment.drop_overshadowed(candidates):
@@ -106,12 +100,12 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
 
 
 def _aligned(
-    query: alignment.QueryIndex, sources: list[tuple[bytes, bytes]], min_words: int, common: fingerprints.U64
+    query: alignment.QueryIndex, sources: list[tuple[bytes, bytes]], min_words: int
 ) -> list[tuple[bytes, list[alignment.Aligned]]]:
     """Per stored document (its blob and record) with a passage of the text: its record and spans."""
     out: list[tuple[bytes, list[alignment.Aligned]]] = []
     for blob, record in sources:
-        aligned = alignment.align(query, fingerprints.unpack(blob), min_words, common)
+        aligned = alignment.align(query, fingerprints.unpack(blob), min_words)
         if aligned:
             out.append((record, aligned))
     return out

@@ -536,8 +536,6 @@ class ClusterStore(ClusterRetention):
             self._status([reply])
         return True
 
-    async def passages(
-        self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int, common_at: int
-    ) -> PassageReply:
+    async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply:
         """Never called: collections with passages are refused on a cluster (``supports_passages``)."""
         raise NotImplementedError("passages are not supported on a Redis Cluster")

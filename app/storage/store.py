@@ -139,8 +139,6 @@ class PassageReply:
 
     sources: list[tuple[int, bytes, bytes]]
     now_ms: int
-    #: keys of the text whose postings hold at least ``common_at`` documents (8 raw bytes each)
-    common: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -193,9 +191,7 @@ class Store(Protocol):
     ) -> bool | StoredVersion: ...
     async def due(self, k: keys.CollectionKeys, *, now_ms: int, limit: int) -> list[tuple[int, bytes]]: ...
     async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int: ...
-    async def passages(
-        self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int, common_at: int
-    ) -> PassageReply: ...
+    async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply: ...
 
     #: Whether the store counts sites (``link``, ``site``, ``site_pairs``): a standalone server does,
     #: in the same scripts that add and remove documents; the cluster protocol does not (yet).
@@ -503,17 +499,15 @@ class RedisStore:
 
     # --- passages -------------------------------------------------------------------------------------
 
-    async def passages(
-        self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int, common_at: int
-    ) -> PassageReply:
+    async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply:
         """The ``limit`` stored documents sharing the most (rarity-weighted) of these fingerprint keys
-        (8 raw bytes each), with their passage blobs and records, and which of the keys are in
-        ``common_at`` documents or more: one read-only script call."""
-        reply = await self._call("passages", [k.state], [*self._head(k), fingerprint_keys, limit, common_at])
+        (of the collection's passage format's width), with their passage blobs and records: one
+        read-only script call."""
+        reply = await self._call("passages", [k.state], [*self._head(k), fingerprint_keys, limit])
         self._status(reply)
         flat = reply[1]
         sources = [(int(flat[j]), bytes(flat[j + 1]), bytes(flat[j + 2])) for j in range(0, len(flat), 3)]
-        return PassageReply(sources, int(reply[2]), bytes(reply[3]))
+        return PassageReply(sources, int(reply[2]))
 
     # --- sites ----------------------------------------------------------------------------------------
 

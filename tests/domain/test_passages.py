@@ -127,6 +127,24 @@ async def test_a_long_text_is_searched_off_the_loop_with_the_same_answer(
     assert source.id == "src2" and near(span.start, where[1][0], text) and near(span.end, where[1][1], text)
 
 
+async def test_a_passage_many_stored_documents_hold_is_reported(index: Index) -> None:
+    """A paragraph in 80 stored documents (past the 64 a posting keeps) is copied text like any other:
+    its span is reported, against documents that hold it."""
+    paragraph = " ".join(words(500, 120))
+    docs = [Document(f"d{i}", f"{' '.join(words(600 + i, 200))}\n\n{paragraph}") for i in range(80)]
+    await index.check("p", docs)
+    text, where = essay([" ".join(words(700, 300)), paragraph, " ".join(words(701, 300))])
+    result = await index.passages("p", text, limit=100)
+    assert len(result.sources) >= 32
+    for source in result.sources:
+        [span] = source.spans
+        assert near(span.start, where[1][0], text) and near(span.end, where[1][1], text)
+        stored = next(d.text for d in docs if d.id == source.id)
+        at = stored.index(paragraph)
+        assert near(span.source_start, at, stored) and near(span.source_end, at + len(paragraph), stored)
+    assert result.coverage == pytest.approx((where[1][1] - where[1][0]) / len(text), abs=0.02)
+
+
 async def test_offsets_are_code_points_of_the_texts_as_given(index: Index) -> None:
     stored = "Ünïcode prefix 日本 — " + " ".join(words(7, 80)) + " ✓ suffix"
     await index.check("p", [Document("u", stored)])

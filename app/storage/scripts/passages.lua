@@ -4,23 +4,21 @@
 -- KEYS[1]  collection state hash
 -- ARGV[1..9] shared head (see _common.lua), then ARGV[10] the text's distinct fingerprint keys (raw, of
 --   the collection's passage format's width: 8 bytes in format 1, 5 in format 2, 4 in format 3),
---   ARGV[11] most documents to return, ARGV[12] postings of at least this many documents make their
---   key "common"
+--   ARGV[11] most documents to return
 -- A document scores sum over the keys it shares of 1 / (documents in that key's posting): a key in
 -- every template page counts little, a rare one fully. Documents evicted by max_documents are left
 -- out (expiry by time is the caller's check, with the returned time).
--- Returns {'ok', {ordinal, passage blob, record, ...} best first, this server's time in ms, the common
---   keys (as sent)} or {'nocollection'} / {'stale'}
+-- Returns {'ok', {ordinal, passage blob, record, ...} best first, this server's time in ms} or
+--   {'nocollection'} / {'stale'}
 
 local st, status = load_state()
 if not st then return {status} end
-local wanted, limit, common_at = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
-local out, common = {}, {}
-if not st.pas.on then return {'ok', out, server_ms(), ''} end
+local wanted, limit = ARGV[10], tonumber(ARGV[11])
+local out = {}
+if not st.pas.on then return {'ok', out, server_ms()} end
 local floor = floor_of(st)
 local score, order = {}, {}
 read_postings(st, wanted, PASSAGE_KEY[st.pas.format], function(key, value, first, stop, stride, size)
-  if size >= common_at then common[#common + 1] = key end
   local weight = 1 / size
   for p = first, stop, stride do
     local ord = struct.unpack(OW_FORMAT, value, p)
@@ -44,4 +42,4 @@ for j = 1, math.min(limit, #order) do
   out[#out + 1] = passage_blob_get(st, ord) or ''
   out[#out + 1] = redis.call('HGET', doc_key(ord), slot(ord, DOC_GROUP)) or ''
 end
-return {'ok', out, server_ms(), table.concat(common)}
+return {'ok', out, server_ms()}
