@@ -170,7 +170,8 @@ struct Span {
 // earliest first hit, then the order they closed); a chain is kept when its walks (each stopping after `stop` differing words in a row) extend it to at
 // least `min_words` words, it rests on more than one hit or its walks differ in at most
 // `single_hit_differing` words, and it overlaps no chain kept before it. A chain whose hits overlap a
-// kept one is not walked: extended, it would overlap too.
+// kept one is not walked: extended, it would overlap too. Then kept chains one right after the other in
+// both texts are joined (below).
 py::array_t<int64_t> passage_align(const U64s& qkeys, const I64s& qpos, const U64s& skeys, const I64s& sword,
                                    const Bytes& qn_, const Bytes& sn_, const Params& p) {
   const size_t nq = static_cast<size_t>(qkeys.size()), m = static_cast<size_t>(skeys.size());
@@ -208,6 +209,30 @@ py::array_t<int64_t> passage_align(const U64s& qkeys, const I64s& qpos, const U6
       kept.push_back({c, back, ahead, span});
     }
     std::sort(kept.begin(), kept.end(), [](const Kept& a, const Kept& b) { return a.span.first < b.span.first; });
+    // One span per passage: a passage whose chain broke (an edit the walks and the chaining did not get
+    // past) is two kept spans, one after the other in both texts; they are joined where the words
+    // between them are at most `gap` in each text and differ in number by at most `drift`.
+    size_t joined = 0;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      if (joined > 0) {
+        Kept& a = kept[joined - 1];
+        const Kept& b = kept[i];
+        const int64_t text_gap = b.span.first - a.span.last - 1;
+        const int64_t source_gap = (b.c.s0 - b.back.best) - (a.c.s1 + p.k - 1 + a.ahead.best) - 1;
+        if (source_gap >= 0 && text_gap <= p.gap && source_gap <= p.gap &&
+            std::llabs(text_gap - source_gap) <= p.drift) {
+          a.c.q1 = b.c.q1;
+          a.c.s1 = b.c.s1;
+          a.c.e1 = b.c.e1;
+          a.c.hits += b.c.hits;
+          a.ahead = b.ahead;
+          a.span.last = b.span.last;
+          continue;
+        }
+      }
+      kept[joined++] = kept[i];
+    }
+    kept.resize(joined);
   }
   py::array_t<int64_t> out({static_cast<py::ssize_t>(kept.size()), kColumns});
   int64_t* o = out.mutable_data();

@@ -1,6 +1,7 @@
 """The native alignment (native/alignment.cpp, through neardup.domain.alignment) answers exactly as a
 plain Python reference of the same rules does: hits chained along the diagonal, each chain walked past
-its ends, the reportable chains kept most hits first. The reference walks every chain; the native code
+its ends, the reportable chains kept most hits first, kept chains one right after the other in both texts
+joined. The reference walks every chain; the native code
 skips chains whose hits overlap a kept one, which must change nothing. Texts: copies with substitutions,
 insertions and deletions, repeated phrases and periodic runs (many chains on many diagonals)."""
 
@@ -55,8 +56,9 @@ def walk(qn: Nibbles, sn: Nibbles, q: int, s: int, step: int, limit: int, stop: 
     return agree, best, best - agreed_at_best
 
 
-def reference(text: str, source: str, min_words: int) -> tuple[list[tuple[int, ...]], int]:
-    """The rows kept, and how many chains were reportable before overlapping ones were left out."""
+def reference(text: str, source: str, min_words: int, join: bool = True) -> tuple[list[tuple[int, ...]], int]:
+    """The rows kept (``join``: those one right after the other joined), and how many chains were
+    reportable before overlapping ones were left out."""
     f = fingerprints.features(text)
     src = fingerprints.unpack(fingerprints.stored(fingerprints.blob(source)))
     positions: dict[int, list[int]] = {}
@@ -104,7 +106,18 @@ def reference(text: str, source: str, min_words: int) -> tuple[list[tuple[int, .
     for first, last, row in sorted(found, key=lambda x: (-x[2][6], x[2][0])):
         if not any(first <= b_last and b_first <= last for b_first, b_last, _ in kept):
             kept.append((first, last, row))
-    return [row for _, _, row in sorted(kept)], len(found)
+    joined: list[tuple[int, int, tuple[int, ...]]] = []
+    for first, last, row in sorted(kept):
+        if joined and join:
+            a_first, a_last, a = joined[-1]
+            text_gap = first - a_last - 1
+            source_gap = (row[1] - row[7]) - (a[4] + K - 1 + a[9]) - 1
+            if 0 <= source_gap <= GAP and text_gap <= GAP and abs(text_gap - source_gap) <= DRIFT:
+                # the first's start and walk back, the second's end and walk ahead, the hits of both
+                joined[-1] = (a_first, last, (*a[:3], *row[3:6], a[6] + row[6], *a[7:9], *row[9:]))
+                continue
+        joined.append((first, last, row))
+    return [row for _, _, row in joined], len(found)
 
 
 def native(text: str, source: str, min_words: int) -> list[tuple[int, ...]]:
@@ -155,8 +168,8 @@ def test_the_native_alignment_answers_as_the_reference(seed: int) -> None:
 
 
 def test_the_cases_hold_copies_and_repetitions() -> None:
-    """The comparison above is not vacuous: its cases have spans, multi-hit chains, and overlapping
-    reportable chains of which only one is kept (what the native code skips walking)."""
+    """The comparison above is not vacuous: its cases have spans, multi-hit chains, overlapping
+    reportable chains of which only one is kept (what the native code skips walking), and joined ones."""
     spans = multi = overlapped = 0
     for seed in range(120):
         rows, reportable = reference(*case(seed), 20)
@@ -164,3 +177,8 @@ def test_the_cases_hold_copies_and_repetitions() -> None:
         multi += sum(r[6] > 1 for r in rows)
         overlapped += reportable > len(rows)
     assert spans > 150 and multi > 100 and overlapped > 20
+    joined = sum(
+        len(reference(*case(seed), 20)[0]) < len(reference(*case(seed), 20, join=False)[0])
+        for seed in range(120)
+    )
+    assert joined > 5
