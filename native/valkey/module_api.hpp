@@ -56,6 +56,7 @@ struct Api {
   int (*HashSet)(VmKey*, int, ...);
   int (*StringSet)(VmKey*, VmString*);
   char* (*StringDMA)(VmKey*, size_t*, int);
+  int (*StringTruncate)(VmKey*, size_t);
   int (*DeleteKey)(VmKey*);
   VmScanCursor* (*ScanCursorCreate)();
   void (*ScanCursorDestroy)(VmScanCursor*);
@@ -98,6 +99,7 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_HashSet", api.HashSet);
   get("RedisModule_StringSet", api.StringSet);
   get("RedisModule_StringDMA", api.StringDMA);
+  get("RedisModule_StringTruncate", api.StringTruncate);
   get("RedisModule_DeleteKey", api.DeleteKey);
   get("RedisModule_ScanCursorCreate", api.ScanCursorCreate);
   get("RedisModule_ScanCursorDestroy", api.ScanCursorDestroy);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,26 @@ class StringKey : public OpenedKey {
     size_t len = 0;
     const char* p = api.StringDMA(key_, &len, kRead);
     return {p, len};
+  }
+  // Inserts `n` bytes at offset `at` of the value (a missing key is created). In place where the
+  // string's allocation has room past its end (the allocator's rounding of its size): growing the
+  // string there moves nothing. Where it has none, the server grows it to twice its length (sds's
+  // greedy growth, which a group must not keep: its memory is the index's), so the value is then
+  // written again as an exact-sized copy, as set() does.
+  void insert(size_t at, const char* bytes, size_t n) {
+    size_t len = 0;
+    const char* before = api.KeyType(key_) == kKeyTypeString ? api.StringDMA(key_, &len, kRead | kWrite) : nullptr;
+    api.StringTruncate(key_, len + n);
+    size_t grown = 0;
+    char* p = api.StringDMA(key_, &grown, kRead | kWrite);
+    if (before && p != before) {
+      std::string v(p, len);
+      v.insert(at, bytes, n);
+      set(v);
+      return;
+    }
+    std::memmove(p + at + n, p + at, len - at);
+    std::memcpy(p + at, bytes, n);
   }
   // Replaces the value with an exact-sized copy of `v` (a group never keeps spare room); "" deletes.
   void set(std::string_view v) {
@@ -64,16 +85,15 @@ inline std::pair<size_t, size_t> posting_of(std::string_view v, size_t rw, uint3
 }
 
 // Appends ordinal `ord` (`width` bytes, larger than any already posted) to key h's posting in the
-// group's records `v`, unless the posting holds `cap` ordinals already; whether it did.
-inline bool post(std::string& v, uint32_t h, const char* ord, size_t width, size_t cap) {
+// group's string, unless the posting holds `cap` ordinals already; whether it did.
+inline bool post(StringKey& group, uint32_t h, const char* ord, size_t width, size_t cap) {
   const size_t rw = kRecordKey + width;
   const uint32_t k = h >> 8;
-  const auto [first, last] = posting_of(v, rw, k);
+  const auto [first, last] = posting_of(group.value(), rw, k);
   if (last - first >= cap) return false;
-  const char record[kRecordKey] = {static_cast<char>(k >> 16), static_cast<char>(k >> 8), static_cast<char>(k)};
-  std::string inserted(record, kRecordKey);
-  inserted.append(ord, width);
-  v.insert(last * rw, inserted);
+  char record[kRecordKey + 8] = {static_cast<char>(k >> 16), static_cast<char>(k >> 8), static_cast<char>(k)};
+  std::memcpy(record + kRecordKey, ord, width);
+  group.insert(last * rw, record, rw);
   return true;
 }
 

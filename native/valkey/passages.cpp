@@ -124,15 +124,9 @@ int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
   for (uint64_t e = 0; e < m; ++e) stored.append(blob + at + 4 * e, 3);
   stored.append(blob + at + 4 * m, blob_len - at - 4 * m);
   {
-    // Each group the blob's keys fall in: opened once (checked before any write), its records read,
-    // posted to and written back whole if they changed; closed before the splits open groups again.
-    struct Open {
-      std::unique_ptr<StringKey> key;
-      std::string records;
-      bool changed = false;
-    };
-    std::vector<uint64_t> order;
-    std::unordered_map<uint64_t, Open> groups;
+    // Each group the blob's keys fall in: opened once (checked before any write), posted to in place
+    // (StringKey::insert); closed before the splits open groups again.
+    std::unordered_map<uint64_t, std::unique_ptr<StringKey>> groups;
     Group blobs(ctx, argv[7], kRead | kWrite);
     if (blobs.wrong_type())
       return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: the blob key holds a non-hash value");
@@ -142,9 +136,7 @@ int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
       auto key = std::make_unique<StringKey>(ctx, t.prefix, number, kRead | kWrite);
       if (key->wrong_type())
         return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: an index group key holds a non-string value");
-      std::string records(key->value());
-      groups.emplace(number, Open{std::move(key), std::move(records)});
-      order.push_back(number);
+      groups.emplace(number, std::move(key));
     }
     api.ReplicateVerbatim(ctx);
     for (size_t from = 0, j = 0; from < stored.size(); from += static_cast<size_t>(part), ++j) {
@@ -156,17 +148,8 @@ int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
       api.FreeString(ctx, f);
       api.FreeString(ctx, v);
     }
-    for (const uint32_t h : keys) {
-      Open& group = groups[t.group(h)];
-      if (post(group.records, h, ord, w, static_cast<size_t>(cap))) {
-        t.fields += 1;
-        group.changed = true;
-      }
-    }
-    for (const uint64_t number : order) {
-      Open& group = groups[number];
-      if (group.changed) group.key->set(group.records);
-    }
+    for (const uint32_t h : keys)
+      if (post(*groups[t.group(h)], h, ord, w, static_cast<size_t>(cap))) t.fields += 1;
   }
   grow(ctx, t, [w](VmCtx* c, Table& table) { split_packed(c, table, w); });
   return reply_shape(ctx, t);
