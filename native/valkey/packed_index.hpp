@@ -43,12 +43,15 @@ class StringKey : public OpenedKey {
   void insert(size_t at, const char* bytes, size_t n) {
     size_t len = 0;
     const char* before = api.KeyType(key_) == kKeyTypeString ? api.StringDMA(key_, &len, kRead | kWrite) : nullptr;
-    api.StringTruncate(key_, len + n);
-    size_t grown = 0;
-    char* p = api.StringDMA(key_, &grown, kRead | kWrite);
-    if (before && p != before) {
-      std::string v(p, len);
-      v.insert(at, bytes, n);
+    const bool grew = api.StringTruncate(key_, len + n) == kOk;
+    size_t now = 0;
+    char* p = api.KeyType(key_) == kKeyTypeString ? api.StringDMA(key_, &now, kRead | kWrite) : nullptr;
+    if (!grew || !p || now != len + n || (before && p != before)) {
+      // Moved (or not grown): its first `len` bytes are the old value either way. (Neither readable: a
+      // key this command checked and opened for writing; the group is left as it was.)
+      if (before && !(p && now >= len)) return;
+      std::string v = before ? std::string(p, len) : std::string();
+      v.insert(std::min(at, v.size()), bytes, n);
       set(v);
       return;
     }
