@@ -572,7 +572,6 @@ class Index:
                 ],
                 sites=_sites(collection.params, docs),
                 link=_link_spec(collection.params) if mode == "insert" else "",
-                link_format=collection.params.sketch_format,
             )
             try:
                 for _ in range(_ATTEMPTS):

@@ -36,15 +36,13 @@ MODULE_NAME = b"neardup"
 #: The module version that brought ``ND.LINK`` and ``ND.PASSAGES`` (version 1 has ``ND.BANDS`` and
 #: ``ND.BUCKETS`` only: a server may run a module built from an earlier release).
 LINK_MODULE_VERSION = 2
-#: The module version from which check.lua does its own link step for format-2 collections (store.py
-#: sends it the step's parameters only from this version on; below it, link.lua runs after the check).
-#: ``ND.MATCHLINK`` came with version 3 (protocol 1, format 2) and took format 3 from version 4
-#: (protocol 2); check.lua sends only protocol 3 (version 6: the command reads the stored sketches
-#: itself and takes the candidates as ND.BANDS gave them), so a module of version 3 to 5 links after
-#: the check.
+#: The module version from which check.lua does its own link step (store.py sends it the step's
+#: parameters only from this version on; below it, link.lua runs after the check). ``ND.MATCHLINK``
+#: came with version 3 (protocol 1, format 2) and took format 3 from version 4 (protocol 2); check.lua
+#: sends only protocol 3 (version 6: the command reads the stored sketches itself and takes the
+#: candidates as ND.BANDS gave them), so a module of version 3 to 5 links after the check, whatever the
+#: collection's format.
 MATCH_LINK_MODULE_VERSION = 6
-#: The same for format-3 collections (version 4 with protocol 2; check.lua's protocol 3 needs 6).
-MATCH_LINK_FORMAT3_MODULE_VERSION = 6
 #: The module version that brought ``ND.BANDS``'s protocol 4: check.lua counts a page of a site in the
 #: document's band step call (``_site_page_module.lua``) instead of three commands of its own
 #: (``_site_page_lua.lua``: _common.lua's add_site_page).
@@ -120,9 +118,8 @@ class Scripts:
     def __init__(self) -> None:
         self.check = Script("check")
         self.uses_module = False
-        #: The sketch formats whose collections check.lua may link itself (ND.MATCHLINK's protocol 3:
-        #: module version 6).
-        self.match_link: frozenset[int] = frozenset()
+        #: Whether check.lua may do the link step itself (ND.MATCHLINK's protocol 3: module version 6).
+        self.match_link = False
         self.lookup = Script("lookup")
         self.delete = Script("delete")
         self.create_collection = Script("create_collection")
@@ -142,12 +139,7 @@ class Scripts:
         if not self._loaded:
             version = await module_version(client)
             self.uses_module = version > 0
-            formats = set()
-            if version >= MATCH_LINK_MODULE_VERSION:
-                formats.add(2)
-                if version >= MATCH_LINK_FORMAT3_MODULE_VERSION:
-                    formats.add(3)
-            self.match_link = frozenset(formats)
+            self.match_link = version >= MATCH_LINK_MODULE_VERSION
             v2 = "module" if version >= LINK_MODULE_VERSION else "lua"
             v5 = "module" if version >= PACKED_PASSAGES_MODULE_VERSION else "lua"
             v6 = "module" if version >= SITE_PAGE_MODULE_VERSION else "lua"

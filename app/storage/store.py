@@ -86,8 +86,6 @@ class CheckBatch:
     #: The link step's parameters, for the check to do it itself where the server can (check.lua's
     #: ARGV[18]; insert mode): "" for none.
     link: str = ""
-    #: The sketch format ``link`` verifies: the server's module must take it (``Scripts.match_link``).
-    link_format: int = 0
 
     def signature(self, i: int) -> bytes:
         """The raw sketch of document i."""
@@ -433,7 +431,7 @@ class RedisStore:
         if b.link and mode == "insert":
             async with self._guard():  # which module the server has: asked once, when the scripts load
                 await self._scripts.ensure_loaded(self._client)
-            link = b.link if b.link_format in self._scripts.match_link else ""
+            link = b.link if self._scripts.match_link else ""
         args: list[Any] = [
             *self._head(k), mode, len(b), b.bands, max_candidates, b.band_keys, b.signatures, b.empties,
             keys.BUCKET_CAP, link,

@@ -522,7 +522,7 @@ async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redi
 async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
     redis_url: str, monkeypatch: pytest.MonkeyPatch, sketch_format: int
 ) -> None:
-    """With the module (ND.MATCHLINK: version 3 for format 2, version 4 for format 3) a check of an
+    """With the module (ND.MATCHLINK protocol 3: module version 6) a check of an
     estimate collection verifies and links its own documents in the same script, and no link call
     follows; the same stream where the module is taken as older (a link.lua call with ND.LINK after
     each check) stores the same keys, byte for byte, and gives the same answers. The stream has
@@ -530,11 +530,10 @@ async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
     3: dense, narrow and wide sparse sketches)."""
     from neardup.storage import scripts
 
-    older = "MATCH_LINK_MODULE_VERSION" if sketch_format == 2 else "MATCH_LINK_FORMAT3_MODULE_VERSION"
     dumps, answers, link_calls = [], [], []
     for in_check in (True, False):
-        if not in_check:  # a module of version 2 (format 2) or 3 (format 3)
-            monkeypatch.setattr(scripts, older, 99)
+        if not in_check:  # a module older than version 6: link.lua after the check
+            monkeypatch.setattr(scripts, "MATCH_LINK_MODULE_VERSION", 99)
         client = redis.Redis.from_url(redis_url)
         client.flushall()
         client.config_resetstat()
