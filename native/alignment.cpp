@@ -165,11 +165,12 @@ struct Span {
   bool overlaps(const Span& o) const { return first <= o.last && o.first <= last; }
 };
 
-// The passages kept, as rows (q0, s0, e0, q1, s1, e1, hits, then the walks past its ends: words back from the first hit and differing words among them, words ahead of the last hit's
-// k-gram and differing words among them), in text order. Chains are taken most hits first (then the
-// earliest first hit, then the order they closed); a chain is kept when its walks (each stopping after `stop` differing words in a row) extend it to at
-// least `min_words` words, it rests on more than one hit or its walks differ in at most
-// `single_hit_differing` words, and it overlaps no chain kept before it. A chain whose hits overlap a
+// The passages kept, as rows (q0, s0, e0, q1, s1, e1, hits, then the walks past its ends: words back
+// from the first hit and differing words among them, words ahead of the last hit's k-gram and differing
+// words among them), in text order. Chains are taken most hits first (then the earliest first hit, then
+// the order they closed); a chain is kept when its walks (each stopping after `stop` differing words in
+// a row) extend it to at least `min_words` words, it rests on more than one hit or its walks differ in
+// at most `single_hit_differing` words, and it overlaps no chain kept before it. A chain whose hits overlap a
 // kept one is not walked: extended, it would overlap too. Then kept chains one right after the other in
 // both texts are joined (below).
 py::array_t<int64_t> passage_align(const U64s& qkeys, const I64s& qpos, const U64s& skeys, const I64s& sword,

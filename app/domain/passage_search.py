@@ -76,8 +76,11 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
     ttl = collection.params.ttl_seconds
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
     query = alignment.QueryIndex(f, version)
-    sources = [(blob, record) for _, blob, record in reply.sources if blob and record]
-    sources = [(blob, record) for blob, record in sources if records.inserted_ms(record) >= oldest]
+    sources = [
+        (blob, record)
+        for _, blob, record in reply.sources
+        if blob and record and records.inserted_ms(record) >= oldest
+    ]
     if len(text) <= INLINE_CHARS:
         candidates = _aligned(query, sources, min_words)
     else:  # the native alignment lets go of the GIL: the loop keeps serving
