@@ -131,6 +131,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # A sweep under way ends within its store deadline; one that does not is left behind.
             stop_sweeping.set()
             await asyncio.wait({sweeper}, timeout=settings.store_timeout * 10)
+            # cross-site matches this process verified and holds: linked now, not left to a site read
+            await asyncio.wait({asyncio.create_task(index.close())}, timeout=settings.store_timeout * 2)
             await store.close()
             if embedded is not None:
                 embedded.stop()

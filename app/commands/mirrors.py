@@ -80,6 +80,7 @@ async def count_sites(source: Source, args: argparse.Namespace, url: str) -> dic
             COLLECTION, min_share=args.min_share, min_pages=args.min_pages, limit=args.limit
         )
         outcome["pairs"] = [{column: getattr(pair, column) for column in COLUMNS} for pair in pairs]
+        await index.close()
     finally:
         await store.close()
     return outcome

@@ -155,14 +155,14 @@ Scorer = Callable[[int, Sequence[int], float], list[float]]
 
 
 def candidate_scorer(params: CollectionParams, batch: Sketches, fetched: Sequence[bytes]) -> Scorer:
-    """``score(i, rows, floor)``: similarity of batch document i with each row of one pool of every
-    sketch a candidate can point at, the batch's documents (rows 0..n-1) then the ``fetched`` stored
-    sketches (already ``readable``). Format 1 and 2 estimate: the estimate; exact mode: the exact
-    Jaccard where it is >= floor, 0.0 where it is below."""
+    """``score(i, rows, floor)``: similarity of row i with each row of one pool of every sketch a
+    candidate can point at, the batch's documents (rows 0..n-1) then the ``fetched`` stored sketches
+    (already ``readable``; an empty batch scores stored sketches with each other). Format 1 and 2
+    estimate: the estimate; exact mode: the exact Jaccard where it is >= floor, 0.0 where it is below."""
     fixed = 1 + 8 * params.bands
     if params.sketch_format == 1:
         matrix = np.concatenate([batch.signatures, signature_matrix(fetched, params.num_perm)])
-        return lambda i, rows, floor: sketch.similarity(batch.signatures[i], matrix, rows).tolist()
+        return lambda i, rows, floor: sketch.similarity(matrix[i], matrix, rows).tolist()
     if params.verify == "estimate":
         assert batch.bins is not None
         stride = batch.bins.shape[1]

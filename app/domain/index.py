@@ -53,11 +53,12 @@ from neardup.domain.models import (
 )
 from neardup.domain.observer import IndexObserver, NullObserver
 from neardup.domain.passage_search import DEFAULT_MIN_WORDS, PassageResult, search_passages
+from neardup.domain.pending_links import PendingLinks
 from neardup.domain.sites import MirrorPair, SiteMirrors, mirror_pairs, site_mirrors
 from neardup.storage import records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, OrdinalsExhausted, StoreDown
-from neardup.storage.keys import ORDINAL_WIDTH, SITE_OTHERS, SITE_PARTNERS, CollectionKeys, max_ordinal
-from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Store
+from neardup.storage.keys import ORDINAL_WIDTH, SITE_PARTNERS, CollectionKeys, max_ordinal
+from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Settle, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
 MAX_BATCH = 1000
@@ -131,6 +132,11 @@ _RECLAIM_PER_WRITE = 64
 #: Reclaim rounds (each up to _RECLAIM_PER_WRITE documents) before a site read: expired or evicted
 #: documents stop being counted when they are reclaimed.
 _SITE_RECLAIM_ROUNDS = 16
+#: Seconds a process holds verified cross-site pairs for its next check of the collection to settle
+#: before it settles them with a call of their own (see ``pending_links``).
+_SETTLE_DELAY = 0.1
+#: Link journal entries read per round when a site read settles what is left (``_settle_journal``).
+_JOURNAL_ROUND = 64
 log = logging.getLogger("neardup.index")
 
 
@@ -177,9 +183,18 @@ def _decode_params(raw: bytes) -> _Collection:
 class Index:
     """Near-duplicate index over a store. One instance per process; safe for concurrent use."""
 
-    def __init__(self, store: Store, *, threads: int = 1, observer: IndexObserver | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        threads: int = 1,
+        observer: IndexObserver | None = None,
+        settle_delay: float = _SETTLE_DELAY,
+    ) -> None:
         """``threads``: threads the native core may use for one batch's signatures. ``observer`` is told
-        about signature time, store calls and verification (metrics)."""
+        about signature time, store calls and verification (metrics). ``settle_delay``: seconds this
+        process holds a check's verified cross-site pairs for its next check of the collection to carry
+        (see ``pending_links``)."""
         self._store = store
         self._threads = threads
         self._observer: IndexObserver = observer or NullObserver()
@@ -189,6 +204,13 @@ class Index:
         self._inserts: GroupCommit[str, _Insert, CheckResult] = GroupCommit(
             self._check_inserts, max_items=MAX_BATCH
         )
+        # Cross-site pairs verified here, until a later check (or a call of their own) settles them.
+        self._pending = PendingLinks(self._settle_pending, delay=settle_delay)
+
+    async def close(self) -> None:
+        """Settle what this process still holds (the store's link journal keeps it otherwise, until a
+        site read settles it)."""
+        await self._pending.close()
 
     # --- plumbing -------------------------------------------------------------------------------------
 
@@ -394,10 +416,10 @@ class Index:
         except _Unchanged as unchanged:
             return await self._check_some_unchanged(name, items, unchanged.stored)
         floors = [_match_floor(collection.params, min_similarity) for _, _, min_similarity in items]
-        # Where the check did the link step itself (CheckReply.linked), there is nothing left to record.
-        links: list[tuple[int, int]] | None = None if reply.linked else []
+        links: list[tuple[int, int]] = []
         results = self._results(collection, docs, batch, reply, floors, inserted=True, links=links)
-        await self._link(collection, links or [])
+        if reply.journal:  # settled by this process's next check of the collection, or soon after
+            self._pending.add(name, collection.keys.gen, reply.journal, links)
         await self._reclaim(collection, len(docs), reply.now_ms)
         return results
 
@@ -571,14 +593,22 @@ class Index:
                     b"%d" % (expected or {})[i] if i in (expected or {}) else b"" for i in range(len(ids))
                 ],
                 sites=_sites(collection.params, docs),
-                link=_link_spec(collection.params) if mode == "insert" else "",
             )
+            gen = collection.keys.gen
+            request.settle = self._pending.take(name, gen) if mode == "insert" else None
             try:
                 for _ in range(_ATTEMPTS):
-                    async with self._storage(name):
-                        reply = await self._store.check(
-                            collection.keys, mode, request, max_candidates=MAX_CANDIDATES
-                        )
+                    try:
+                        async with self._storage(name):
+                            reply = await self._store.check(
+                                collection.keys, mode, request, max_candidates=MAX_CANDIDATES
+                            )
+                    except GenerationChanged:
+                        raise  # the collection was recreated: its journal went with it
+                    except BaseException:
+                        if request.settle is not None:  # not known to be settled: they go again
+                            self._pending.give_back(name, gen, request.settle)
+                        raise
                     if not isinstance(reply, NeedOldBands):
                         # the store stamped the records with its own clock (placeholder: ours)
                         return collection, batch, reply, reply.now_ms or inserted_ms
@@ -732,6 +762,66 @@ class Index:
 
     # --- sites ------------------------------------------------------------------------------------------
 
+    async def _settle_pending(self, name: str, gen: str, settle: Settle) -> None:
+        """Settle link journal entries this process holds, with a call of their own (link.lua)."""
+        collection = await self._collection(name)
+        if collection.keys.gen != gen:
+            return  # recreated: those entries went with the old generation
+        try:
+            async with self._storage(name):
+                await self._store.link(collection.keys, settle.pairs, settle.fields)
+        except GenerationChanged:
+            pass
+
+    async def _settle_journal(self, collection: _Collection) -> None:
+        """Settle every entry left in the collection's link journal (a process that died, or has not
+        settled yet): each document's candidates verified from the stored sketches, as ``_results``
+        verifies them for a check (the same scorer, threshold and order), and linked (link.lua, which
+        deletes the entries with the same call). Linking is idempotent, so an entry that its own
+        process settles too converges to the same edges."""
+        params, keys = collection.params, collection.keys
+        assert params.site_field is not None
+        while True:
+            async with self._storage(params.name):
+                journal = await self._store.link_journal(keys, limit=_JOURNAL_ROUND)
+            if not journal.entries:
+                return
+            oldest_ms = _oldest_live_ms(params, journal.now_ms)
+            pool = [
+                ordinal
+                for ordinal, (sig, rec) in journal.found.items()
+                if readable(params, sig) and rec and records.inserted_ms(rec) >= oldest_ms
+            ]
+            row = {ordinal: r for r, ordinal in enumerate(pool)}
+            sites = {o: site_of(records.unpack(journal.found[o][1])[2], params.site_field) for o in pool}
+            score = candidate_scorer(params, sketch_texts(params, [], 1), [journal.found[o][0] for o in pool])
+            floor = params.threshold - _EPSILON
+            pairs: list[tuple[int, int]] = []
+            for _, docs in journal.entries:
+                for own, candidates in docs:
+                    own_site = sites.get(own)
+                    rows = [c for c in candidates if c in row and c != own]
+                    if own_site is None or not rows:
+                        continue
+                    sims = score(row[own], [row[c] for c in rows], floor)
+                    linked = [
+                        (sim, c, site)
+                        for c, sim in zip(rows, sims, strict=True)
+                        if sim >= floor and (site := sites[c]) is not None and site != own_site
+                    ]
+                    pairs.extend(_site_links(own, own_site, linked)[:MAX_LINKS_PER_DOCUMENT])
+            async with self._storage(params.name):
+                await self._store.link(keys, pairs, [f for f, _ in journal.entries])
+
+    async def settle_links(self, name: str) -> None:
+        """Link every verified cross-site match of the collection's checks so far, of this process and
+        of any other (what a site read does first; see ``pending_links``)."""
+
+        async def nothing(_: CollectionKeys) -> None:
+            return None
+
+        await self._read_sites(name, nothing)
+
     async def _site_collection(self, name: str) -> _Collection:
         collection = await self._collection(name)
         if collection.params.site_field is None:
@@ -767,6 +857,9 @@ class Index:
         was recreated meanwhile."""
         async for collection in self._views(name, first=self._site_collection):
             try:
+                # every verified match linked first, this process's and any other's: counts are exact
+                await self._pending.flush(name)
+                await self._settle_journal(collection)
                 async with self._storage(name):
                     return await read(collection.keys)
             except GenerationChanged:
@@ -812,21 +905,6 @@ def _sites(params: CollectionParams, docs: Sequence[Document]) -> list[bytes]:
     if params.site_field is None:
         return []
     return [(site_of(doc.metadata, params.site_field) or "").encode("utf-8", "surrogatepass") for doc in docs]
-
-
-def _link_spec(params: CollectionParams) -> str:
-    """The link step's parameters for the check to do it itself (store.CheckBatch.link; check.lua's
-    ARGV[18]): the least estimate counted (``_results``' test: sim >= threshold - _EPSILON), the sketch
-    format and layout, and the bounds; only for a collection with a site_field and format 2 or 3
-    estimate sketches, the ones the module verifies as ``candidate_scorer`` does (bbit_similarity,
-    adaptive_similarity); "" for the others, whose links ``_link`` records after the check."""
-    if params.site_field is None or params.sketch_format not in (2, 3) or params.verify != "estimate":
-        return ""
-    fixed = 1 + 8 * params.bands
-    return (
-        f"{params.threshold - _EPSILON!r} {params.sketch_format} {fixed} {params.bins} {sketch.BITS_PER_BIN} "
-        f"{MAX_LINKS_PER_DOCUMENT} {SITE_PARTNERS} {SITE_OTHERS}"
-    )
 
 
 def _site_links(own: int, site: str | None, linked: list[tuple[float, int, str]]) -> list[tuple[int, int]]:

@@ -42,6 +42,7 @@ from neardup.storage.store import (
     DROP_SWEEP_AGE_MS,
     CheckBatch,
     CheckReply,
+    JournalEntries,
     Mode,
     NeedOldBands,
     PassageReply,
@@ -66,10 +67,15 @@ class ClusterStore(ClusterRetention):
     supports_passages = False
 
     #: Sites are not counted here (yet): the domain refuses a site_field at creation on a cluster, so
-    #: the three methods below are never called.
+    #: the methods below are never called.
     supports_sites = False
 
-    async def link(self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    async def link(
+        self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]], settles: Sequence[int] = ()
+    ) -> tuple[int, int]:
+        raise StoreDown("sites are not counted on a Redis Cluster")
+
+    async def link_journal(self, k: keys.CollectionKeys, *, limit: int) -> JournalEntries:
         raise StoreDown("sites are not counted on a Redis Cluster")
 
     async def site(self, k: keys.CollectionKeys, name: bytes) -> SiteCounts:

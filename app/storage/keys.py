@@ -50,6 +50,9 @@ A collection with a ``site_field`` (standalone only; docs/design.md "Sites") als
                                   at most SITE_OTHERS fields
     <base>:e:<ord/32>       hash  ord mod 32 -> entry: site id (4 bytes, big-endian), then per partner
                                   its ordinal (``ow`` bytes) and site id (4 bytes); at most SITE_PARTNERS
+    <base>:lj               hash  the link journal: a checked batch's first ordinal -> per document of a
+                                  site with candidates its ordinal (``ow`` bytes), their number (4 bytes,
+                                  big-endian) and their ordinals; deleted when settled (linked)
 
 Ordinals: each insertion takes the next number of ``seq``; it names the document inside the band
 table (``ow`` bytes instead of the id, 16 times per document) and is also its first-seen *stamp* on a
@@ -277,6 +280,7 @@ class CollectionKeys:
         self.site_pages = f"{base}:sp"
         self.shared_prefix = f"{base}:x:"
         self.edge_prefix = f"{base}:e:"
+        self.link_journal = f"{base}:lj"
         #: Every data key of this generation matches it (names and generations hold no glob characters).
         self.data_pattern = f"{base}:*"
 
@@ -315,7 +319,7 @@ class CollectionKeys:
             yield from (f"{self.passage_index_prefix}{n}" for n in range(passage_groups))
             yield from (f"{self.passage_blob_prefix}{n}" for n in range(seq // PASSAGE_GROUP + 1))
         if sites:  # ``sites``: the site ids ever issued (the state's sseq)
-            yield from (self.site_names, self.site_ids, self.site_pages)
+            yield from (self.site_names, self.site_ids, self.site_pages, self.link_journal)
             yield from (self.shared(n) for n in range(1, sites + 1))
             yield from (self.edge_group(n) for n in range(seq // EDGE_GROUP + 1))
 
@@ -325,5 +329,5 @@ class CollectionKeys:
     ) -> int:
         """How many names ``data_keys`` yields."""
         passages = passage_groups + seq // PASSAGE_GROUP + 1 if passage_groups else 0
-        site_keys = 3 + sites + seq // EDGE_GROUP + 1 if sites else 0
+        site_keys = 4 + sites + seq // EDGE_GROUP + 1 if sites else 0
         return band_groups + id_groups + seq // SIG_GROUP + seq // DOC_GROUP + 2 + passages + site_keys

@@ -10,12 +10,11 @@ format-3 index (``_postings_lua.lua``, ``_postings_module.lua``: one ``ND.POSTIN
 the server which once, when it loads the scripts. The cluster's ``cluster_ops.lua`` likewise applies
 its band records with ``_cluster_buckets_lua.lua`` or one ``ND.BUCKETS``
 (``_cluster_buckets_module.lua``), chosen per node.
-``link.lua``'s loop over a batch's cross-site pairs comes the same two ways: ``_link_lua.lua``, or one
-``ND.LINK`` (``_link_module.lua``) where the module is version 2 or later. Where it is version 6 or later,
-check.lua does the link step itself for collections with format 2 or 3 estimate sketches (one
-``ND.MATCHLINK`` of protocol 3 at the end of the batch, ``match_link``); then no ``link.lua`` call
-follows. (Modules of version 3 to 5 have ND.MATCHLINK's protocols 1 and 2 only, which the scripts of
-earlier releases sent.)"""
+The link step over cross-site pairs (``link.lua``, and check.lua's settle of earlier batches' pairs)
+comes the same two ways: ``_link_lua.lua``, or one ``ND.LINK`` (``_link_module.lua``) where the module is
+version 2 or later. (``ND.MATCHLINK``, the module's own verification and link step, is what check.lua
+sent from module version 3 to the release before the link journal; the module keeps it for those
+scripts.)"""
 
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
-_NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages", "link", "site"}
+_NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages", "link", "site", "journal"}
 
 
 #: The name neardup's Valkey module (native/valkey/bands.cpp) registers under.
@@ -36,13 +35,6 @@ MODULE_NAME = b"neardup"
 #: The module version that brought ``ND.LINK`` and ``ND.PASSAGES`` (version 1 has ``ND.BANDS`` and
 #: ``ND.BUCKETS`` only: a server may run a module built from an earlier release).
 LINK_MODULE_VERSION = 2
-#: The module version from which check.lua does its own link step (store.py sends it the step's
-#: parameters only from this version on; below it, link.lua runs after the check). ``ND.MATCHLINK``
-#: came with version 3 (protocol 1, format 2) and took format 3 from version 4 (protocol 2); check.lua
-#: sends only protocol 3 (version 6: the command reads the stored sketches itself and takes the
-#: candidates as ND.BANDS gave them), so a module of version 3 to 5 links after the check, whatever the
-#: collection's format.
-MATCH_LINK_MODULE_VERSION = 6
 #: The module version that brought ``ND.BANDS``'s protocol 4: check.lua counts a page of a site in the
 #: document's band step call (``_site_page_module.lua``) instead of three commands of its own
 #: (``_site_page_lua.lua``: _common.lua's add_site_page).
@@ -70,7 +62,7 @@ async def module_version(client: aioredis.Redis) -> int:
 #: came with version 2 (``ND.LINK``), ``{v5}`` for ``ND.PASSAGES`` (both protocols from version 5) and
 #: ``ND.POSTINGS``, ``{v6}`` for ``ND.BANDS``'s protocol 4 (a page of a site counted in the band step).
 _VARIANTS = {
-    "check": ["_bands_{bands}.lua", "_passages_{v5}.lua", "_site_page_{v6}.lua"],
+    "check": ["_bands_{bands}.lua", "_passages_{v5}.lua", "_site_page_{v6}.lua", "_link_{v2}.lua"],
     "cluster_ops": ["_cluster_buckets_{bands}.lua"],
     "link": ["_link_{v2}.lua"],
     "passages": ["_postings_{v5}.lua"],
@@ -118,8 +110,6 @@ class Scripts:
     def __init__(self) -> None:
         self.check = Script("check")
         self.uses_module = False
-        #: Whether check.lua may do the link step itself (ND.MATCHLINK's protocol 3: module version 6).
-        self.match_link = False
         self.lookup = Script("lookup")
         self.delete = Script("delete")
         self.create_collection = Script("create_collection")
@@ -129,6 +119,7 @@ class Scripts:
         self.passages = Script("passages")
         self.link = Script("link")
         self.site = Script("site")
+        self.journal = Script("journal")
         self._loaded = False
 
     def forget(self) -> None:
@@ -139,7 +130,6 @@ class Scripts:
         if not self._loaded:
             version = await module_version(client)
             self.uses_module = version > 0
-            self.match_link = version >= MATCH_LINK_MODULE_VERSION
             v2 = "module" if version >= LINK_MODULE_VERSION else "lua"
             v5 = "module" if version >= PACKED_PASSAGES_MODULE_VERSION else "lua"
             v6 = "module" if version >= SITE_PAGE_MODULE_VERSION else "lua"
@@ -148,7 +138,7 @@ class Scripts:
             self.passages = Script("passages", v5=v5)
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
-                self.due, self.reclaim, self.passages, self.link, self.site,
+                self.due, self.reclaim, self.passages, self.link, self.site, self.journal,
             )  # fmt: skip
             for script in every:
                 await script.load(client)

@@ -52,12 +52,36 @@ class CheckReply:
     fetched: dict[int, tuple[bytes, bytes]]
     stamps: dict[int, int] = field(default_factory=dict)
     now_ms: int = 0
-    #: The check did the link step itself (``CheckBatch.link`` was sent and the server can): the
-    #: caller records no links for this batch.
-    linked: bool = False
+    #: The link journal field the check wrote for this batch (its documents of a site with candidates,
+    #: to settle with ``CheckBatch.settle`` or :meth:`Store.link`), 0 for none.
+    journal: int = 0
 
     def stamp(self, ordinal: int) -> int:
         return self.stamps.get(ordinal, ordinal)
+
+
+@dataclass(frozen=True)
+class Settle:
+    """Link journal fields and the pairs that settle them (see ``CheckBatch.settle``)."""
+
+    fields: Sequence[int]
+    pairs: Sequence[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class JournalEntries:
+    """The link journal as :meth:`Store.link_journal` read it: ``entries``, per field, each document's
+    ordinal and its candidates'; ``found``: the sketch and record of every ordinal they name (b"", b""
+    for a gone one); ``now_ms``: the store server's time."""
+
+    now_ms: int
+    entries: list[tuple[int, list[tuple[int, list[int]]]]]
+    found: dict[int, tuple[bytes, bytes]]
+
+
+def _pairs_blob(pairs: Sequence[tuple[int, int]]) -> bytes:
+    """Per pair the two ordinals, 8 bytes big-endian each (link.lua's and check.lua's settle's)."""
+    return struct.pack(f">{2 * len(pairs)}Q", *itertools.chain.from_iterable(pairs))
 
 
 @dataclass
@@ -83,9 +107,10 @@ class CheckBatch:
     passages: Sequence[bytes] = ()
     #: n + 1 offsets into ``signatures`` when the sketches differ in size (exact mode), else None
     signature_offsets: list[int] | None = None
-    #: The link step's parameters, for the check to do it itself where the server can (check.lua's
-    #: ARGV[18]; insert mode): "" for none.
-    link: str = ""
+    #: Earlier batches' link journal entries to settle first (insert mode): their fields and the
+    #: (checked document, match on another site) ordinal pairs the service verified for them, linked
+    #: as :meth:`Store.link` would (check.lua's ARGV[18]).
+    settle: Settle | None = None
 
     def signature(self, i: int) -> bytes:
         """The raw sketch of document i."""
@@ -195,7 +220,10 @@ class Store(Protocol):
     #: in the same scripts that add and remove documents; the cluster protocol does not (yet).
     supports_sites: bool
 
-    async def link(self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]]) -> tuple[int, int]: ...
+    async def link(
+        self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]], settles: Sequence[int] = ()
+    ) -> tuple[int, int]: ...
+    async def link_journal(self, k: keys.CollectionKeys, *, limit: int) -> JournalEntries: ...
     async def site(self, k: keys.CollectionKeys, name: bytes) -> SiteCounts: ...
     async def site_pairs(self, k: keys.CollectionKeys, *, min_pages: int) -> list[SiteCounts]: ...
 
@@ -427,14 +455,15 @@ class RedisStore:
         b = batch
         if mode == "restore":  # one script per batch: a stored copy is never half written here
             mode = "read"
-        link = ""
-        if b.link and mode == "insert":
-            async with self._guard():  # which module the server has: asked once, when the scripts load
-                await self._scripts.ensure_loaded(self._client)
-            link = b.link if self._scripts.match_link else ""
+        settle = b""
+        if b.settle is not None and mode == "insert":
+            head = b"%d %d" % (keys.SITE_PARTNERS, keys.SITE_OTHERS)
+            settle = (
+                b" ".join([head, *(b"%d" % f for f in b.settle.fields)]) + b"\n" + _pairs_blob(b.settle.pairs)
+            )
         args: list[Any] = [
             *self._head(k), mode, len(b), b.bands, max_candidates, b.band_keys, b.signatures, b.empties,
-            keys.BUCKET_CAP, link,
+            keys.BUCKET_CAP, settle,
         ]  # fmt: skip
         for i in range(len(b)):
             args += (b.ids[i], b.records[i], b.expected[i], b.old_bands[i], b.sites[i])
@@ -454,7 +483,7 @@ class RedisStore:
         flat = reply[3]
         fetched = {int(flat[j]): (bytes(flat[j + 1]), bytes(flat[j + 2])) for j in range(0, len(flat), 3)}
         ordinals, candidates = [int(o) for o in reply[1]], [[int(c) for c in cs] for cs in reply[2]]
-        return CheckReply(ordinals, candidates, fetched, now_ms=int(reply[4]), linked=int(reply[5]) == 1)
+        return CheckReply(ordinals, candidates, fetched, now_ms=int(reply[4]), journal=int(reply[5]))
 
     async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]:
         reply = await self._call("lookup", [k.state], [*self._head(k), *ids])
@@ -509,15 +538,43 @@ class RedisStore:
 
     # --- sites ----------------------------------------------------------------------------------------
 
-    async def link(self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    async def link(
+        self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]], settles: Sequence[int] = ()
+    ) -> tuple[int, int]:
         """Record these (checked document, matched document) ordinal pairs as edges between sites
-        (link.lua, one call): returns (edges added, edges refused by a bound)."""
-        blob = struct.pack(f">{2 * len(pairs)}Q", *itertools.chain.from_iterable(pairs))
+        and delete the link journal fields ``settles`` (link.lua, one call): returns (edges added,
+        edges refused by a bound)."""
         reply = await self._call(
-            "link", [k.state], [*self._head(k), keys.SITE_PARTNERS, keys.SITE_OTHERS, blob]
-        )
+            "link", [k.state],
+            [*self._head(k), keys.SITE_PARTNERS, keys.SITE_OTHERS, _pairs_blob(pairs), *settles],
+        )  # fmt: skip
         self._status(reply)
         return int(reply[1]), int(reply[2])
+
+    async def link_journal(self, k: keys.CollectionKeys, *, limit: int) -> JournalEntries:
+        """At most ``limit`` link journal entries, with every sketch and record they name (journal.lua,
+        one read-only call)."""
+        reply = await self._call("journal", [k.state], [*self._head(k), limit])
+        self._status(reply)
+        width = int(reply[2])
+        entries: list[tuple[int, list[tuple[int, list[int]]]]] = []
+        flat = reply[3]
+        for j in range(0, len(flat), 2):
+            value, q = bytes(flat[j + 1]), 0
+            docs: list[tuple[int, list[int]]] = []
+            while q + width + 4 <= len(value):
+                x = int.from_bytes(value[q : q + width], "big")
+                m = int.from_bytes(value[q + width : q + width + 4], "big")
+                q += width + 4
+                cands = [int.from_bytes(value[q + width * c : q + width * (c + 1)], "big") for c in range(m)]
+                docs.append((x, cands))
+                q += width * m
+            entries.append((int(flat[j]), docs))
+        found = reply[4]
+        return JournalEntries(
+            int(reply[1]), entries,
+            {int(found[j]): (bytes(found[j + 1]), bytes(found[j + 2])) for j in range(0, len(found), 3)},
+        )  # fmt: skip
 
     async def site(self, k: keys.CollectionKeys, name: bytes) -> SiteCounts:
         """One site's counts, read in one script call (pages 0: no such site)."""

@@ -193,7 +193,8 @@ async def test_a_retried_check_records_its_edges_once(site_store: RedisStore) ->
 
 async def stored_edges_agree(store: RedisStore, index: Index, name: str) -> bool:
     """The raw state: every edge is symmetric and joins two sites, and pages/shared are exactly what
-    the edges and entries say."""
+    the edges and entries say. Settles first: nothing is linked behind the reads' backs."""
+    await index.settle_links(name)
     collection = await index._collection(name)
     k = collection.keys
     client = store.client
@@ -428,6 +429,7 @@ async def test_a_half_dropped_site_collection_is_swept_with_its_site_keys(
             Document("b", variant(text(8), 2), page("b.example", "1")),
         ],
     )
+    await index.settle_links("halfgone")
     assert sync_redis.keys("nd:halfgone:*:x:*") and sync_redis.keys("nd:halfgone:*:e:*")
     # the drop's script ran, then the dropping process died before unlinking anything
     await standalone_store._call(
@@ -492,10 +494,12 @@ async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redi
     for url in (redis_url, lua_redis_url):
         store = RedisStore.from_url(url, timeout=30.0)
         try:
-            index = Index(store)
+            # every check's links ride the next check (none is settled by a timer): one order on both
+            index = Index(store, settle_delay=3600)
             name = "same"
             params = CollectionParams.create(name, threshold=THRESHOLD, site_field="url", max_documents=150)
             await linked_stream(index, params, seed=5)
+            await index.settle_links(name)
             k = (await index._collection(name)).keys
             seq = int(await store.client.hget(k.state, "seq"))
             pairs = [(x, y) for x in range(seq - 60, seq + 1) for y in range(seq - 200, seq + 1)]
@@ -518,22 +522,17 @@ async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redi
     assert any(key[1] == b"x" for key in dumps[0]) and any(key[1] == b"e" for key in dumps[0])
 
 
-@pytest.mark.parametrize("sketch_format", [2, 3])
-async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
+@pytest.mark.parametrize("sketch_format", [1, 2, 3])
+async def test_a_check_settles_the_last_one_s_links_as_a_link_call_after_it_would(
     redis_url: str, monkeypatch: pytest.MonkeyPatch, sketch_format: int
 ) -> None:
-    """With the module (ND.MATCHLINK protocol 3: module version 6) a check of an
-    estimate collection verifies and links its own documents in the same script, and no link call
-    follows; the same stream where the module is taken as older (a link.lua call with ND.LINK after
-    each check) stores the same keys, byte for byte, and gives the same answers. The stream has
-    replacements, deletes, evictions, a page on 40 sites, and long pages and shortened copies (format
-    3: dense, narrow and wide sparse sketches)."""
-    from neardup.storage import scripts
-
-    dumps, answers, link_calls = [], [], []
-    for in_check in (True, False):
-        if not in_check:  # a module older than version 6: link.lua after the check
-            monkeypatch.setattr(scripts, "MATCH_LINK_MODULE_VERSION", 99)
+    """A check carries the cross-site pairs the service verified for the previous check of the
+    collection and links them in its own script (no call of their own, no second verification on the
+    server); the same stream with a link.lua call right after each check stores the same keys, byte
+    for byte, and gives the same answers. The stream has replacements, deletes, evictions, a page on
+    40 sites, and long pages and shortened copies (format 3: dense, narrow and wide sparse sketches)."""
+    dumps, answers, link_calls, checks = [], [], [], []
+    for carried in (True, False):
         client = redis.Redis.from_url(redis_url)
         client.flushall()
         client.config_resetstat()
@@ -543,15 +542,26 @@ async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
         link = store.link
 
         async def counted(
-            k: keys.CollectionKeys, pairs: list[tuple[int, int]], link: Any = link, calls: list[int] = calls
+            k: keys.CollectionKeys, pairs: Any, settles: Any = (), link: Any = link, calls: list[int] = calls
         ) -> tuple[int, int]:
             calls.append(len(pairs))
-            return await link(k, pairs)  # type: ignore[no-any-return]
+            return await link(k, pairs, settles)  # type: ignore[no-any-return]
 
         monkeypatch.setattr(store, "link", counted)
         try:
-            index = Index(store)
-            name = "inscript"
+            index = Index(store, settle_delay=3600)
+            name = "carried"
+            if not carried:  # each check's pairs linked by a link.lua call as soon as it answers
+                check = index.check
+
+                async def check_then_link(
+                    *args: Any, check: Any = check, index: Index = index, **kwargs: Any
+                ) -> Any:
+                    results = await check(*args, **kwargs)
+                    await index._pending.flush(args[0])
+                    return results
+
+                monkeypatch.setattr(index, "check", check_then_link)
             params = CollectionParams.create(
                 name, threshold=THRESHOLD, site_field="url", max_documents=150, sketch_format=sketch_format
             )
@@ -560,91 +570,101 @@ async def test_the_check_links_in_its_own_script_as_a_link_call_after_it_would(
                 [await index.site(name, s) for s in SITES] + [await index.site(name, "s0.example")]
             )
             stats = await store.client.info("commandstats")
-            assert ("cmdstat_nd.matchlink" in stats) == in_check
+            assert "cmdstat_nd.matchlink" not in stats  # the server never verifies
+            checks.append(stats["cmdstat_evalsha"]["calls"])
             assert await stored_edges_agree(store, index, name)
             dumps.append(site_dump(redis_url))
             link_calls.append(calls)
         finally:
             await store.close()
-    assert link_calls[0] == [] and len(link_calls[1]) > 20
+    # carried: only the retried checks of unchanged copies link on their own, and the last check's
+    # pairs at the first site read
+    assert sum(n > 0 for n in link_calls[0]) < 5 < 20 < len(link_calls[1]), link_calls
+    assert answers[0] == answers[1]
+    assert any(m.mirrors for m in answers[0])
+    assert dumps[0] == dumps[1]
+    assert not any(key[1] == b"lj" for key in dumps[0])  # every journal entry settled
+
+
+async def test_a_process_that_dies_before_settling_loses_no_link(redis_url: str) -> None:
+    """Process A checks and dies holding the cross-site pairs of its last checks (never sent); process
+    B's site read settles them from the link journal, verifying them from the stored sketches, and
+    reads the same counts and keys as where A had settled them itself."""
+    client = redis.Redis.from_url(redis_url)
+    dumps, answers = [], []
+    for dies in (True, False):
+        client.flushall()
+        a_store = RedisStore.from_url(redis_url, timeout=30.0)
+        b_store = RedisStore.from_url(redis_url, timeout=30.0)
+        try:
+            a = Index(a_store, settle_delay=3600)
+            name = "dies"
+            params = CollectionParams.create(name, threshold=THRESHOLD, site_field="url", max_documents=150)
+            await linked_stream(a, params, seed=11)
+            if dies:
+                assert client.hlen((await a._collection(name)).keys.link_journal) > 0
+                for queue in a._pending._queues.values():  # what a SIGKILL leaves: nothing of A's memory
+                    a._pending._cancel(queue)
+                a._pending._queues.clear()
+            else:
+                await a.close()
+            b = Index(b_store)
+            answers.append([await b.site(name, s) for s in SITES] + [await b.site(name, "s0.example")])
+            assert await stored_edges_agree(b_store, b, name)
+            dumps.append(site_dump(redis_url))
+        finally:
+            await a_store.close()
+            await b_store.close()
+    client.close()
     assert answers[0] == answers[1]
     assert any(m.mirrors for m in answers[0])
     assert dumps[0] == dumps[1]
 
 
-@pytest.mark.parametrize("form", [{"sketch_format": 1}, {"verify": "exact"}])
-async def test_other_sketches_link_after_the_check(redis_url: str, form: dict[str, object]) -> None:
-    """Format 1 and exact-mode collections are verified in the service only (the module has the
-    estimates of formats 2 and 3 alone): their links are recorded by a link.lua call after the check,
-    and count the same way."""
-    from neardup.domain import index as index_module
+async def test_a_check_that_fails_gives_its_settle_back(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check that carried earlier pairs and failed (the store went away mid-call) leaves them to the
+    next one: none is lost."""
+    from neardup.domain import StoreUnavailable
+    from neardup.storage.errors import StoreDown
 
     store = RedisStore.from_url(redis_url, timeout=5.0)
     try:
-        index = Index(store)
-        params = CollectionParams.create("other", threshold=0.7, site_field="url", **form)  # type: ignore[arg-type]
-        assert index_module._link_spec(params) == ""
-        await index.create_collection(params)
-        docs = [Document(f"a{k}", text(100 + k), page("a.example", str(k))) for k in range(5)]
-        docs += [Document(f"b{k}", variant(text(100 + k), k), page("b.example", str(k))) for k in range(5)]
-        await index.check("other", docs)
-        b = await index.site("other", "b.example")
-        assert b.pages == 5 and [(m.site, m.shared) for m in b.mirrors] == [("a.example", 5)]
-        assert "cmdstat_nd.matchlink" not in await store.client.info("commandstats")
-        assert await stored_edges_agree(store, index, "other")
+        index = Index(store, settle_delay=3600)
+        await index.create_collection(CollectionParams.create("fails", threshold=0.7, site_field="url"))
+        await index.check("fails", [Document("a", text(11), page("a.example", "1"))])
+        await index.check("fails", [Document("b", variant(text(11), 1), page("b.example", "1"))])
+        real = store.check
+
+        async def down(*args: Any, **kwargs: Any) -> Any:
+            raise StoreDown("connection reset")
+
+        monkeypatch.setattr(store, "check", down)
+        with pytest.raises(StoreUnavailable):
+            await index.check("fails", [Document("c", text(12), page("c.example", "1"))])
+        monkeypatch.setattr(store, "check", real)
+        assert index._pending.take("fails", (await index._collection("fails")).keys.gen) is not None
     finally:
         await store.close()
 
 
-@pytest.mark.parametrize("sketch_format", [2, 3])
-def test_the_link_spec_names_the_service_s_verification(sketch_format: int) -> None:
-    from neardup import sketch
-    from neardup.domain import index as index_module
-
-    params = CollectionParams.create("spec", threshold=0.8, site_field="url", sketch_format=sketch_format)
-    fields = index_module._link_spec(params).split()
-    assert float(fields[0]) == params.threshold - index_module._EPSILON  # the same test as _results'
-    assert [int(f) for f in fields[1:]] == [
-        sketch_format, 1 + 8 * params.bands, params.bins, sketch.BITS_PER_BIN,
-        index_module.MAX_LINKS_PER_DOCUMENT, keys.SITE_PARTNERS, keys.SITE_OTHERS,
-    ]  # fmt: skip
-    # check.lua's size of a stored sketch: format 3 has its mode byte, then bins / 4 bytes
-    body = 1 + params.bins // 4 if sketch_format == 3 else params.bins * sketch.BITS_PER_BIN // 8
-    assert 1 + 8 * params.bands + body == params.stored_bytes
-    assert index_module._link_spec(CollectionParams.create("nosites", threshold=0.8)) == ""
-    for other in ({"sketch_format": 1}, {"verify": "exact"}):
-        assert index_module._link_spec(CollectionParams.create("o", site_field="url", **other)) == ""
-
-
-@pytest.mark.parametrize("sketch_format", [2, 3])
-async def test_a_link_step_the_server_refuses_fails_the_check_before_it_writes(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch, sketch_format: int
-) -> None:
-    """check.lua asks for ND.MATCHLINK before its first write (as for ND.BANDS): a server that refuses
-    it (a module older than the scripts were chosen for, played by parameters it rejects) fails the
-    check with nothing written, and the next check with the right parameters is counted as usual."""
-    from neardup.domain import StoreUnavailable
-    from neardup.domain import index as index_module
-
+async def test_a_settle_of_a_recreated_collection_is_dropped(redis_url: str) -> None:
+    """Pairs held for a collection that was dropped and created again are never linked into the new
+    one (their ordinals name other documents there)."""
     store = RedisStore.from_url(redis_url, timeout=5.0)
     try:
-        index = Index(store)
-        await index.create_collection(
-            CollectionParams.create("refused", threshold=0.7, site_field="url", sketch_format=sketch_format)
-        )
-        await index.check("refused", [Document("a", text(11), page("a.example", "1"))])
-        before = site_dump(redis_url)
-        spec = index_module._link_spec
-        monkeypatch.setattr(index_module, "_link_spec", lambda p: spec(p).replace(f" {p.bins} ", " 100 "))
-        copy = Document("b", variant(text(11), 1), page("b.example", "1"))
-        with pytest.raises(StoreUnavailable):
-            await index.check("refused", [copy])
-        assert site_dump(redis_url) == before
-        monkeypatch.setattr(index_module, "_link_spec", spec)
-        await index.check("refused", [copy])
-        assert [(m.site, m.shared) for m in (await index.site("refused", "b.example")).mirrors] == [
-            ("a.example", 1)
-        ]
-        assert await stored_edges_agree(store, index, "refused")
+        index = Index(store, settle_delay=3600)
+        params = CollectionParams.create("again", threshold=0.7, site_field="url")
+        await index.create_collection(params)
+        await index.check("again", [Document("a", text(13), page("a.example", "1"))])
+        await index.check("again", [Document("b", variant(text(13), 1), page("b.example", "1"))])
+        await index.delete_collection("again")
+        await index.create_collection(params)
+        await index.check("again", [Document("x", text(14), page("x.example", "1"))])
+        await index.check("again", [Document("y", text(15), page("y.example", "1"))])
+        x = await index.site("again", "x.example")
+        assert x.pages == 1 and x.mirrors == []
+        assert await stored_edges_agree(store, index, "again")
     finally:
         await store.close()

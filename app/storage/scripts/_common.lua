@@ -208,6 +208,9 @@ local function ordinal_bytes(ord) return struct.pack(OW_FORMAT, ord) end
 local SITE_BASE = string.sub(DOC, 1, #DOC - 2)
 local SITE_NAMES, SITE_IDS, SITE_PAGES = SITE_BASE .. 'sn', SITE_BASE .. 'si', SITE_BASE .. 'sp'
 local SHARED, EDGES = SITE_BASE .. 'x:', SITE_BASE .. 'e:'
+-- <base>:lj  the link journal: a batch's first ordinal -> its documents of a site with candidates, each
+--   its ordinal (OW bytes), the number of its candidates (4 bytes) and their ordinals (check.lua)
+local LINK_JOURNAL = SITE_BASE .. 'lj'
 local EDGE_GROUP = 32
 
 local function edge_key(ord) return EDGES .. string.format('%d', math.floor(ord / EDGE_GROUP)) end

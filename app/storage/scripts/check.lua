@@ -9,11 +9,10 @@
 --   ARGV[14] band keys: n * bands * 8 raw bytes        ARGV[15] signatures: n equal-sized raw blobs
 --   ARGV[16] n characters, '1' where the document is empty (no band entries, never matches)
 --   ARGV[17] most ordinals a bucket keeps (keys.BUCKET_CAP): a full bucket takes no more appends
---   ARGV[18] the link step, '' for none: in 'insert' mode, for a collection with a site_field and format 2
---     or 3 estimate sketches (neardup's module version 6 or later: ND.MATCHLINK's protocol 3),
---     "<least estimate> <format> <fixed> <bins> <bits> <max links> <max partners> <max others>": after
---     the batch, each stored document of a site is verified against its candidates and its matches on
---     other sites linked here (one ND.MATCHLINK), not by a link.lua call after the check
+--   ARGV[18] the settle, '' for none (insert mode only): "<max partners> <max others> <journal field> ...",
+--     a newline, then pairs (per pair the checked document's ordinal and its match's, 8 bytes big-endian
+--     each): the cross-site matches the service verified for earlier batches of this collection, linked
+--     first (link.lua's step) and their journal fields deleted, in this script (docs/design.md "Sites")
 --   ARGV[19 + 5*(i-1) ..] per document: id, record, expected stored ordinal ('' = unknown), its band keys,
 --     its site ('' = none; only collections with a site_field send any: see _common.lua's sites)
 --   ARGV[19 + 5*n] (optional) n + 1 uint32 LE offsets of the signatures in ARGV[15], when they differ in size
@@ -23,7 +22,8 @@
 --   {'ok', {ordinal per doc (0 in read mode)}, {{candidate ordinals} per doc},
 --    {ordinal, signature, record, ...} for candidates that are not documents of this batch,
 --    this server's time in ms (records written by this call carry it as their insertion time),
---    1 when this call did the link step (ARGV[18]), else 0}
+--    the link journal field this call wrote (its first ordinal: its documents of a site with
+--    candidates, each with its candidates, for the service to settle), else 0}
 --   (candidates evicted by max_documents are left out; expiry by time is the caller's check)
 --   {'replace', {i, ordinal, signature, ...}}: these ids exist and the client did not send the band keys
 --     of the stored version (needed to remove it): nothing was written, call again with them
@@ -48,28 +48,14 @@ local function sig_of(i)
   return string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes)
 end
 local writes = mode ~= 'read'
-local link = nil
+-- The settle (ARGV[18]): parsed here, run after every check that can refuse the batch.
+local settle = nil
 if mode == 'insert' and ARGV[18] ~= '' then
+  local nl = string.find(ARGV[18], '\n', 1, true)
   local f = {}
-  for w in string.gmatch(ARGV[18], '%S+') do f[#f + 1] = w end
-  link = {least = f[1], format = f[2], fixed = f[3], bins = f[4], bits = f[5], links = f[6], partners = f[7],
-    others = f[8]}
-  if link.format == '3' then  -- the mode byte, then bins / 4 bytes
-    link.size = tonumber(f[3]) + 1 + tonumber(f[4]) / 4
-  else
-    link.size = tonumber(f[3]) + tonumber(f[4]) * tonumber(f[5]) / 8
-  end
-end
--- ND.MATCHLINK, protocol 3 (module version 6): the batch's first ordinal, its sketches (ARGV[15]), which
--- documents to link ('1' each), then `cands`: every document's candidates as ND.BANDS gave them, then
--- the other candidates' sketches (one argument each, or one for all where that would be too many).
-local function match_link(floor, cutoff, first, sketches, flags, cands)
-  return redis.call('ND.MATCHLINK', '3', EDGES, SHARED, DOC, OW, EDGE_GROUP, DOC_GROUP, floor, cutoff,
-    link.partners, link.others, link.links, link.least, link.format, link.fixed, link.bins, link.bits, first,
-    sketches, flags, unpack(cands))
-end
-local function link_step_ready()  -- ND.MATCHLINK of no documents: writes nothing, answers {0, 0, 0}
-  match_link('0', '-1', '0', '', '', {})
+  for w in string.gmatch(string.sub(ARGV[18], 1, nl - 1), '%S+') do f[#f + 1] = w end
+  settle = {partners = tonumber(f[1]), others = tonumber(f[2]), fields = {unpack(f, 3)},
+    pairs = string.sub(ARGV[18], nl + 1)}
 end
 
 local function arg(i, k) return ARGV[19 + 5 * (i - 1) + k] end
@@ -103,9 +89,6 @@ if writes then
     end
   end
   if #missing > 0 then return {'replace', missing} end
-  -- The link step's command, asked before the first write (as band_step_ready): a server whose module
-  -- is older than the scripts were chosen for fails here, with nothing written, not after the batch.
-  if link then link_step_ready() end
   for i = 1, n do  -- and ND.BANDS's protocol 4, where it counts the pages (_site_page_module.lua)
     if SITE_PAGE_IN_BANDS and arg(i, 4) ~= '' then
       site_page_ready(st)
@@ -119,6 +102,14 @@ if writes then
 end
 
 local now = server_ms()
+-- The settle first: earlier batches' verified cross-site matches, linked as link.lua would (what is
+-- live is what it would see now), and their journal fields gone with them.
+if settle then
+  local cutoff = -1
+  if st.ttl > 0 then cutoff = tonumber(now) - st.ttl end
+  if #settle.pairs > 0 then link_step(st, floor_of(st), cutoff, settle.partners, settle.others, settle.pairs) end
+  if #settle.fields > 0 then redis.call('HDEL', LINK_JOURNAL, unpack(settle.fields)) end
+end
 local ordinals, candidates, fetched = {}, {}, {}
 local batch_index, seen_fetched, blobs = {}, {}, {}
 for i = 1, n do
@@ -177,47 +168,32 @@ for i = 1, n do
   if writes then grow(st.id) end
 end
 
--- The state first: the link step writes only site keys, and whatever it answers, the batch is stored.
 if writes then save_state(st) end
 
--- The link step (ARGV[18]), after the whole batch as a link.lua call would run: one ND.MATCHLINK with
--- the batch's sketches, every document's candidates and the fetched ones' sketches. What is live is what
--- a link.lua call would see now: above the eviction floor after this batch, and not expired by this
--- call's clock.
-local linked = 0
-if link and sig_offsets == nil and sig_bytes == link.size then
-  linked = 1
-  local cutoff = -1
-  if st.ttl > 0 then cutoff = tonumber(now) - st.ttl end
-  local flags, cands, any = {}, {}, false
+-- The link journal (a collection with a site_field, insert mode): this batch's documents of a site
+-- that have candidates, each with its candidates (OW bytes each, as the band step gave them), under
+-- the batch's first ordinal. The service verifies them anyway for its answer; it settles the entry
+-- (links the cross-site matches and deletes the field) with a later check or link.lua call, and a
+-- site read settles whatever is left (a service that died first), so no verified match is lost and
+-- the server never verifies twice.
+local journal = 0
+if mode == 'insert' then
+  local parts = {}
   for i = 1, n do
-    flags[i] = '0'
-    -- the band step's own blob (the module's: a server without it has no ND.MATCHLINK either)
-    cands[i] = blobs[i] or ''
     if arg(i, 4) ~= '' and #candidates[i] > 0 then
-      flags[i] = '1'
-      any = true
+      local c = blobs[i]
+      if not c then
+        local t = {}
+        for k, o in ipairs(candidates[i]) do t[k] = ordinal_bytes(o) end
+        c = table.concat(t)
+      end
+      parts[#parts + 1] = ordinal_bytes(ordinals[i]) .. struct.pack('>I4', #candidates[i]) .. c
     end
   end
-  if any then
-    local none
-    for k = 2, #fetched, 3 do
-      local sig = fetched[k]
-      if #sig ~= link.size then
-        none = none or string.rep('\0', link.size)
-        sig = none
-      end
-      cands[#cands + 1] = sig
-    end
-    if #cands > 4000 then  -- unpack's limit is 8000 values: the fetched sketches as one argument
-      cands = {unpack(cands, 1, n)}
-      local sigs = {}
-      for k = 2, #fetched, 3 do sigs[#sigs + 1] = #fetched[k] == link.size and fetched[k] or none end
-      cands[n + 1] = table.concat(sigs)
-    end
-    match_link(string.format('%d', math.max(floor_of(st), 0)), string.format('%d', cutoff),
-      string.format('%d', ordinals[1]), sig_blob, table.concat(flags), cands)
+  if #parts > 0 then
+    journal = ordinals[1]
+    redis.call('HSET', LINK_JOURNAL, string.format('%d', journal), table.concat(parts))
   end
 end
 
-return {'ok', ordinals, candidates, fetched, now, linked}
+return {'ok', ordinals, candidates, fetched, now, journal}

@@ -8,7 +8,8 @@
 -- ARGV[1..9] shared head (see _common.lua), then ARGV[10] most partners per document (keys.SITE_PARTNERS),
 --   ARGV[11] most other sites per site (keys.SITE_OTHERS), ARGV[12] the pairs, in the order to try
 --   them: per pair the checked document's ordinal, then its match's, each 8 bytes big-endian (one
---   argument: thousands of small ones cost the client more than the script)
+--   argument: thousands of small ones cost the client more than the script), ARGV[13..] link journal
+--   fields these pairs settle (check.lua's), deleted with them
 -- Returns {'ok', edges added, edges refused by a bound} or {'nocollection'} / {'stale'}
 
 local st, status = load_state()
@@ -19,4 +20,5 @@ if not st then return {status} end
 local cutoff = -1
 if st.ttl > 0 then cutoff = tonumber(server_ms()) - st.ttl end
 local added, refused = link_step(st, floor_of(st), cutoff, tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12])
+if #ARGV > 12 then redis.call('HDEL', LINK_JOURNAL, unpack(ARGV, 13)) end
 return {'ok', added, refused}

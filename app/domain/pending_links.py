@@ -1,0 +1,128 @@
+"""Cross-site matches a process verified and has not yet linked (docs/design.md "Sites").
+
+A check of a collection with a ``site_field`` writes a *link journal* entry with its batch (the batch's
+documents of a site that have candidates, and the candidates), in the same script. The service verifies
+those candidates anyway for its answer; the pairs it finds on other sites are kept here, under the
+entry's field, and go to the store with the collection's next check from this process (check.lua
+settles them before its own batch: no call of their own, no second fsync, no second verification on the
+server), or after ``delay`` seconds with one link.lua call when no check comes. Nothing here needs to
+survive the process: an entry it never settles stays in the store's journal, and a site read settles
+whatever the journal holds, verifying it from the stored sketches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from neardup.storage.store import Settle
+
+log = logging.getLogger("neardup.index")
+
+#: Most journal entries one check settles (their pairs ride in its arguments); the rest wait for the next.
+MAX_SETTLE_ENTRIES = 32
+
+
+@dataclass
+class _Queue:
+    gen: str
+    fields: list[int] = field(default_factory=list)
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+    #: pairs per field, in order (so a partial take keeps each entry whole)
+    counts: list[int] = field(default_factory=list)
+    timer: asyncio.Task[None] | None = None
+
+
+class PendingLinks:
+    """Per collection name: the journal fields of this process's checks not yet settled, with their
+    pairs. ``flush(name, gen, settle)`` settles them without a check (link.lua)."""
+
+    def __init__(self, flush: Callable[[str, str, Settle], Awaitable[None]], *, delay: float) -> None:
+        self._flush = flush
+        self._delay = delay
+        self._queues: dict[str, _Queue] = {}
+
+    def add(self, name: str, gen: str, journal_field: int, pairs: list[tuple[int, int]]) -> None:
+        """A check's journal entry and the cross-site pairs verified for it (possibly none: the entry
+        still has to go)."""
+        queue = self._queues.get(name)
+        if queue is None or queue.gen != gen:  # a recreated collection: the old entries went with it
+            self._cancel(queue)
+            queue = self._queues[name] = _Queue(gen)
+        queue.fields.append(journal_field)
+        queue.pairs.extend(pairs)
+        queue.counts.append(len(pairs))
+        if queue.timer is None:
+            queue.timer = asyncio.create_task(self._later(name))
+
+    def take(self, name: str, gen: str) -> Settle | None:
+        """Up to MAX_SETTLE_ENTRIES entries, oldest first, for a check of this generation to settle."""
+        queue = self._queues.get(name)
+        if queue is None or not queue.fields:
+            return None
+        if queue.gen != gen:
+            self._cancel(self._queues.pop(name))
+            return None
+        k = min(len(queue.fields), MAX_SETTLE_ENTRIES)
+        n = sum(queue.counts[:k])
+        settle = Settle(queue.fields[:k], queue.pairs[:n])
+        del queue.fields[:k], queue.counts[:k], queue.pairs[:n]
+        return settle
+
+    def give_back(self, name: str, gen: str, settle: Settle) -> None:
+        """A check that took ``settle`` failed before it could say whether it settled them: they go
+        again (linking is idempotent, and deleting a field twice is nothing)."""
+        queue = self._queues.get(name)
+        if queue is None or queue.gen != gen:
+            if queue is not None:
+                return  # recreated meanwhile: these belong to a generation that is gone
+            queue = self._queues[name] = _Queue(gen)
+        counts = _counts(settle)
+        queue.fields[:0] = list(settle.fields)
+        queue.pairs[:0] = list(settle.pairs)
+        queue.counts[:0] = counts
+        if queue.timer is None:
+            queue.timer = asyncio.create_task(self._later(name))
+
+    async def flush(self, name: str) -> None:
+        """Settle everything this process holds for ``name`` now (before a site read, at shutdown)."""
+        queue = self._queues.get(name)
+        while queue is not None and queue.fields:
+            settle = self.take(name, queue.gen)
+            if settle is None:
+                break
+            await self._flush(name, queue.gen, settle)
+            queue = self._queues.get(name)
+
+    async def close(self) -> None:
+        """Flush every collection (best effort: what fails stays in the store's journal)."""
+        for name in list(self._queues):
+            try:
+                await self.flush(name)
+            except Exception as error:
+                log.info("settling the link journal of %r at shutdown deferred: %s", name, error)
+            self._cancel(self._queues.pop(name, None))
+
+    async def _later(self, name: str) -> None:
+        await asyncio.sleep(self._delay)
+        queue = self._queues.get(name)
+        if queue is not None:
+            queue.timer = None
+        try:
+            await self.flush(name)
+        except Exception as error:
+            log.info("settling the link journal of %r deferred: %s", name, error)
+
+    @staticmethod
+    def _cancel(queue: _Queue | None) -> None:
+        if queue is not None and queue.timer is not None:
+            queue.timer.cancel()
+            queue.timer = None
+
+
+def _counts(settle: Settle) -> list[int]:
+    """Pairs per field of a taken settle: every pair goes with the first field (a field's pairs are
+    only ever sent together with it, so any split that keeps the total is as good)."""
+    return [len(settle.pairs)] + [0] * (len(settle.fields) - 1) if settle.fields else []

@@ -1,0 +1,48 @@
+-- journal.lua: the link journal's entries (check.lua's: a batch's documents of a site with candidates),
+-- with what verifying them takes: the sketch and record of every ordinal they name. Read only; the
+-- service verifies and settles them with link.lua (docs/design.md "Sites").
+--
+-- KEYS[1]  collection state hash
+-- ARGV[1..9] shared head (see _common.lua), then ARGV[10] most entries to return
+-- Returns {'ok', this server's time in ms, the ordinal width (OW), {field, value, ...},
+--   {ordinal, sketch, record, ...}}
+-- (a gone document's sketch and record are '') or {'nocollection'} / {'stale'}
+
+local st, status = load_state()
+if not st then return {status} end
+
+local limit = tonumber(ARGV[10])
+local entries, found, seen = {}, {}, {}
+local cursor = '0'
+repeat
+  local r = redis.call('HSCAN', LINK_JOURNAL, cursor, 'COUNT', 100)
+  cursor = r[1]
+  for i = 1, #r[2], 2 do
+    if #entries < 2 * limit then
+      entries[#entries + 1] = r[2][i]
+      entries[#entries + 1] = r[2][i + 1]
+    end
+  end
+until cursor == '0' or #entries >= 2 * limit
+
+local function want(ord)
+  if seen[ord] then return end
+  seen[ord] = true
+  found[#found + 1] = ord
+  found[#found + 1] = redis.call('HGET', sig_key(ord), slot(ord, SIG_GROUP)) or ''
+  found[#found + 1] = redis.call('HGET', doc_key(ord), slot(ord, DOC_GROUP)) or ''
+end
+for e = 2, #entries, 2 do
+  local v = entries[e]
+  local q = 1
+  while q + OW + 3 <= #v do
+    want(struct.unpack(OW_FORMAT, v, q))
+    local m = struct.unpack('>I4', v, q + OW)
+    q = q + OW + 4
+    for _ = 1, m do
+      want(struct.unpack(OW_FORMAT, v, q))
+      q = q + OW
+    end
+  end
+end
+return {'ok', server_ms(), OW, entries, found}
