@@ -19,10 +19,8 @@ p90, max); documents/s of the same stream into a collection with ``site_field`` 
 (alternated, which one first alternating by round, ``--rounds`` each, fresh collections), and the CPU
 of the service and of Valkey per document; the memory of the site keys (MEMORY USAGE) per page and per
 site; and, in process on an embedded Valkey, the server's time per document in the check scripts with
-and without site_field and in the link scripts (``server_cost``), interleaved: with the link step in
-the check script itself (ND.MATCHLINK, module version 6: no link script), with the module's link step
-after the check (ND.LINK, as a module of version 2) and with the Lua one (no module for the link step;
-the pages are counted in ND.BANDS in all three).
+and without site_field (``server_cost``), interleaved: each check links the pairs the service verified
+for the one before in its own script (ND.LINK), or with the Lua link loop (pages counted in ND.BANDS).
 
     python bench/bench_mirrors.py                  # ~3-4 minutes on 2 cores
     python bench/bench_mirrors.py --originals 60 --full 10 --partial 10 --rounds 1   # quick
@@ -151,7 +149,9 @@ def mirror_pairs(pages: dict[str, int], shared: dict[tuple[str, str], int]) -> s
     return out
 
 
-async def ingest(port: int, collection: str, bodies: list[bytes], clients: int) -> float:
+async def ingest(port: int, collection: str, bodies: list[bytes], clients: int, *, settle: bool) -> float:
+    """Seconds to check every batch; with ``settle``, until a site read has also linked the last
+    checks' pairs (which the service links with its next check, or soon after: part of the work)."""
     queue = list(reversed(bodies))
     connections = [await HttpConnection.open(port) for _ in range(clients)]
 
@@ -164,6 +164,9 @@ async def ingest(port: int, collection: str, bodies: list[bytes], clients: int) 
 
     started = time.perf_counter()
     await asyncio.gather(*(worker(c) for c in connections))
+    if settle:
+        async with httpx.AsyncClient(base_url=f"http://{HOST}:{port}") as client:
+            (await client.get(f"/v1/collections/{collection}/sites/settle.example")).raise_for_status()
     elapsed = time.perf_counter() - started
     for c in connections:
         await c.close()
@@ -190,12 +193,10 @@ def site_keys_memory(service: Service, collection: str) -> dict[str, int]:
 
 async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dict[str, Any]:
     """The store's share of the counting, in process on an embedded Valkey (no HTTP): Valkey's own time
-    in EVALSHA (INFO commandstats) per document for the check scripts of a collection without and
-    with site_field, and for the link scripts alone where the link step runs after the check
-    (recorded during the checks, then sent in the same order: the same work as inline, measured
-    apart): the check's own link step (ND.MATCHLINK: no link script); on a second store that takes the
-    module as version 2, the link script with ND.LINK; on a third that takes no module for the site
-    steps, the Lua link loop."""
+    in EVALSHA (INFO commandstats) per document for the checks of a collection without and with
+    site_field, the settling of the last links included (each check links the pairs the service
+    verified for the one before, in its own script; a site read settles the rest); on a second store
+    that takes the module as version 1 for the link step, the same with the Lua link loop."""
     import tempfile
 
     import redis as redis_sync
@@ -204,49 +205,33 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
     from neardup.storage import EmbeddedValkey, RedisStore, scripts
 
     out: dict[str, list[float]] = {
-        "check_without": [], "check_with_site_field": [],
-        "check_with_site_field_after": [], "link_after": [],
-        "check_with_site_field_lua": [], "link_lua": [],
+        "check_without": [], "check_with_site_field": [], "check_with_site_field_lua": [],
     }  # fmt: skip
-    pairs = 0
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedValkey(Path(tmp) / "valkey", fsync="everysec")
         url = server.start()
         store = RedisStore.from_url(url, timeout=600)
-        # Stores on the same server that take the module as version 2 (the link script after the check,
-        # with ND.LINK) and as version 1 (the Lua link loop): the three link steps in the same run.
-        after_store = RedisStore.from_url(url, timeout=600)
+        # A store on the same server that takes the module as version 1 for the link step (the Lua
+        # loop, as a server without the module runs it): both link steps in the same run.
         lua_store = RedisStore.from_url(url, timeout=600)
-        versions = scripts.LINK_MODULE_VERSION, scripts.MATCH_LINK_MODULE_VERSION
-        scripts.MATCH_LINK_MODULE_VERSION = 99
-        await after_store._scripts.ensure_loaded(after_store.client)
+        version = scripts.LINK_MODULE_VERSION
         scripts.LINK_MODULE_VERSION = 99
         await lua_store._scripts.ensure_loaded(lua_store.client)
-        scripts.LINK_MODULE_VERSION, scripts.MATCH_LINK_MODULE_VERSION = versions
+        scripts.LINK_MODULE_VERSION = version
         sync = redis_sync.Redis.from_url(url)
 
         def evalsha_us() -> float:
             return float(sync.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
 
         variants = (
-            ("check_without", None, store, ""),
-            ("check_with_site_field", "url", store, ""),
-            ("check_with_site_field_after", "url", after_store, "link_after"),
-            ("check_with_site_field_lua", "url", lua_store, "link_lua"),
+            ("check_without", None, store),
+            ("check_with_site_field", "url", store),
+            ("check_with_site_field_lua", "url", lua_store),
         )
         try:
             for rep in range(reps):
-                for label, site_field, on, link_label in variants:
+                for label, site_field, on in variants:
                     index = Index(on)
-                    recorded: list[tuple[Any, list[tuple[int, int]]]] = []
-
-                    async def record(
-                        collection: Any, links: list[tuple[int, int]], into: Any = recorded
-                    ) -> None:
-                        if links:
-                            into.append((collection, list(links)))
-
-                    index._link = record  # type: ignore[method-assign]
                     name = f"cost{rep}{label.rsplit('_', 1)[-1]}"
                     await index.create_collection(
                         CollectionParams.create(name, threshold=THRESHOLD, site_field=site_field)
@@ -258,18 +243,13 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
                             for p in crawl[start : start + batch]
                         ]
                         await index.check(name, docs)
+                    if site_field:
+                        await index.settle_links(name)
                     out[label].append(evalsha_us() / len(crawl))
-                    if recorded:
-                        sync.config_resetstat()
-                        pairs = 0
-                        for collection, links in recorded:
-                            await on.link(collection.keys, links)
-                            pairs += len(links)
-                        out[link_label].append(evalsha_us() / len(crawl))
+                    await index.close()
                     await index.delete_collection(name)
         finally:
             await store.close()
-            await after_store.close()
             await lua_store.close()
             sync.close()
             server.stop()
@@ -277,17 +257,8 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
     return {
         "valkey_us_per_doc": median,
         "runs": {k: [round(x, 1) for x in v] for k, v in out.items()},
-        "link_pairs_per_doc": round(pairs / len(crawl), 2),
-        "link_us_per_pair_after": round(median["link_after"] * len(crawl) / max(pairs, 1), 1),
-        # the counting in all: in the check's own script (no link script), or check and link script
         "counting_us_per_doc": round(median["check_with_site_field"] - median["check_without"], 1),
-        "counting_us_per_doc_after": round(
-            median["check_with_site_field_after"] - median["check_without"] + median["link_after"], 1
-        ),
-        "counting_us_per_doc_lua": round(
-            median["check_with_site_field_lua"] - median["check_without"] + median["link_lua"], 1
-        ),
-        "link_us_per_pair_lua": round(median["link_lua"] * len(crawl) / max(pairs, 1), 1),
+        "counting_us_per_doc_lua": round(median["check_with_site_field_lua"] - median["check_without"], 1),
     }
 
 
@@ -351,7 +322,7 @@ def main() -> None:
                 quiet = wait_until_quiet(args.wait_quiet)
                 meter = CpuMeter(pids)
                 meter.start()
-                seconds = run_async(ingest(service.port, name, bodies, args.clients))
+                seconds = run_async(ingest(service.port, name, bodies, args.clients, settle=bool(extra)))
                 cpu = meter.stop(len(crawl))
                 runs[label].append({
                     "seconds": round(seconds, 2), "docs_per_s": round(len(crawl) / seconds),

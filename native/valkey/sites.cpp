@@ -23,9 +23,10 @@
 //                   in the order to try them
 //   -> [edges added, edges refused by a bound]
 //
-// ND.MATCHLINK (module version 3; format 3 from version 4): check.lua's link step, at the end of the
-// check's own script, so a collection with a site_field pays no second round trip (and no second
-// append-only-file fsync) per batch. It verifies each stored document's candidates itself, the way
+// ND.MATCHLINK (module version 3; format 3 from version 4): the link step check.lua ran at the end of
+// the check's own script in the releases before the link journal (docs/design.md "Sites"; since then
+// the service's own verified pairs ride the next check to ND.LINK), kept for those scripts during an
+// upgrade. It verifies each stored document's candidates itself, the way
 // the service does (candidate_scorer: format 2's neardup::bbit_estimate, bbit.hpp; format 3's
 // neardup::AdaptiveEstimate, adaptive.hpp; the same code as the service's, float32 then compared as a
 // double with index.py's threshold - _EPSILON, sent), orders each document's matches on other sites

@@ -35,8 +35,8 @@ def test_nd_link_checks_its_arguments_and_records_an_edge(
     client = redis.Redis.from_url(servers[0].url)
     try:
         modules = {m[b"name"]: m[b"ver"] for m in client.module_list()}
-        # version 6: ND.MATCHLINK's protocol 3 (scripts.MATCH_LINK_MODULE_VERSION); its protocol 2
-        # came with 4, ND.POSTINGS with 5 (scripts.PACKED_PASSAGES_MODULE_VERSION)
+        # version 6: ND.MATCHLINK's protocol 3 and ND.BANDS's 4 (scripts.SITE_PAGE_MODULE_VERSION);
+        # ND.MATCHLINK's protocol 2 came with 4, ND.POSTINGS with 5 (PACKED_PASSAGES_MODULE_VERSION)
         assert modules[b"neardup"] == 6
         cases = [
             ("wrong number", link_args([(1, 2)])[:-1]),
@@ -74,9 +74,10 @@ def test_nd_link_checks_its_arguments_and_records_an_edge(
 
 @pytest.mark.parametrize("sketch_format", [2, 3])
 async def test_nd_link_replays_from_the_append_only_file(tmp_path: Path, sketch_format: int) -> None:
-    """Links replay from the append-only file: the checks link in their own script (ND.MATCHLINK, of
-    protocol 1 for format 2, 2 for format 3), propagated as ND.LINK of the pairs, never ND.MATCHLINK.
-    Format 3's documents are of two lengths: sparse sketches (~200 shingles) and dense ones (~600)."""
+    """Links replay from the append-only file: each check links the pairs the service verified for the
+    one before in its own script (ND.LINK), a site read the rest (link.lua's ND.LINK); the server never
+    verifies (no ND.MATCHLINK). Format 3's documents are of two lengths: sparse sketches (~200
+    shingles) and dense ones (~600)."""
     from neardup.domain import CollectionParams, Document, Index
 
     server = EmbeddedValkey(tmp_path / "data")
@@ -101,7 +102,7 @@ async def test_nd_link_replays_from_the_append_only_file(tmp_path: Path, sketch_
         before = dump(server.url)
         aof = b"".join(p.read_bytes() for p in (server.data_dir / "appendonlydir").glob("*.incr.aof"))
         stats = await store.client.info("commandstats")
-        assert "cmdstat_nd.matchlink" in stats and "cmdstat_evalsha" in stats
+        assert "cmdstat_nd.matchlink" not in stats and stats["cmdstat_nd.link"]["calls"] >= 3
         assert b"nd.link" in aof.lower() and b"nd.matchlink" not in aof.lower()
         server.stop()
         server.start()
@@ -120,7 +121,6 @@ async def test_a_module_older_than_nd_link_gets_the_lua_link_step(
     from neardup.storage import scripts
 
     monkeypatch.setattr(scripts, "LINK_MODULE_VERSION", 99)
-    monkeypatch.setattr(scripts, "MATCH_LINK_MODULE_VERSION", 99)
     store = RedisStore.from_url(servers[0].url)
     try:
         index = Index(store)
