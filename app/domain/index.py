@@ -596,20 +596,15 @@ class Index:
             )
             gen = collection.keys.gen
             request.settle = self._pending.take(name, gen) if mode == "insert" else None
+            settled = False
             try:
                 for _ in range(_ATTEMPTS):
-                    try:
-                        async with self._storage(name):
-                            reply = await self._store.check(
-                                collection.keys, mode, request, max_candidates=MAX_CANDIDATES
-                            )
-                    except GenerationChanged:
-                        raise  # the collection was recreated: its journal went with it
-                    except BaseException:
-                        if request.settle is not None:  # not known to be settled: they go again
-                            self._pending.give_back(name, gen, request.settle)
-                        raise
+                    async with self._storage(name):
+                        reply = await self._store.check(
+                            collection.keys, mode, request, max_candidates=MAX_CANDIDATES
+                        )
                     if not isinstance(reply, NeedOldBands):
+                        settled = True
                         # the store stamped the records with its own clock (placeholder: ours)
                         return collection, batch, reply, reply.now_ms or inserted_ms
                     if keep_unchanged:
@@ -620,7 +615,13 @@ class Index:
                         request.expected[i] = b"%d" % ordinal
                         request.old_bands[i] = stored_band_keys(collection.params, signature)
             except GenerationChanged:
+                settled = True  # the collection was recreated: its journal went with it
                 continue
+            finally:
+                # A check that did not answer "ok" is not known to have settled what it carried (a
+                # "replace" answer settles nothing, an error may have): they go again, idempotently.
+                if not settled and request.settle is not None:
+                    self._pending.give_back(name, gen, request.settle)
         raise AssertionError("unreachable: _views raises when it runs out")
 
     async def _server_ms(self, collection: _Collection) -> int:
