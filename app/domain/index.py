@@ -735,7 +735,7 @@ class Index:
                         if site is not None and site != own_site:
                             linked.append((sim, ordinal, site))
             if linked and links is not None:
-                links.extend(_site_links(own_ordinal, own_site, linked)[:MAX_LINKS_PER_DOCUMENT])
+                links.extend(_site_links(own_ordinal, own_site, linked))
             self._observer.candidates_verified(len(rows), len(rows) - len(matches))
             matches.sort(key=lambda m: (-m[0], m[1]))
             first = min(matches, key=lambda m: m[1])[2].id if matches else None
@@ -808,9 +808,9 @@ class Index:
                     linked = [
                         (sim, c, site)
                         for c, sim in zip(rows, sims, strict=True)
-                        if sim >= floor and (site := sites[c]) is not None and site != own_site
+                        if sim >= floor and (site := sites[c]) is not None
                     ]
-                    pairs.extend(_site_links(own, own_site, linked)[:MAX_LINKS_PER_DOCUMENT])
+                    pairs.extend(_site_links(own, own_site, linked))
             async with self._storage(params.name):
                 await self._store.link(keys, pairs, [f for f, _ in journal.entries])
 
@@ -911,7 +911,8 @@ def _sites(params: CollectionParams, docs: Sequence[Document]) -> list[bytes]:
 def _site_links(own: int, site: str | None, linked: list[tuple[float, int, str]]) -> list[tuple[int, int]]:
     """The (own, match) pairs to record for one checked document of ``site``: matches on other sites
     only; the best match on each other site first, then the others best first, so the per-document
-    bound (keys.SITE_PARTNERS) keeps as many sites as it can. Nothing for a document of no site."""
+    bound (keys.SITE_PARTNERS) keeps as many sites as it can; at most MAX_LINKS_PER_DOCUMENT. Nothing
+    for a document of no site."""
     if site is None:
         return []
     linked = sorted((m for m in linked if m[2] != site), key=lambda m: (-m[0], m[1]))
@@ -921,7 +922,7 @@ def _site_links(own: int, site: str | None, linked: list[tuple[float, int, str]]
     for _, ordinal, other in linked:
         (rest if other in seen else first).append((own, ordinal))
         seen.add(other)
-    return first + rest
+    return (first + rest)[:MAX_LINKS_PER_DOCUMENT]
 
 
 def _capacity(params: CollectionParams) -> int:
