@@ -83,6 +83,8 @@ T = TypeVar("T")
 #: Estimates are fractions of num_perm slots held in float32: compare with a little slack so a
 #: similarity of exactly the threshold (e.g. 70/100 vs 0.7) is not lost to rounding.
 _EPSILON = 1e-6
+#: A floor no estimate reaches (estimates are at most 1).
+_NEVER = 2.0
 #: A match must estimate above the collection's threshold by half a standard error of the estimate,
 #: t + VERIFY_Z * sqrt(t (1 - t) / k): 0.818 at t = 0.8, k = 128, i.e. at least 105 of the 128 slots
 #: equal (t alone would take 103). Estimates scatter around the true Jaccard (0.035 at 0.8) and on
@@ -722,20 +724,20 @@ class Index:
             elif not inserted:  # the stored version of the same id is this document, not an earlier one
                 rows = [r for r in rows if r[2] != doc.id]
             matches: list[tuple[float, int, Match]] = []
-            linked: list[tuple[float, int, str]] = []  # (similarity, ordinal, site) of other sites
+            linked: list[tuple[float, int, Metadata | None]] = []  # (similarity, ordinal, metadata)
             # a document of no site, or one the store did not give an ordinal, links nothing
             own_site = site_of(doc.metadata, site_field) if site_field is not None and own_ordinal else None
             if rows and not batch.empty[i]:
-                sims = score(i, [r[0] for r in rows], min(floors[i], site_floor) - _EPSILON)
+                floor = floors[i] - _EPSILON
+                link_floor = site_floor - _EPSILON if own_site is not None else _NEVER
+                sims = score(i, [r[0] for r in rows], min(floor, link_floor))
                 for (_, stamp, cand_id, metadata, ordinal), sim in zip(rows, sims, strict=True):
-                    if sim >= floors[i] - _EPSILON:
+                    if sim >= floor:
                         matches.append((sim, stamp, Match(cand_id, sim, metadata)))
-                    if own_site is not None and ordinal and sim >= site_floor - _EPSILON:
-                        site = site_of(metadata, site_field)
-                        if site is not None and site != own_site:
-                            linked.append((sim, ordinal, site))
+                    if sim >= link_floor and ordinal:
+                        linked.append((sim, ordinal, metadata))
             if linked and links is not None:
-                links.extend(_site_links(own_ordinal, own_site, linked))
+                links.extend(_site_links(own_ordinal, own_site, linked, site_field))
             self._observer.candidates_verified(len(rows), len(rows) - len(matches))
             matches.sort(key=lambda m: (-m[0], m[1]))
             first = min(matches, key=lambda m: m[1])[2].id if matches else None
@@ -794,23 +796,19 @@ class Index:
                 if readable(params, sig) and rec and records.inserted_ms(rec) >= oldest_ms
             ]
             row = {ordinal: r for r, ordinal in enumerate(pool)}
-            sites = {o: site_of(records.unpack(journal.found[o][1])[2], params.site_field) for o in pool}
+            metas = {o: records.unpack(journal.found[o][1])[2] for o in pool}
             score = candidate_scorer(params, sketch_texts(params, [], 1), [journal.found[o][0] for o in pool])
             floor = params.threshold - _EPSILON
             pairs: list[tuple[int, int]] = []
             for _, docs in journal.entries:
                 for own, candidates in docs:
-                    own_site = sites.get(own)
+                    own_site = site_of(metas[own], params.site_field) if own in metas else None
                     rows = [c for c in candidates if c in row and c != own]
                     if own_site is None or not rows:
                         continue
                     sims = score(row[own], [row[c] for c in rows], floor)
-                    linked = [
-                        (sim, c, site)
-                        for c, sim in zip(rows, sims, strict=True)
-                        if sim >= floor and (site := sites[c]) is not None
-                    ]
-                    pairs.extend(_site_links(own, own_site, linked))
+                    linked = [(sim, c, metas[c]) for c, sim in zip(rows, sims, strict=True) if sim >= floor]
+                    pairs.extend(_site_links(own, own_site, linked, params.site_field))
             async with self._storage(params.name):
                 await self._store.link(keys, pairs, [f for f, _ in journal.entries])
 
@@ -908,21 +906,33 @@ def _sites(params: CollectionParams, docs: Sequence[Document]) -> list[bytes]:
     return [(site_of(doc.metadata, params.site_field) or "").encode("utf-8", "surrogatepass") for doc in docs]
 
 
-def _site_links(own: int, site: str | None, linked: list[tuple[float, int, str]]) -> list[tuple[int, int]]:
-    """The (own, match) pairs to record for one checked document of ``site``: matches on other sites
-    only; the best match on each other site first, then the others best first, so the per-document
-    bound (keys.SITE_PARTNERS) keeps as many sites as it can; at most MAX_LINKS_PER_DOCUMENT. Nothing
-    for a document of no site."""
+def _site_links(
+    own: int, site: str | None, linked: list[tuple[float, int, Metadata | None]], site_field: str | None
+) -> list[tuple[int, int]]:
+    """The (own, match) pairs to record for one checked document of ``site``, from its matches at the
+    threshold (similarity, ordinal, metadata): matches on other sites only (by ``site_field``); the
+    best match on each other site first, then the others best first, so the per-document bound
+    (keys.SITE_PARTNERS) keeps as many sites as it can; at most MAX_LINKS_PER_DOCUMENT. Nothing for a
+    document of no site."""
     if site is None:
         return []
-    linked = sorted((m for m in linked if m[2] != site), key=lambda m: (-m[0], m[1]))
-    seen: set[str] = set()
+    if len(linked) == 1:  # most documents that have a match have one
+        other = site_of(linked[0][2], site_field)
+        return [(own, linked[0][1])] if other is not None and other != site else []
+    seen: set[str] = {site}
     first: list[tuple[int, int]] = []
     rest: list[tuple[int, int]] = []
-    for _, ordinal, other in linked:
+    for _, ordinal, metadata in sorted(linked, key=_best_first):
+        other = site_of(metadata, site_field)
+        if other is None or other == site:
+            continue
         (rest if other in seen else first).append((own, ordinal))
         seen.add(other)
     return (first + rest)[:MAX_LINKS_PER_DOCUMENT]
+
+
+def _best_first(match: tuple[float, int, Metadata | None]) -> tuple[float, int]:
+    return -match[0], match[1]
 
 
 def _capacity(params: CollectionParams) -> int:

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "group.hpp"
@@ -19,19 +20,18 @@ class SitePage {
  public:
   // args: <state> <names> <ids> <pages> <entry key> <entry field> <name>
   SitePage(VmCtx* ctx, VmString** args)
-      : ctx_(ctx), args_(args), state_(ctx, args[0], kRead | kWrite), names_(ctx, args[1], kRead | kWrite),
-        ids_(ctx, args[2], kRead | kWrite), pages_(ctx, args[3], kRead | kWrite), entry_(ctx, args[4], kRead | kWrite) {}
+      : ctx_(ctx), args_(args), names_(ctx, args[1], kRead | kWrite), pages_(ctx, args[3], kRead | kWrite),
+        entry_(ctx, args[4], kRead | kWrite) {}
   ~SitePage() {
     if (id_string_) api.FreeString(ctx_, id_string_);
   }
   SitePage(const SitePage&) = delete;
   SitePage& operator=(const SitePage&) = delete;
 
-  // Every read, before any write: an error message, or nullptr.
+  // Every read, before any write: an error message, or nullptr. The state and the id -> name hash
+  // are opened only for a new site (most pages are of a known one).
   const char* prepare() {
-    if (state_.wrong_type() || names_.wrong_type() || ids_.wrong_type() || pages_.wrong_type() ||
-        entry_.wrong_type())
-      return "WRONGTYPE ND.BANDS: a site key holds a non-hash value";
+    if (names_.wrong_type() || pages_.wrong_type() || entry_.wrong_type()) return kWrongType;
     bool ok = true;
     VmString* have = names_.get(args_[6]);
     known_ = have != nullptr;
@@ -39,9 +39,12 @@ class SitePage {
       ok = number(have, id_);
       api.FreeString(ctx_, have);
     } else {
+      state_.emplace(ctx_, args_[0], kRead | kWrite);
+      ids_.emplace(ctx_, args_[2], kRead | kWrite);
+      if (state_->wrong_type() || ids_->wrong_type()) return kWrongType;
       long long seq = 0;
       VmString* sseq = api.CreateString(ctx_, "sseq", 4);
-      if (VmString* v = state_.get(sseq)) {
+      if (VmString* v = state_->get(sseq)) {
         ok = number(v, seq);
         api.FreeString(ctx_, v);
       }
@@ -62,10 +65,10 @@ class SitePage {
   void apply() {
     if (!known_) {
       VmString* sseq = api.CreateString(ctx_, "sseq", 4);
-      state_.set(sseq, id_string_);
+      state_->set(sseq, id_string_);
       api.FreeString(ctx_, sseq);
       names_.set(args_[6], id_string_);
-      ids_.set(id_string_, args_[6]);
+      ids_->set(id_string_, args_[6]);
     }
     const std::string count = std::to_string(count_ + 1);
     VmString* count_string = api.CreateString(ctx_, count.data(), count.size());
@@ -80,11 +83,13 @@ class SitePage {
   }
 
  private:
+  static constexpr const char* kWrongType = "WRONGTYPE ND.BANDS: a site key holds a non-hash value";
   static bool number(VmString* value, long long& out) { return api.StringToLongLong(value, &out) == kOk; }
 
   VmCtx* ctx_;
   VmString** args_;
-  Group state_, names_, ids_, pages_, entry_;
+  Group names_, pages_, entry_;
+  std::optional<Group> state_, ids_;  // opened for a new site only
   bool known_ = false;
   long long id_ = 0, count_ = 0;
   VmString* id_string_ = nullptr;

@@ -501,7 +501,7 @@ redis.call('HSET', 'e:' .. math.floor(ord / 32), ord % 32, struct.pack('>I4', id
         }
         before = dump(servers[0].url)
         client.set("wrong", "x")
-        for keys in (["st", "sn", "si", "wrong"], ["wrong", "sn", "si", "sp"]):
+        for keys in (["st", "sn", "si", "wrong"], ["wrong", "sn", "si", "sp"], ["st", "sn", "wrong", "sp"]):
             with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
                 client.execute_command("ND.BANDS", "4", *bands(95), *keys, "e:2", "31", "d.example")
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
