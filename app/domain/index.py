@@ -57,7 +57,7 @@ from neardup.domain.pending_links import PendingLinks
 from neardup.domain.sites import MirrorPair, SiteMirrors, mirror_pairs, site_mirrors
 from neardup.storage import records
 from neardup.storage.errors import CollectionMissing, GenerationChanged, OrdinalsExhausted, StoreDown
-from neardup.storage.keys import ORDINAL_WIDTH, SITE_PARTNERS, CollectionKeys, max_ordinal
+from neardup.storage.keys import ORDINAL_WIDTH, SITE_LAYOUT, SITE_PARTNERS, CollectionKeys, max_ordinal
 from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Settle, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
@@ -154,14 +154,18 @@ class _Collection:
 
 
 def _encode_params(params: CollectionParams, gen: str) -> bytes:
-    return orjson.dumps({"params": params.to_dict(), "gen": gen}, option=orjson.OPT_SORT_KEYS)
+    entry: dict[str, object] = {"params": params.to_dict(), "gen": gen}
+    if params.site_field is not None:
+        entry["sites"] = SITE_LAYOUT  # the fence of site layout 2 (see _ENTRY_KEYS)
+    return orjson.dumps(entry, option=orjson.OPT_SORT_KEYS)
 
 
 #: The registry entry's top-level keys and parameters this release knows. Every release that changes what
 #: a collection stores adds a parameter (or a value of one) to the entries it creates, so a release before
 #: it refuses those collections (WrittenByNewerVersion) instead of reading them wrongly (design.md,
-#: Versioning).
-_ENTRY_KEYS = frozenset({"params", "gen"})
+#: Versioning). ``sites``: the site layout (keys.SITE_LAYOUT) of a collection with a site_field created
+#: since layout 2 (packed shared counts); the releases before refuse it.
+_ENTRY_KEYS = frozenset({"params", "gen", "sites"})
 _PARAMETERS = frozenset(field.name for field in dataclasses.fields(CollectionParams))
 
 
@@ -174,6 +178,8 @@ def _decode_params(raw: bytes) -> _Collection:
     unknown = sorted((set(data) - _ENTRY_KEYS) | (set(entry) - _PARAMETERS))
     if unknown:
         raise WrittenByNewerVersion(name, f"unknown {', '.join(map(repr, unknown))}", __version__)
+    if data.get("sites", SITE_LAYOUT) != SITE_LAYOUT:  # site layout 2 is the last this release knows
+        raise WrittenByNewerVersion(name, f"site layout {data['sites']!r}", __version__)
     try:
         params = CollectionParams.from_dict(entry)
     except (InvalidParameters, TypeError, ValueError) as error:
@@ -306,6 +312,7 @@ class Index:
                 bands=params.bands,
                 passages=params.passage_format if params.passages else 0,
                 sketch_bytes=0 if params.verify == "exact" else params.stored_bytes,
+                sites=params.site_field is not None,
             )
         if existing is None:
             self._collections[params.name] = _Collection(params, CollectionKeys(params.name, gen))

@@ -98,6 +98,7 @@ class ClusterStore(ClusterRetention):
         bands: int = 0,
         passages: int = 0,
         sketch_bytes: int = 0,
+        sites: bool = False,
     ) -> bytes | None:
         """The state first, atomically on the collection's slot (cluster_init.lua: created, or what
         exists), then the registry entry, written again by any later creation that finds it missing

@@ -32,9 +32,11 @@ _NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages", "lin
 MODULE_NAME = b"neardup"
 
 
-#: The module version that brought ``ND.LINK`` and ``ND.PASSAGES`` (version 1 has ``ND.BANDS`` and
-#: ``ND.BUCKETS`` only: a server may run a module built from an earlier release).
-LINK_MODULE_VERSION = 2
+#: The module version from which the link step goes through ``ND.LINK``: version 7 brought its protocol
+#: 2 (site layout 2: packed shared counts, keys.SITE_LAYOUT). ``ND.LINK`` came with version 2 (version
+#: 1 has ``ND.BANDS`` and ``ND.BUCKETS`` only) and knew layout 1 only, so a server that runs a module
+#: built from an earlier release takes the Lua link step (``_link_lua.lua``) for every collection.
+LINK_MODULE_VERSION = 7
 #: The module version that brought ``ND.BANDS``'s protocol 4: check.lua counts a page of a site in the
 #: document's band step call (``_site_page_module.lua``) instead of three commands of its own
 #: (``_site_page_lua.lua``: _common.lua's add_site_page).
@@ -58,18 +60,18 @@ async def module_version(client: aioredis.Redis) -> int:
 
 
 #: Scripts whose loops come in a Lua and a module version, and the files that hold them: ``{bands}``
-#: is the band step's choice (the module of any version), ``{v2}`` the choice for the commands that
-#: came with version 2 (``ND.LINK``), ``{v5}`` for ``ND.PASSAGES`` (both protocols from version 5) and
+#: is the band step's choice (the module of any version), ``{link}`` the choice for ``ND.LINK``
+#: (LINK_MODULE_VERSION), ``{v5}`` for ``ND.PASSAGES`` (both protocols from version 5) and
 #: ``ND.POSTINGS``, ``{v6}`` for ``ND.BANDS``'s protocol 4 (a page of a site counted in the band step).
 _VARIANTS = {
-    "check": ["_bands_{bands}.lua", "_passages_{v5}.lua", "_site_page_{v6}.lua", "_link_{v2}.lua"],
+    "check": ["_bands_{bands}.lua", "_passages_{v5}.lua", "_site_page_{v6}.lua", "_link_{link}.lua"],
     "cluster_ops": ["_cluster_buckets_{bands}.lua"],
-    "link": ["_link_{v2}.lua"],
+    "link": ["_link_{link}.lua"],
     "passages": ["_postings_{v5}.lua"],
 }
 
 
-def _source(name: str, bands: str, v2: str, v5: str, v6: str = "lua") -> str:
+def _source(name: str, bands: str, link: str, v5: str, v6: str = "lua") -> str:
     folder = resources.files("neardup.storage").joinpath("scripts")
     main = folder.joinpath(f"{name}.lua").read_text("utf-8")
     shebang = ""
@@ -77,7 +79,8 @@ def _source(name: str, bands: str, v2: str, v5: str, v6: str = "lua") -> str:
         shebang, main = main.split("\n", 1)
     parts = [main]
     for variant in reversed(_VARIANTS.get(name, [])):
-        parts.insert(0, folder.joinpath(variant.format(bands=bands, v2=v2, v5=v5, v6=v6)).read_text("utf-8"))
+        file = variant.format(bands=bands, link=link, v5=v5, v6=v6)
+        parts.insert(0, folder.joinpath(file).read_text("utf-8"))
     if name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
     return "\n".join([shebang, *parts] if shebang else parts)
@@ -87,10 +90,10 @@ class Script:
     """One Lua script called by SHA; a NOSCRIPT answer loads it and retries once."""
 
     def __init__(
-        self, name: str, bands: str = "lua", v2: str = "lua", v5: str = "lua", v6: str = "lua"
+        self, name: str, bands: str = "lua", link: str = "lua", v5: str = "lua", v6: str = "lua"
     ) -> None:
         self.name = name
-        self.source = _source(name, bands, v2, v5, v6)
+        self.source = _source(name, bands, link, v5, v6)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def load(self, client: aioredis.Redis) -> None:
@@ -130,11 +133,11 @@ class Scripts:
         if not self._loaded:
             version = await module_version(client)
             self.uses_module = version > 0
-            v2 = "module" if version >= LINK_MODULE_VERSION else "lua"
+            link = "module" if version >= LINK_MODULE_VERSION else "lua"
             v5 = "module" if version >= PACKED_PASSAGES_MODULE_VERSION else "lua"
             v6 = "module" if version >= SITE_PAGE_MODULE_VERSION else "lua"
-            self.check = Script("check", "module" if self.uses_module else "lua", v2, v5, v6)
-            self.link = Script("link", v2=v2)
+            self.check = Script("check", "module" if self.uses_module else "lua", link, v5, v6)
+            self.link = Script("link", link=link)
             self.passages = Script("passages", v5=v5)
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,

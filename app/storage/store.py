@@ -79,6 +79,19 @@ class JournalEntries:
     found: dict[int, tuple[bytes, bytes]]
 
 
+def _packed_counts(raw: bytes | None) -> Iterator[tuple[bytes, int]]:
+    """(other site id as stored in the name and page hashes, shared) of a site layout 2 count string:
+    8-byte records, the other site id and the count, 4 bytes big-endian each."""
+    for other, n in struct.iter_unpack(">II", raw or b""):
+        yield b"%d" % other, n
+
+
+def _hash_counts(raw: dict[Any, Any]) -> Iterator[tuple[bytes, int]]:
+    """The same of a site layout 1 ``shared`` hash (other site id -> count, decimal)."""
+    for other, n in raw.items():
+        yield bytes(other), int(n)
+
+
 def _pairs_blob(pairs: Sequence[tuple[int, int]]) -> bytes:
     """Per pair the two ordinals, 8 bytes big-endian each (link.lua's and check.lua's settle's)."""
     return struct.pack(f">{2 * len(pairs)}Q", *itertools.chain.from_iterable(pairs))
@@ -200,6 +213,7 @@ class Store(Protocol):
         bands: int = 0,
         passages: int = 0,
         sketch_bytes: int = 0,
+        sites: bool = False,
     ) -> bytes | None: ...
     async def get_collection(self, name: str) -> tuple[bytes, int] | None: ...
     async def list_collections(self) -> list[tuple[bytes, int]]: ...
@@ -318,13 +332,15 @@ class RedisStore:
         bands: int = 0,
         passages: int = 0,
         sketch_bytes: int = 0,
+        sites: bool = False,
     ) -> bytes | None:
         """Register; returns None if created, else the stored parameters JSON of that name.
         ``passages``: 0 off, else the collection's passage format (neardup.domain.fingerprints).
         ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`);
         ``capacity`` documents of ``bands`` bands (0: none; the domain folds ``max_documents`` into
         it) size its tables up front. ``sketch_bytes``: the length of its stored sketches (0: varies),
-        which sets how many share a hash (``keys.sig_group_size``)."""
+        which sets how many share a hash (``keys.sig_group_size``). ``sites``: the collection counts
+        sites (a site_field), kept in the current site layout (``keys.SITE_LAYOUT``)."""
         shape = keys.initial_shape(capacity, bands)
         reply = await self._call(
             "create_collection",
@@ -339,6 +355,7 @@ class RedisStore:
                 keys.ORDINAL_WIDTH,
                 str(int(passages)),
                 keys.sig_group_size(sketch_bytes),
+                keys.SITE_LAYOUT if sites else 0,
             ],
         )
         return None if reply[0] == b"created" else bytes(reply[1])
@@ -596,10 +613,11 @@ class RedisStore:
             if not await self._client.exists(k.state):
                 raise CollectionMissing()
             pipe = self._client.pipeline(transaction=False)
-            pipe.hget(k.state, "gen")
+            pipe.hmget(k.state, "gen", "sx")
             pipe.hgetall(k.site_pages)
             pipe.hgetall(k.site_ids)
-            gen, pages_raw, names_raw = await pipe.execute()
+            (gen, layout), pages_raw, names_raw = await pipe.execute()
+            packed = layout == b"2"  # site layout 2: packed counts (keys.SITE_LAYOUT)
             if gen is None:
                 raise CollectionMissing()
             if bytes(gen).decode() != k.gen:
@@ -612,11 +630,11 @@ class RedisStore:
                 chunk = chosen[start : start + _SITE_CHUNK]
                 pipe = self._client.pipeline(transaction=False)
                 for site in chunk:
-                    pipe.hgetall(k.shared(site.decode()))
+                    (pipe.get if packed else pipe.hgetall)(k.shared(site.decode()))
                 for site, row in zip(chunk, await pipe.execute(), strict=True):
                     others = [
-                        (names[o], pages[o], int(n), 0)
-                        for o, n in ((bytes(o), n) for o, n in row.items())
+                        (names[o], pages[o], n, 0)
+                        for o, n in (_packed_counts(row) if packed else _hash_counts(row))
                         if o in names and o in pages
                     ]
                     out.append(SiteCounts(names[site], pages[site], others))

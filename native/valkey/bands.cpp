@@ -203,7 +203,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* 
   // Version 6 added ND.MATCHLINK's protocol 3 (the batch's sketches and candidates as check.lua has
   // them), the only one check.lua sends: it links in the check from version 6 on; and ND.BANDS's
   // protocol 4 (a page of a site counted in the band step), sent from version 6 on.
-  if (init(ctx, "neardup", 6) != kOk) return kErr;
+  if (init(ctx, "neardup", 7) != kOk) return kErr;
   if (api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;
   if (register_passage_commands(ctx) != kOk) return kErr;
   if (register_site_commands(ctx) != kOk) return kErr;

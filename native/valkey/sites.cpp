@@ -5,13 +5,15 @@
 // the data and its arguments, the TTL cutoff included). It writes exactly what the Lua loop writes,
 // so either path reads what the other wrote.
 //
-//   ND.LINK 1 <edges> <shared> <records> <width> <edge group> <record group> <floor> <cutoff>
+//   ND.LINK 1|2 <edges> <shared> <records> <width> <edge group> <record group> <floor> <cutoff>
 //             <max partners> <max others> <pairs>
-//     1             protocol version
+//     1|2           protocol version: 1 for site layout 1, a site's shared counts a hash (other site id
+//                   -> count, decimal); 2 (module version 7) for site layout 2, one string of 8-byte
+//                   records (other site id, count: 4 bytes big-endian each; Linker::add_packed)
 //     edges         entry key prefix: an ordinal's entry is in edges + decimal(ord / edge group), field
 //                   decimal(ord % edge group); an entry is its site id (4 bytes big-endian), then per
 //                   partner its ordinal (<width> bytes big-endian) and site id (4 bytes)
-//     shared        a site's shared hash is shared + decimal site id: other site id -> shared pages
+//     shared        a site's shared counts are at shared + decimal site id
 //     records       record key prefix: an ordinal's record is in records + decimal(ord / record group),
 //                   field decimal(ord % record group); it starts with "<inserted ms>:"
 //     width         bytes of one ordinal (4 or 5: the collection's `ow`)
@@ -149,6 +151,7 @@ class Linker {
   long long cutoff = -1, max_partners = 16, max_others = 256;
   long long added = 0, refused = 0;
   bool wrote = false, wrong_type = false;
+  bool packed = false;  // site layout 2's shared counts (protocol 2)
 
   // The value of a field, as HGET: false when the key or the field is absent.
   bool get(const std::string& prefix, uint64_t number, uint64_t field, std::string& out) {
@@ -182,6 +185,7 @@ class Linker {
   // HINCRBY shared(a) b d, then what link.lua does with the answer: a count that falls to 0 goes
   // (shared_add); a new field past max_others goes again and the call answers false (count).
   bool add_shared(uint64_t a, uint64_t b, long long d) {
+    if (packed) return add_packed(a, b, d);
     Group group(ctx_, open(shared, a, true));
     if (group.wrong_type()) {
       wrong_type = true;
@@ -210,6 +214,51 @@ class Linker {
     api.FreeString(ctx_, name);
     wrote = true;
     return kept;
+  }
+
+  // Site layout 2 (protocol 2): shared(a) is one string of 8-byte records, the other site id then the
+  // count (4 bytes big-endian each). b's record is found by a scan and its count changed in place; a
+  // new one is appended (refused, nothing written, when a has max_others already); one whose count
+  // falls to 0 is replaced by the last record. The same bytes as _common.lua's shared_add.
+  bool add_packed(uint64_t a, uint64_t b, long long d) {
+    VmKey* key = open(shared, a, true);
+    const int type = key ? api.KeyType(key) : kKeyTypeEmpty;
+    if (type != kKeyTypeEmpty && type != kKeyTypeString) {
+      wrong_type = true;
+      return false;
+    }
+    size_t len = 0;
+    char* s = type == kKeyTypeString ? api.StringDMA(key, &len, kRead | kWrite) : nullptr;
+    size_t at = len;
+    for (size_t q = 0; q + 8 <= len; q += 8) {
+      if (big_endian(s + q, 4) == b) {
+        at = q;
+        break;
+      }
+    }
+    const long long n = d + (at < len ? static_cast<long long>(big_endian(s + at + 4, 4)) : 0);
+    if (n > 0 && at < len) {
+      put_u32(s + at + 4, static_cast<uint64_t>(n));
+    } else if (n > 0) {
+      if (static_cast<long long>(len / 8) >= max_others) return false;
+      if (api.StringTruncate(key, len + 8) != kOk) return false;
+      s = api.StringDMA(key, &len, kRead | kWrite);
+      put_u32(s + len - 8, b);
+      put_u32(s + len - 4, static_cast<uint64_t>(n));
+    } else if (at < len && len == 8) {
+      api.DeleteKey(key);
+    } else if (at < len) {
+      if (at != len - 8) std::memcpy(s + at, s + len - 8, 8);
+      api.StringTruncate(key, len - 8);
+    } else {
+      return true;  // a count below 1 of a site it does not hold: nothing to change
+    }
+    wrote = true;
+    return true;
+  }
+
+  static void put_u32(char* p, uint64_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * (3 - i))) & 0xff);
   }
 
   // An ordinal's entry, read once per command: later reads come from the copy, which set_entry keeps
@@ -368,7 +417,8 @@ struct LinkArgs {
 
 int link_command(VmCtx* ctx, VmString** argv, int argc) {
   if (argc != 13) return api.WrongArity(ctx);
-  if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.LINK: unknown protocol version");
+  const std::string protocol = text_of(argv[1]);
+  if (protocol != "1" && protocol != "2") return api.ReplyWithError(ctx, "ERR ND.LINK: unknown protocol version");
   LinkArgs args;
   if (!args.read(argv))
     return api.ReplyWithError(ctx, "ERR ND.LINK: width, groups, floor, cutoff or bounds out of range");
@@ -377,6 +427,7 @@ int link_command(VmCtx* ctx, VmString** argv, int argc) {
   if (len % 16 != 0) return api.ReplyWithError(ctx, "ERR ND.LINK: pairs are 16 bytes each");
   Linker linker(ctx, static_cast<size_t>(args.width));
   args.apply(linker, argv);
+  linker.packed = protocol == "2";
   linker.run(pairs, len);
   // Propagated only when it wrote: a replay runs on the same data, so it writes the same.
   if (linker.wrote) api.ReplicateVerbatim(ctx);

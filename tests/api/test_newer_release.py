@@ -41,8 +41,9 @@ def _rewrite_entry(
         (lambda e: e["params"].update(layout=4), "'layout'"),  # a parameter this release does not know
         (lambda e: e.update(epoch=2), "'epoch'"),  # a top-level key of the entry
         (lambda e: e["params"].update(sketch_format=9), "sketch_format"),  # a value it does not know
+        (lambda e: e.update(sites=3), "site layout 3"),  # a site layout after keys.SITE_LAYOUT
     ],
-    ids=["new parameter", "new entry key", "new value"],
+    ids=["new parameter", "new entry key", "new value", "new site layout"],
 )
 async def test_a_collection_of_a_newer_release_is_a_503_that_says_so(
     settings: Settings,

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import struct
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 import pytest
 import redis
 from hypothesis import given, settings
@@ -225,10 +227,23 @@ async def stored_edges_agree(store: RedisStore, index: Index, name: str) -> bool
     assert stored_pages == dict(pages)
     stored_shared: dict[tuple[int, int], int] = {}
     for site in stored_pages:
-        for other, n in (await client.hgetall(k.shared(site))).items():
-            stored_shared[(site, int(other))] = int(n)
+        for other, n in (await shared_counts(client, k.shared(site))).items():
+            stored_shared[(site, other)] = n
     assert stored_shared == dict(shared)
     return True
+
+
+async def shared_counts(client: Any, key: str) -> dict[int, int]:
+    """A site's shared counts as stored, in either site layout: a string of 8-byte records (other site
+    id, count; layout 2, keys.SITE_LAYOUT), each site once, every count above 0, at most SITE_OTHERS;
+    or a hash of decimal fields (layout 1)."""
+    if await client.type(key) == b"string":
+        raw = await client.get(key)
+        assert len(raw) % 8 == 0 and 0 < len(raw) <= 8 * keys.SITE_OTHERS
+        records = list(struct.iter_unpack(">II", raw))
+        assert len({o for o, _ in records}) == len(records) and all(n > 0 for _, n in records)
+        return dict(records)
+    return {int(o): int(n) for o, n in (await client.hgetall(key)).items()}
 
 
 class Recount:
@@ -321,15 +336,31 @@ async def compare(index: Index, store: RedisStore, name: str, recount: Recount) 
     assert await stored_edges_agree(store, index, name)
 
 
+async def as_site_layout_1(store: RedisStore, index: Index, name: str) -> None:
+    """Make a new, still empty collection one of the releases before site layout 2: no ``sx`` in its
+    state (shared counts in hashes), no ``sites`` in its registry entry."""
+    k = (await index._collection(name)).keys
+    assert await store.client.hget(k.state, "sx") == b"%d" % keys.SITE_LAYOUT
+    await store.client.hdel(k.state, "sx")
+    entry = orjson.loads(await store.client.hget(keys.REGISTRY, name))
+    assert entry.pop("sites") == keys.SITE_LAYOUT
+    await store.client.hset(keys.REGISTRY, name, orjson.dumps(entry, option=orjson.OPT_SORT_KEYS))
+
+
+@pytest.mark.parametrize("layout", [2, 1])
 @pytest.mark.parametrize("ttl", [None, 4])
-async def test_counts_never_drift(site_store: RedisStore, ttl: int | None) -> None:
+async def test_counts_never_drift(site_store: RedisStore, ttl: int | None, layout: int) -> None:
     """Checks in batches with replacements and deletes (and, with a TTL, documents expiring halfway):
-    the counts equal a recount from scratch after each phase."""
+    the counts equal a recount from scratch after each phase; in the current site layout and in
+    layout 1 (a collection of an earlier release, served on)."""
     index = Index(site_store)
     name = f"drift{ttl or 0}"
     await index.create_collection(
         CollectionParams.create(name, threshold=THRESHOLD, site_field="url", ttl_seconds=ttl)
     )
+    if layout == 1:
+        await as_site_layout_1(site_store, index, name)
+        index = Index(site_store)  # reads the entry as a process started now would
     rng = random.Random(17)
     recount = Recount()
     await replay(index, name, recount, rng, 60)
@@ -450,7 +481,7 @@ def site_dump(url: str) -> dict[tuple[bytes, ...], dict[bytes, bytes]]:
             parts = key.split(b":")
             if key == keys.REGISTRY.encode():
                 continue
-            fields = client.hgetall(key)
+            fields = client.hgetall(key) if client.type(key) == b"hash" else {b"": client.get(key)}
             if parts[1].startswith(b"{"):
                 fields.pop(b"gen")
                 out[tuple(parts)] = fields
@@ -484,10 +515,13 @@ async def linked_stream(index: Index, params: CollectionParams, seed: int) -> No
         await index.check(params.name, batch, min_similarity=THRESHOLD)
 
 
-async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redis_url: str) -> None:
+@pytest.mark.parametrize("layout", [2, 1])
+async def test_module_and_lua_link_steps_store_the_same(
+    redis_url: str, lua_redis_url: str, layout: int
+) -> None:
     """The same stream on a server with neardup's module (ND.LINK; ND.BANDS counting the pages) and on
     one without (the Lua loop; _common.lua's add_site_page): the same answers and the same keys, byte
-    for byte. The stream has replacements, deletes and
+    for byte, in the current site layout and in layout 1. The stream has replacements, deletes and
     evictions (max_documents), a page copied onto 40 sites, and then a link call of every pair of
     ordinals under tight bounds, so that both bounds refuse edges."""
     dumps, answers, hincrby = [], [], []
@@ -498,6 +532,9 @@ async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redi
             index = Index(store, settle_delay=3600)
             name = "same"
             params = CollectionParams.create(name, threshold=THRESHOLD, site_field="url", max_documents=150)
+            if layout == 1:
+                await index.create_collection(params)
+                await as_site_layout_1(store, index, name)
             await linked_stream(index, params, seed=5)
             await index.settle_links(name)
             k = (await index._collection(name)).keys
@@ -520,6 +557,8 @@ async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redi
     assert hincrby[0] < hincrby[1] - 100, hincrby
     assert dumps[0] == dumps[1]
     assert any(key[1] == b"x" for key in dumps[0]) and any(key[1] == b"e" for key in dumps[0])
+    shared = [fields for key, fields in dumps[0].items() if key[1] == b"x"]
+    assert all(set(fields) == {b""} for fields in shared) == (layout == 2)  # strings, or hashes
 
 
 @pytest.mark.parametrize("sketch_format", [1, 2, 3])

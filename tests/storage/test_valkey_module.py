@@ -48,11 +48,15 @@ def test_a_module_file_installed_without_the_execute_bit_is_loaded_from_a_copy(t
 
 
 def dump(url: str) -> dict[bytes, dict[bytes, bytes]]:
-    """Every hash of the server; records without their insertion time (each server stamps its own
-    clock's, so two servers never agree on it)."""
+    """Every hash of the server, and every string as {b"": value} (a site's packed shared counts);
+    records without their insertion time (each server stamps its own clock's, so two servers never
+    agree on it)."""
     client = redis.Redis.from_url(url)
     try:
-        out = {key: client.hgetall(key) for key in client.scan_iter(count=1000)}
+        out = {
+            key: client.hgetall(key) if client.type(key) == b"hash" else {b"": client.get(key)}
+            for key in client.scan_iter(count=1000)
+        }
     finally:
         client.close()
     for key, fields in out.items():

@@ -35,12 +35,13 @@ def test_nd_link_checks_its_arguments_and_records_an_edge(
     client = redis.Redis.from_url(servers[0].url)
     try:
         modules = {m[b"name"]: m[b"ver"] for m in client.module_list()}
-        # version 6: ND.MATCHLINK's protocol 3 and ND.BANDS's 4 (scripts.SITE_PAGE_MODULE_VERSION);
-        # ND.MATCHLINK's protocol 2 came with 4, ND.POSTINGS with 5 (PACKED_PASSAGES_MODULE_VERSION)
-        assert modules[b"neardup"] == 6
+        # version 7: ND.LINK's protocol 2 (site layout 2, scripts.LINK_MODULE_VERSION); 6: ND.MATCHLINK's
+        # protocol 3 and ND.BANDS's 4 (scripts.SITE_PAGE_MODULE_VERSION); ND.MATCHLINK's protocol 2 came
+        # with 4, ND.POSTINGS with 5 (PACKED_PASSAGES_MODULE_VERSION)
+        assert modules[b"neardup"] == 7
         cases = [
             ("wrong number", link_args([(1, 2)])[:-1]),
-            ("protocol version", link_args([(1, 2)], version="2")),
+            ("protocol version", link_args([(1, 2)], version="3")),
             ("out of range", link_args([(1, 2)], width=6)),
             ("out of range", link_args([(1, 2)], edge_group=0)),
             ("out of range", link_args([(1, 2)], cutoff=-2)),
@@ -69,6 +70,36 @@ def test_nd_link_checks_its_arguments_and_records_an_edge(
             client.execute_command("ND.LINK", *link_args([(1, 3)]))
         assert client.ping()
     finally:
+        client.flushall()
+        client.close()
+
+
+def test_nd_link_protocol_2_keeps_shared_counts_packed(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey],
+) -> None:
+    """Site layout 2's shared counts (keys.SITE_LAYOUT), byte for byte: per other site 8 bytes, its id
+    then its count (4 bytes big-endian each), in the order first counted; a bound that refuses a new
+    site writes nothing."""
+    client = redis.Redis.from_url(servers[0].url)
+
+    def record(site: int, n: int) -> bytes:
+        return site.to_bytes(4, "big") + n.to_bytes(4, "big")
+
+    try:
+        # Documents 1, 2 of site 7; 3 of site 9; 4 of site 11; 5 of site 13.
+        entries = {"1": 7, "2": 7, "3": 9, "4": 11, "5": 13}
+        client.hset("e:0", mapping={o: s.to_bytes(4, "big") for o, s in entries.items()})
+        assert client.execute_command("ND.LINK", *link_args([(3, 1), (3, 2), (1, 4)], version="2")) == [3, 0]
+        assert client.get("x:7") == record(9, 2) + record(11, 1)
+        assert client.get("x:9") == record(7, 1) and client.get("x:11") == record(7, 1)
+        # At most 2 other sites: 5 (site 13) would be site 7's third, so its edge is refused.
+        assert client.execute_command("ND.LINK", *link_args([(5, 2)], version="2", max_others=2)) == [0, 1]
+        assert client.get("x:7") == record(9, 2) + record(11, 1) and not client.exists("x:13")
+        client.hset("x:13", "1", "1")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("ND.LINK", *link_args([(5, 2)], version="2"))
+    finally:
+        client.flushall()
         client.close()
 
 

@@ -13,6 +13,9 @@ local SIG_GROUP, DOC_GROUP = tonumber(ARGV[8]), tonumber(ARGV[9])
 -- The collection's ordinal width in bytes (the state's `ow`; 4 where a layout-1 state has none), set by
 -- load_state: band values hold ordinals of OW bytes each, big-endian.
 local OW, OW_FORMAT, MAX_ORDINAL = 4, '>I4', 4294967295
+-- Whether the collection keeps its sites' shared counts packed (site layout 2: the state's `sx`; see
+-- shared_add), set by load_state.
+local PACKED_SHARED = false
 -- Passages (keys.py: PASSAGE_GROUP_TARGET, POSTING_CAP, PASSAGE_GROUP): the index and blob prefixes sit
 -- beside the band prefix ("nd:c:g:b:" -> "nd:c:g:f:", "nd:c:g:p:").
 local PASSAGE_TARGET, POSTING_CAP, PASSAGE_GROUP = 16, 64, 120
@@ -155,11 +158,12 @@ end
 -- Returns the state table, or nil and the status to return ('nocollection' or 'stale').
 local function load_state()
   local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN',
-    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN', 'sg', 'pf')
+    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN', 'sg', 'pf', 'sx')
   if not v[1] then return nil, 'nocollection' end
   if v[1] ~= GEN then return nil, 'stale' end
   OW = tonumber(v[13]) or 4
   SIG_GROUP = tonumber(v[17]) or SIG_GROUP  -- sketches per signature hash, since layout 3
+  PACKED_SHARED = v[19] == '2'  -- shared counts as packed records (below), since site layout 2
   OW_FORMAT, MAX_ORDINAL = '>I' .. OW, 2 ^ (8 * OW) - 1
   local st = {
     seq = tonumber(v[2]), docs = tonumber(v[3]),
@@ -202,7 +206,10 @@ local function ordinal_bytes(ord) return struct.pack(OW_FORMAT, ord) end
 -- Sites (collections with a site_field; docs/design.md "Sites"). The keys share the record prefix's
 -- base (DOC is '<base>:d:'), so every script that has the head can reach them:
 --   <base>:sn  site name -> site id      <base>:si  site id -> name      <base>:sp  site id -> pages
---   <base>:x:<site id>  other site id -> shared (pages of this site with a partner on the other)
+--   <base>:x:<site id>  per other site, shared: pages of this site with a partner on the other. Site
+--     layout 2 (the state's `sx` = 2): a string of 8-byte records, the other site id then the count
+--     (4 bytes big-endian each), a new site appended, a site whose count falls to 0 replaced by the last
+--     record; layout 1 (no `sx`): a hash, other site id -> count (decimal)
 --   <base>:e:<ord / EDGE_GROUP>  ordinal -> its entry: site id (4 bytes), then per partner (a matched
 --     document of another site) its ordinal (OW bytes) and site id (4 bytes). Edges are symmetric.
 local SITE_BASE = string.sub(DOC, 1, #DOC - 2)
@@ -226,12 +233,46 @@ local function site_id(name)
   return id
 end
 
--- Returns the new count.
-local function shared_add(a, b, d)
+-- Site layout 2's record of site b in a's packed counts `s`: its position (1-based), or nil.
+local function packed_at(s, b4)
+  local from = 1
+  while true do
+    local at = string.find(s, b4, from, true)
+    if not at or at % 8 == 1 then return at end
+    from = at + 1
+  end
+end
+
+-- Adds d to shared(a, b); a new site b only while a has fewer than `room` other sites (nil: no
+-- bound). Returns false when the bound refused it, else true.
+local function shared_add(a, b, d, room)
   local key = shared_key(a)
-  local n = redis.call('HINCRBY', key, b, d)
-  if n <= 0 then redis.call('HDEL', key, b) end
-  return n
+  if not PACKED_SHARED then
+    local n = redis.call('HINCRBY', key, b, d)
+    if n <= 0 then
+      redis.call('HDEL', key, b)
+    elseif room and n == d and redis.call('HLEN', key) > room then
+      redis.call('HDEL', key, b)
+      return false
+    end
+    return true
+  end
+  local s = redis.call('GET', key) or ''
+  local at = packed_at(s, struct.pack('>I4', b))
+  local n = d + (at and struct.unpack('>I4', s, at + 4) or 0)
+  if n > 0 and at then
+    redis.call('SETRANGE', key, at + 3, struct.pack('>I4', n))
+  elseif n > 0 then
+    if room and #s >= 8 * room then return false end
+    redis.call('APPEND', key, struct.pack('>I4>I4', b, n))
+  elseif at and #s == 8 then
+    redis.call('DEL', key)
+  elseif at then  -- the last record takes its place
+    local last = #s - 7
+    local rest = at == last and '' or string.sub(s, last) .. string.sub(s, at + 8, last - 1)
+    redis.call('SET', key, string.sub(s, 1, at - 1) .. rest)
+  end
+  return true
 end
 
 -- A site whose last page goes is forgotten (its id is never reused: `sseq` only grows).

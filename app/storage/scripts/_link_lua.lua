@@ -14,14 +14,7 @@ local function link_step(st, floor, cutoff, max_partners, max_others, blob)
 
   -- Count a page of site a with a first partner on site b: true, or false (nothing changed) when that
   -- would add b to a's `shared` and a has max_others other sites already.
-  local function count(a, b)
-    local key = shared_key(a)
-    if redis.call('HINCRBY', key, b, 1) == 1 and redis.call('HLEN', key) > max_others then
-      redis.call('HDEL', key, b)
-      return false
-    end
-    return true
-  end
+  local function count(a, b) return shared_add(a, b, 1, max_others) end
   local function uncount(a, b)
     shared_add(a, b, -1)
   end
