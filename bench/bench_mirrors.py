@@ -195,8 +195,10 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
     """The store's share of the counting, in process on an embedded Valkey (no HTTP): Valkey's own time
     in EVALSHA (INFO commandstats) per document for the checks of a collection without and with
     site_field, the settling of the last links included (each check links the pairs the service
-    verified for the one before, in its own script; a site read settles the rest); on a second store
-    that takes the module as version 1 for the link step, the same with the Lua link loop."""
+    verified for the one before, in its own script; a site read settles the rest), in the current site
+    layout (packed shared counts) and in layout 1 (hashes: a collection of an earlier release); on a
+    second store that takes the module as version 1 for the link step, the same with the Lua link
+    loop. Also ``ND.LINK``'s own time per document (the link step inside those scripts)."""
     import tempfile
 
     import redis as redis_sync
@@ -205,8 +207,10 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
     from neardup.storage import EmbeddedValkey, RedisStore, scripts
 
     out: dict[str, list[float]] = {
-        "check_without": [], "check_with_site_field": [], "check_with_site_field_lua": [],
+        "check_without": [], "check_with_site_field": [], "check_with_site_field_layout_1": [],
+        "check_with_site_field_lua": [],
     }  # fmt: skip
+    link: dict[str, list[float]] = {"check_with_site_field": [], "check_with_site_field_layout_1": []}
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedValkey(Path(tmp) / "valkey", fsync="everysec")
         url = server.start()
@@ -220,12 +224,13 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
         scripts.LINK_MODULE_VERSION = version
         sync = redis_sync.Redis.from_url(url)
 
-        def evalsha_us() -> float:
-            return float(sync.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
+        def usec(command: str) -> float:
+            return float(sync.info("commandstats").get(f"cmdstat_{command}", {}).get("usec", 0))
 
         variants = (
             ("check_without", None, store),
             ("check_with_site_field", "url", store),
+            ("check_with_site_field_layout_1", "url", store),
             ("check_with_site_field_lua", "url", lua_store),
         )
         try:
@@ -236,6 +241,9 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
                     await index.create_collection(
                         CollectionParams.create(name, threshold=THRESHOLD, site_field=site_field)
                     )
+                    if label.endswith("layout_1"):  # what a release before site layout 2 created
+                        state = (await index._collection(name)).keys.state
+                        assert sync.hdel(state, "sx") == 1
                     sync.config_resetstat()
                     for start in range(0, len(crawl), batch):
                         docs = [
@@ -245,7 +253,9 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
                         await index.check(name, docs)
                     if site_field:
                         await index.settle_links(name)
-                    out[label].append(evalsha_us() / len(crawl))
+                    out[label].append(usec("evalsha") / len(crawl))
+                    if label in link:
+                        link[label].append(usec("nd.link") / len(crawl))
                     await index.close()
                     await index.delete_collection(name)
         finally:
@@ -257,7 +267,12 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
     return {
         "valkey_us_per_doc": median,
         "runs": {k: [round(x, 1) for x in v] for k, v in out.items()},
+        "nd_link_us_per_doc": {k: round(statistics.median(v), 1) for k, v in link.items()},
+        "nd_link_runs": {k: [round(x, 1) for x in v] for k, v in link.items()},
         "counting_us_per_doc": round(median["check_with_site_field"] - median["check_without"], 1),
+        "counting_us_per_doc_layout_1": round(
+            median["check_with_site_field_layout_1"] - median["check_without"], 1
+        ),
         "counting_us_per_doc_lua": round(median["check_with_site_field_lua"] - median["check_without"], 1),
     }
 
