@@ -149,9 +149,12 @@ def mirror_pairs(pages: dict[str, int], shared: dict[tuple[str, str], int]) -> s
     return out
 
 
-async def ingest(port: int, collection: str, bodies: list[bytes], clients: int, *, settle: bool) -> float:
+async def ingest(
+    port: int, collection: str, bodies: list[bytes], clients: int, *, settle: bool
+) -> tuple[float, float]:
     """Seconds to check every batch; with ``settle``, until a site read has also linked the last
-    checks' pairs (which the service links with its next check, or soon after: part of the work)."""
+    checks' pairs (which the service links with its next check, or soon after: part of the work).
+    Also the seconds of that last read alone."""
     queue = list(reversed(bodies))
     connections = [await HttpConnection.open(port) for _ in range(clients)]
 
@@ -164,13 +167,14 @@ async def ingest(port: int, collection: str, bodies: list[bytes], clients: int, 
 
     started = time.perf_counter()
     await asyncio.gather(*(worker(c) for c in connections))
+    checked = time.perf_counter()
     if settle:
         async with httpx.AsyncClient(base_url=f"http://{HOST}:{port}") as client:
             (await client.get(f"/v1/collections/{collection}/sites/settle.example")).raise_for_status()
     elapsed = time.perf_counter() - started
     for c in connections:
         await c.close()
-    return elapsed
+    return elapsed, time.perf_counter() - checked
 
 
 def site_keys_memory(service: Service, collection: str) -> dict[str, int]:
@@ -337,10 +341,12 @@ def main() -> None:
                 quiet = wait_until_quiet(args.wait_quiet)
                 meter = CpuMeter(pids)
                 meter.start()
-                seconds = run_async(ingest(service.port, name, bodies, args.clients, settle=bool(extra)))
+                timed = ingest(service.port, name, bodies, args.clients, settle=bool(extra))
+                seconds, read = run_async(timed)
                 cpu = meter.stop(len(crawl))
                 runs[label].append({
-                    "seconds": round(seconds, 2), "docs_per_s": round(len(crawl) / seconds),
+                    "seconds": round(seconds, 2), "last_read_seconds": round(read, 3),
+                    "docs_per_s": round(len(crawl) / seconds),
                     "cpu_us_per_doc": cpu["cpu_us_per_doc"], "busy_cores_before": quiet["busy_cores_before"],
                 })  # fmt: skip
                 print(f"round {r} {label}: {len(crawl) / seconds:.0f} docs/s", file=sys.stderr)

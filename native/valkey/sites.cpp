@@ -219,7 +219,8 @@ class Linker {
   // Site layout 2 (protocol 2): shared(a) is one string of 8-byte records, the other site id then the
   // count (4 bytes big-endian each). b's record is found by a scan and its count changed in place; a
   // new one is appended (refused, nothing written, when a has max_others already); one whose count
-  // falls to 0 is replaced by the last record. The same bytes as _common.lua's shared_add.
+  // falls to 0 is replaced by the last record. The same bytes as _common.lua's shared_add, and the
+  // same allocations (a new record writes the whole value, so the string is never over-allocated).
   bool add_packed(uint64_t a, uint64_t b, long long d) {
     VmKey* key = open(shared, a, true);
     const int type = key ? api.KeyType(key) : kKeyTypeEmpty;
@@ -239,12 +240,16 @@ class Linker {
     const long long n = d + (at < len ? static_cast<long long>(big_endian(s + at + 4, 4)) : 0);
     if (n > 0 && at < len) {
       put_u32(s + at + 4, static_cast<uint64_t>(n));
-    } else if (n > 0) {
+    } else if (n > 0) {  // a new value of the exact size: growing a string in place doubles its room
       if (static_cast<long long>(len / 8) >= max_others) return false;
-      if (api.StringTruncate(key, len + 8) != kOk) return false;
-      s = api.StringDMA(key, &len, kRead | kWrite);
-      put_u32(s + len - 8, b);
-      put_u32(s + len - 4, static_cast<uint64_t>(n));
+      std::string grown;
+      if (len > 0) grown.assign(s, len);
+      grown.resize(len + 8);
+      put_u32(&grown[len], b);
+      put_u32(&grown[len + 4], static_cast<uint64_t>(n));
+      VmString* value = api.CreateString(ctx_, grown.data(), grown.size());
+      api.StringSet(key, value);
+      api.FreeString(ctx_, value);
     } else if (at < len && len == 8) {
       api.DeleteKey(key);
     } else if (at < len) {

@@ -264,7 +264,7 @@ local function shared_add(a, b, d, room)
     redis.call('SETRANGE', key, at + 3, struct.pack('>I4', n))
   elseif n > 0 then
     if room and #s >= 8 * room then return false end
-    redis.call('APPEND', key, struct.pack('>I4>I4', b, n))
+    redis.call('SET', key, s .. struct.pack('>I4>I4', b, n))  -- not APPEND: it doubles a string's room
   elseif at and #s == 8 then
     redis.call('DEL', key)
   elseif at then  -- the last record takes its place
