@@ -101,8 +101,8 @@ long long record_ms(const char* v, size_t len) {
   return i > 0 && i < len && v[i] == ':' ? ms : 0;
 }
 
-// The keys one command reads and writes, each opened once: for reading, then again for writing the
-// first time it is written; all closed when the command ends. Opening a key (its name made, looked up
+// The keys one command reads and writes, each opened once (a key opened for reading is opened again
+// the first time it is written); all closed when the command ends. Opening a key (its name made, looked up
 // in the keyspace) cost more than the hash operation on it, and a command comes back to the same
 // entry groups and shared hashes many times.
 class KeyCache {
@@ -367,10 +367,12 @@ class Linker {
   }
 
  private:
-  // One of the three prefixes' keys, through the command's KeyCache.
+  // One of the three prefixes' keys, through the command's KeyCache. Entry groups and shared counts
+  // are opened for writing at once (the loop writes most of those it reads: one lookup, not two);
+  // records are only read.
   VmKey* open(const std::string& prefix, uint64_t number, bool write) {
     const unsigned kind = &prefix == &edges ? 0 : &prefix == &shared ? 1 : 2;
-    return keys_.open(prefix, kind, number, write);
+    return keys_.open(prefix, kind, number, write || kind != 2);
   }
 
   VmString* decimal(uint64_t n) {
