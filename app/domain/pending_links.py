@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -32,6 +33,8 @@ class _Queue:
     pairs: list[tuple[int, int]] = field(default_factory=list)
     #: pairs per field, in order (so a partial take keeps each entry whole)
     counts: list[int] = field(default_factory=list)
+    #: when each field came (time.monotonic()): the timer settles only what waited ``delay``
+    since: list[float] = field(default_factory=list)
     timer: asyncio.Task[None] | None = None
 
 
@@ -54,6 +57,7 @@ class PendingLinks:
         queue.fields.append(journal_field)
         queue.pairs.extend(pairs)
         queue.counts.append(len(pairs))
+        queue.since.append(time.monotonic())
         if queue.timer is None:
             queue.timer = asyncio.create_task(self._later(name))
 
@@ -68,7 +72,7 @@ class PendingLinks:
         k = min(len(queue.fields), MAX_SETTLE_ENTRIES)
         n = sum(queue.counts[:k])
         settle = Settle(queue.fields[:k], queue.pairs[:n])
-        del queue.fields[:k], queue.counts[:k], queue.pairs[:n]
+        del queue.fields[:k], queue.counts[:k], queue.pairs[:n], queue.since[:k]
         return settle
 
     def give_back(self, name: str, gen: str, settle: Settle) -> None:
@@ -83,6 +87,7 @@ class PendingLinks:
         queue.fields[:0] = list(settle.fields)
         queue.pairs[:0] = list(settle.pairs)
         queue.counts[:0] = counts
+        queue.since[:0] = [time.monotonic()] * len(counts)
         if queue.timer is None:
             queue.timer = asyncio.create_task(self._later(name))
 
@@ -106,10 +111,20 @@ class PendingLinks:
             self._cancel(self._queues.pop(name, None))
 
     async def _later(self, name: str) -> None:
-        await asyncio.sleep(self._delay)
-        queue = self._queues.get(name)
-        if queue is not None:
-            queue.timer = None
+        """Settle what waited ``delay`` with no check to carry it. While checks keep coming, each takes
+        what the one before left, so the oldest entry is always younger than that and this only sleeps
+        again: no call of its own (and no fsync pass of its own) in a steady stream."""
+        while True:
+            queue = self._queues.get(name)
+            if queue is None or not queue.fields:
+                if queue is not None:
+                    queue.timer = None
+                return
+            wait = queue.since[0] + self._delay - time.monotonic()
+            if wait <= 0:
+                break
+            await asyncio.sleep(wait)
+        queue.timer = None
         try:
             await self.flush(name)
         except Exception as error:

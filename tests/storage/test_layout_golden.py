@@ -2,9 +2,10 @@
 delete) on a real server, for a collection of each layout (3: 5-byte ordinals and ``sg`` sketches per
 signature hash; 2: a state without ``sg``, 120 per hash; 1: a state without ``ow`` either, 4-byte
 ordinals), must leave exactly the keyspace recorded in ``golden_layout.json``: key names,
-state fields, band bucket bytes, id table values, signature and record slots. The records' insertion
-times come from the server's clock and are masked. A release that changes any stored byte of an
-existing layout fails here; a new layout gets new vectors (regenerate with
+state fields, band bucket bytes, id table values, signature and record slots; and, for a collection
+with sites, each site layout's site keys (names, ids, pages, entries, shared counts, the link
+journal). The records' insertion times come from the server's clock and are masked. A release that
+changes any stored byte of an existing layout fails here; a new layout gets new vectors (regenerate with
 ``NEARDUP_REGEN_GOLDEN=1 pytest tests/storage/test_layout_golden.py`` and say why in the commit)."""
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def dump(client: redis.Redis, k: CollectionKeys) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in sorted(client.scan_iter("nd:*")):
         name = key.decode()
+        if client.type(key) == b"string":  # a site's packed shared counts (site layout 2)
+            out[name] = client.get(key).hex()
+            continue
         fields = client.hgetall(key)
         if name == k.state:
             out[name] = {f.decode(): v.decode() for f, v in sorted(fields.items())}
@@ -109,3 +113,43 @@ async def test_the_stored_bytes_of_each_layout_are_pinned(
         golden[f"layout {layout}"] = got
         GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
     assert got == golden[f"layout {layout}"]
+
+
+async def site_sequence(store: RedisStore, k: CollectionKeys) -> None:
+    """Four pages of three sites, three cross-site links (the check's journal settled with them), then
+    a page deleted whose site's shared record sits before another one (its place taken by the last)."""
+    docs = [
+        ("a", [1, 2, 3, 4], 1),
+        ("b", [1, 2, 5, 6], 2),
+        ("c", [1, 7, 8, 9], 3),
+        ("d", [20, 21, 22, 23], 5),
+    ]
+    b = batch(docs)
+    b.sites = [b"a.example", b"b.example", b"c.example", b"a.example"]
+    reply = await store.check(k, "insert", b, max_candidates=256)
+    assert isinstance(reply, CheckReply) and reply.ordinals == [1, 2, 3, 4] and reply.journal == 1
+    assert await store.link(k, [(2, 1), (3, 1), (3, 2)], [reply.journal]) == (3, 0)
+    assert await store.delete(k, b"b", 2, b"".join(band_key(x) for x in [1, 2, 5, 6])) is True
+
+
+@pytest.mark.parametrize("layout", [2, 1])
+async def test_the_stored_bytes_of_each_site_layout_are_pinned(
+    standalone_store: RedisStore, sync_redis: redis.Redis, layout: int
+) -> None:
+    """Site layout 2 (keys.SITE_LAYOUT: packed shared counts) and 1 (hashes), on top of layout 3."""
+    created = await standalone_store.create_collection(
+        "golden", b'{"golden": true}', "g", sketch_bytes=4 * PERM, sites=True
+    )
+    assert created is None
+    k = CollectionKeys("golden", "g")
+    if layout == 1:
+        assert sync_redis.hdel(k.state, "sx") == 1  # what a release before site layout 2 created
+    await site_sequence(standalone_store, k)
+    got = dump(sync_redis, k)
+    assert got[k.state].get("sx") == ("2" if layout == 2 else None)
+    assert all(isinstance(got[k.shared(site)], str) == (layout == 2) for site in (1, 3))
+    golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    if os.environ.get("NEARDUP_REGEN_GOLDEN"):
+        golden[f"site layout {layout}"] = got
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+    assert got == golden[f"site layout {layout}"]
