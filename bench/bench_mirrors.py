@@ -168,9 +168,10 @@ async def ingest(
     started = time.perf_counter()
     await asyncio.gather(*(worker(c) for c in connections))
     checked = time.perf_counter()
-    if settle:
-        async with httpx.AsyncClient(base_url=f"http://{HOST}:{port}") as client:
-            (await client.get(f"/v1/collections/{collection}/sites/settle.example")).raise_for_status()
+    if settle:  # on a connection of the load generator, as a crawler's next request would be
+        status, reply = await connections[0].get(f"/v1/collections/{collection}/sites/settle.example")
+        if status != 200:
+            raise RuntimeError(f"sites: {status} {reply[:300]!r}")
     elapsed = time.perf_counter() - started
     for c in connections:
         await c.close()

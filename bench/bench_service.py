@@ -386,7 +386,7 @@ def build_documents(path: Path, settings: Settings, seed: int = 1) -> tuple[Corp
 
 
 class HttpConnection:
-    """One keep-alive connection speaking just enough HTTP/1.1 for JSON POSTs: a few microseconds of
+    """One keep-alive connection speaking just enough HTTP/1.1 for JSON requests: a few microseconds of
     client CPU per request, so the load generator takes as little as possible from the service."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -401,9 +401,15 @@ class HttpConnection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(reader, writer)
 
+    async def get(self, path: str) -> tuple[int, bytes]:
+        return await self.request("GET", path, b"")
+
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        return await self.request("POST", path, body)
+
+    async def request(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         head = (
-            f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+            f"{method} {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode("ascii")
         self.writer.write(head + body if len(body) < 65536 else head)

@@ -27,6 +27,7 @@ constexpr int kKeyTypeString = 1;
 constexpr int kKeyTypeHash = 3;
 constexpr int kHashNone = 0;
 constexpr int kHashNx = 1 << 0;        // HashSet: only fields that do not exist yet
+constexpr int kHashCFields = 1 << 2;   // HashGet/HashSet: fields as C strings (no module string each)
 constexpr int kHashCountAll = 1 << 4;  // HashSet: count inserted fields too
 // HashSet's value that deletes the field.
 inline VmString* const kHashDelete = reinterpret_cast<VmString*>(1);

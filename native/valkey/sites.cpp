@@ -67,6 +67,7 @@
 // It writes only through ND.LINK's loop, and is propagated as that ND.LINK command (the pairs it
 // chose, 16 bytes each), not verbatim: the sketches stay out of the append-only file.
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -153,13 +154,18 @@ class Linker {
   bool wrote = false, wrong_type = false;
   bool packed = false;  // site layout 2's shared counts (protocol 2)
 
-  // The value of a field, as HGET: false when the key or the field is absent.
+  // The value of a field, as HGET: false when the key or the field is absent. Fields are passed as C
+  // strings (kHashCFields): no module string made and freed per field.
   bool get(const std::string& prefix, uint64_t number, uint64_t field, std::string& out) {
-    Group group(ctx_, open(prefix, number, false));
-    if (group.wrong_type()) wrong_type = true;
-    VmString* name = decimal(field);
-    VmString* value = group.get(name);
-    api.FreeString(ctx_, name);
+    VmKey* key = open(prefix, number, false);
+    const int type = key ? api.KeyType(key) : kKeyTypeEmpty;
+    if (type != kKeyTypeHash) {
+      if (type != kKeyTypeEmpty) wrong_type = true;
+      return false;
+    }
+    Decimal name(field);
+    VmString* value = nullptr;
+    api.HashGet(key, kHashCFields, name.text, &value, nullptr);
     if (!value) return false;
     size_t len = 0;
     const char* v = api.StringPtrLen(value, &len);
@@ -169,18 +175,24 @@ class Linker {
   }
 
   void set(const std::string& prefix, uint64_t number, uint64_t field, const std::string& value) {
-    Group group(ctx_, open(prefix, number, true));
-    if (group.wrong_type()) {
+    VmKey* key = open(prefix, number, true);
+    const int type = key ? api.KeyType(key) : kKeyTypeEmpty;
+    if (type != kKeyTypeHash && type != kKeyTypeEmpty) {
       wrong_type = true;
       return;
     }
-    VmString* name = decimal(field);
+    Decimal name(field);
     VmString* v = api.CreateString(ctx_, value.data(), value.size());
-    group.set(name, v);
+    api.HashSet(key, kHashCFields, name.text, v, nullptr);
     api.FreeString(ctx_, v);
-    api.FreeString(ctx_, name);
     wrote = true;
   }
+
+  // A number's decimal text, NUL-terminated, on the stack.
+  struct Decimal {
+    explicit Decimal(uint64_t n) { *std::to_chars(text, text + sizeof text - 1, n).ptr = '\0'; }
+    char text[24];
+  };
 
   // HINCRBY shared(a) b d, then what link.lua does with the answer: a count that falls to 0 goes
   // (shared_add); a new field past max_others goes again and the call answers false (count).
