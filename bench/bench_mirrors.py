@@ -293,6 +293,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
+        "--fsync",
+        choices=["always", "everysec"],
+        default="always",
+        help="appendfsync of the service's embedded Valkey (the service's default: always)",
+    )
+    parser.add_argument(
         "--wait-quiet",
         type=float,
         default=30.0,
@@ -324,7 +330,7 @@ def main() -> None:
 
     runs: dict[str, list[dict[str, Any]]] = {"with_site_field": [], "without": []}
     result: dict[str, Any] = {}
-    with Service(workers=1) as service:
+    with Service(workers=1, fsync=args.fsync) as service:
         base = f"http://{HOST}:{service.port}"
         pids = service.process.pid if service.process else None
         for r in range(args.rounds):

@@ -470,8 +470,9 @@ class Service:
     """A real ``neardup serve`` in its own process group, embedded Valkey in a temporary data directory.
     The Valkey URL comes from the line the CLI logs at start-up ("embedded valkey on redis://...")."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, fsync: str = "always") -> None:
         self.workers = workers
+        self.fsync = fsync  # the embedded Valkey's appendfsync (the service's default: always)
         self.tmp = Path(tempfile.mkdtemp(prefix="neardup-bench-"))
         self.data_dir = self.tmp / "data"
         self.log_path = self.tmp / "serve.log"
@@ -484,6 +485,7 @@ class Service:
         command = [str(neardup)] if neardup.exists() else [sys.executable, "-m", "neardup.cli"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
         env["NEARDUP_VALKEY_MALLOC"] = VALKEY_MALLOC
+        env["NEARDUP_FSYNC"] = self.fsync
         for attempt in range(3):  # the free port can be taken between our probe and uvicorn's bind
             self.port = free_port()
             with self.log_path.open("wb") as log:
