@@ -37,10 +37,11 @@ MODULE_NAME = b"neardup"
 #: 1 has ``ND.BANDS`` and ``ND.BUCKETS`` only) and knew layout 1 only, so a server that runs a module
 #: built from an earlier release takes the Lua link step (``_link_lua.lua``) for every collection.
 LINK_MODULE_VERSION = 7
-#: The module version that brought ``ND.BANDS``'s protocol 4: check.lua counts a page of a site in the
+#: The module version whose ``ND.BANDS`` takes protocol 5: check.lua counts a page of a site in the
 #: document's band step call (``_site_page_module.lua``) instead of three commands of its own
-#: (``_site_page_lua.lua``: _common.lua's add_site_page).
-SITE_PAGE_MODULE_VERSION = 6
+#: (``_site_page_lua.lua``: _common.lua's add_site_page). Version 6 brought protocol 4, the same with
+#: every site key named in the arguments, which the scripts no longer send.
+SITE_PAGE_MODULE_VERSION = 7
 #: The module version that brought ND.PASSAGES's protocol 2 (passage format 3's packed index): check.lua's
 #: passage step goes through the module only from this version on.
 PACKED_PASSAGES_MODULE_VERSION = 5
@@ -62,7 +63,8 @@ async def module_version(client: aioredis.Redis) -> int:
 #: Scripts whose loops come in a Lua and a module version, and the files that hold them: ``{bands}``
 #: is the band step's choice (the module of any version), ``{link}`` the choice for ``ND.LINK``
 #: (LINK_MODULE_VERSION), ``{v5}`` for ``ND.PASSAGES`` (both protocols from version 5) and
-#: ``ND.POSTINGS``, ``{v6}`` for ``ND.BANDS``'s protocol 4 (a page of a site counted in the band step).
+#: ``ND.POSTINGS``, ``{v6}`` for ``ND.BANDS``'s protocol 5 (a page of a site counted in the band step;
+#: SITE_PAGE_MODULE_VERSION).
 _VARIANTS = {
     "check": ["_bands_{bands}.lua", "_passages_{v5}.lua", "_site_page_{v6}.lua", "_link_{link}.lua"],
     "cluster_ops": ["_cluster_buckets_{bands}.lua"],

@@ -30,6 +30,11 @@
 //     counted as check.lua's add_site_page counts it (site_page.hpp: the collection's state hash, the
 //     site keys sn, si, sp, and the document's entry), so a page of a site costs no command of its
 //     own; with an empty <name> (a document of no site, check.lua's readiness call) protocol 3.
+//   ND.BANDS 5 <protocol 3's arguments> <state> <site base> <edge group> <name>
+//     (module version 7) protocol 4 with the site keys named from <site base> (<base>sn, <base>si,
+//     <base>sp) and the document's entry key and field from its ordinal (<base>e: + decimal(ord / edge
+//     group), decimal(ord % edge group)): the same writes, four arguments in the append-only file per
+//     document instead of seven.
 //   -> [L, S, N, found, counts]: the table's new shape, the ordinals already in the document's
 //      buckets above floor (<width> bytes each, each once: in the order first met, or ranked as above when
 //      cut to limit) and for each of them how many of those buckets hold it (2 bytes each,
@@ -83,14 +88,41 @@ Ranked rank(const std::string& found, const std::vector<uint16_t>& times, uint64
   return out;
 }
 
+// Protocol 5's site arguments as protocol 4's (SitePage's): the state and the name given, the site keys
+// and the document's entry key and field made from the site key base, the edge group and the ordinal.
+class SiteArgs {
+ public:
+  SiteArgs(VmCtx* ctx, VmString* state, VmString* base, uint64_t group, uint64_t ord, VmString* name) : ctx_(ctx) {
+    size_t len = 0;
+    const char* b = api.StringPtrLen(base, &len);
+    const std::string prefix(b, len);
+    const std::string made[] = {prefix + "sn", prefix + "si", prefix + "sp",
+                                prefix + "e:" + std::to_string(ord / group), std::to_string(ord % group)};
+    for (size_t i = 0; i < 5; ++i) args_[i + 1] = api.CreateString(ctx, made[i].data(), made[i].size());
+    args_[0] = state;
+    args_[6] = name;
+  }
+  ~SiteArgs() {
+    for (size_t i = 1; i < 6; ++i) api.FreeString(ctx_, args_[i]);
+  }
+  SiteArgs(const SiteArgs&) = delete;
+  SiteArgs& operator=(const SiteArgs&) = delete;
+  VmString** args() { return args_; }
+
+ private:
+  VmCtx* ctx_;
+  VmString* args_[7];
+};
+
 int bands_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 10 && argc != 13 && argc != 14 && argc != 21) return api.WrongArity(ctx);
+  if (argc != 10 && argc != 13 && argc != 14 && argc != 18 && argc != 21) return api.WrongArity(ctx);
   size_t len = 0;
   const char* version = api.StringPtrLen(argv[1], &len);
-  if (len != 1 || version[0] < '1' || version[0] > '4')
+  if (len != 1 || version[0] < '1' || version[0] > '5')
     return api.ReplyWithError(ctx, "ERR ND.BANDS: unknown protocol version");
   const int protocol = version[0] - '0';
-  if (argc != (protocol == 1 ? 10 : protocol == 2 ? 13 : protocol == 3 ? 14 : 21)) return api.WrongArity(ctx);
+  if (argc != (protocol == 1 ? 10 : protocol == 2 ? 13 : protocol == 3 ? 14 : protocol == 4 ? 21 : 18))
+    return api.WrongArity(ctx);
   long long cap = 1LL << 40, floor = 0, limit = 1LL << 40, width = 4;  // version 1: no bounds
   if (protocol >= 2 && (!integer(argv[10], 1, 1LL << 24, cap) || !integer(argv[11], 0, 1LL << 40, floor) ||
                         !integer(argv[12], 1, 1LL << 24, limit)))
@@ -111,12 +143,23 @@ int bands_command(VmCtx* ctx, VmString** argv, int argc) {
   const char* fields = api.StringPtrLen(argv[9], &fields_len);
   if ((write && o4_len != w) || fields_len % 8 != 0)
     return api.ReplyWithError(ctx, "ERR ND.BANDS: the ordinal is <width> bytes and band keys 8 bytes each");
-  // Protocol 4: the document's page of a site, counted here (site_page.hpp), read before any write.
+  // Protocols 4 and 5: the document's page of a site, counted here (site_page.hpp), read before any
+  // write.
   size_t name_len = 0;
-  if (protocol == 4) api.StringPtrLen(argv[20], &name_len);
+  if (protocol >= 4) api.StringPtrLen(argv[protocol == 4 ? 20 : 17], &name_len);
+  std::unique_ptr<SiteArgs> site_args;
   std::unique_ptr<SitePage> page;
-  if (protocol == 4 && write && name_len > 0) {
-    page = std::make_unique<SitePage>(ctx, argv + 14);
+  if (protocol >= 4 && write && name_len > 0) {
+    VmString** args = argv + 14;
+    if (protocol == 5) {
+      long long group = 0;
+      if (!integer(argv[16], 1, 1LL << 20, group))
+        return api.ReplyWithError(ctx, "ERR ND.BANDS: the edge group is out of range");
+      site_args = std::make_unique<SiteArgs>(ctx, argv[14], argv[15], static_cast<uint64_t>(group),
+                                             big_endian(o4, w), argv[17]);
+      args = site_args->args();
+    }
+    page = std::make_unique<SitePage>(ctx, args);
     if (const char* error = page->prepare()) return api.ReplyWithError(ctx, error);
   }
   std::string found;  // the reply: ordinals already in the buckets, each once
@@ -202,7 +245,9 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(VmCtx* 
   // Version 5 added ND.PASSAGES's protocol 2 and ND.POSTINGS (passage format 3), used from version 5 on.
   // Version 6 added ND.MATCHLINK's protocol 3 (the batch's sketches and candidates as check.lua has
   // them), the only one check.lua sends: it links in the check from version 6 on; and ND.BANDS's
-  // protocol 4 (a page of a site counted in the band step), sent from version 6 on.
+  // protocol 4 (a page of a site counted in the band step), sent from version 6 on. Version 7 added
+  // ND.LINK's protocol 2 (site layout 2) and ND.BANDS's protocol 5 (protocol 4 with fewer arguments),
+  // sent from version 7 on.
   if (init(ctx, "neardup", 7) != kOk) return kErr;
   if (api.CreateCommand(ctx, "nd.bands", bands_command, "write deny-oom", 0, 0, 0) != kOk) return kErr;
   if (register_passage_commands(ctx) != kOk) return kErr;

@@ -185,7 +185,9 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         cases = [
             ("wrong number", ok[:-1]),
             ("wrong number", ["1", *ok[1:]]),  # version 1 has no cap, floor or limit
-            ("protocol version", ["5", *ok[1:]]),
+            ("protocol version", ["6", *ok[1:]]),
+            ("wrong number", ["5", *ok[1:], 4]),  # version 5 adds the site arguments
+            ("edge group is out of range", ["5", *ok[1:], 4, "st", "s:", 0, "a.example"]),
             ("wrong number", ["3", *ok[1:]]),  # version 3 adds the ordinal width
             ("width must be 4 or 5", ["3", *ok[1:], 6]),
             ("ordinal is <width> bytes", ["3", *ok[1:], 5]),  # a 4-byte ordinal for width 5

@@ -35,9 +35,9 @@ def test_nd_link_checks_its_arguments_and_records_an_edge(
     client = redis.Redis.from_url(servers[0].url)
     try:
         modules = {m[b"name"]: m[b"ver"] for m in client.module_list()}
-        # version 7: ND.LINK's protocol 2 (site layout 2, scripts.LINK_MODULE_VERSION); 6: ND.MATCHLINK's
-        # protocol 3 and ND.BANDS's 4 (scripts.SITE_PAGE_MODULE_VERSION); ND.MATCHLINK's protocol 2 came
-        # with 4, ND.POSTINGS with 5 (PACKED_PASSAGES_MODULE_VERSION)
+        # version 7: ND.LINK's protocol 2 (site layout 2, scripts.LINK_MODULE_VERSION) and ND.BANDS's 5
+        # (scripts.SITE_PAGE_MODULE_VERSION); 6: ND.MATCHLINK's protocol 3 and ND.BANDS's 4;
+        # ND.MATCHLINK's protocol 2 came with 4, ND.POSTINGS with 5 (PACKED_PASSAGES_MODULE_VERSION)
         assert modules[b"neardup"] == 7
         cases = [
             ("wrong number", link_args([(1, 2)])[:-1]),
@@ -473,14 +473,16 @@ def test_nd_matchlink_protocol_3_links_as_protocol_2(servers: tuple[EmbeddedValk
         client.close()
 
 
-def test_nd_bands_protocol_4_counts_a_page_as_add_site_page(
+def test_nd_bands_protocols_4_and_5_count_a_page_as_add_site_page(
     servers: tuple[EmbeddedValkey, EmbeddedValkey],
 ) -> None:
-    """ND.BANDS's protocol 4 (module version 6) counts the document's page of a site as _common.lua's
-    add_site_page does: a new name interned with the next id of the state's sseq, the page counted, the
-    entry written; a known name keeps its id. The same pages through protocol 3 and the Lua function
-    store the same bytes (band groups included); an empty name counts nothing (check.lua's readiness
-    call, in read mode, writes nothing); a site key of another type is refused with nothing written."""
+    """ND.BANDS's protocol 4 (module version 6), and 5 (version 7: the site keys and the entry named
+    from a key base and the ordinal, what check.lua sends), count the document's page of a site as
+    _common.lua's add_site_page does: a new name interned with the next id of the state's sseq, the
+    page counted, the entry written; a known name keeps its id. The same pages through protocols 4, 5
+    and 3 with the Lua function store the same bytes (band groups included); an empty name counts
+    nothing (check.lua's readiness call, in read mode, writes nothing); a site key of another type is
+    refused with nothing written."""
     site_keys = ["st", "sn", "si", "sp"]
     pages = [("a.example", 5), ("b.example", 6), ("a.example", 40), ("c.example", 41), ("b.example", 70)]
     add_site_page = """
@@ -502,30 +504,37 @@ redis.call('HSET', 'e:' .. math.floor(ord / 32), ord % 32, struct.pack('>I4', id
     client = redis.Redis.from_url(servers[0].url)
     try:
         dumps, replies = [], []
-        for module in (True, False):
+        for path in ("4", "5", "lua"):
             client.flushall()
             client.hset("st", mapping={"seq": 3, "sseq": 7})
             got = []
             for name, ordinal in pages:
-                if module:
+                if path == "4":
                     page = [*site_keys, f"e:{ordinal // 32}", str(ordinal % 32), name]
                     got.append(client.execute_command("ND.BANDS", "4", *bands(ordinal), *page))
+                elif path == "5":  # the key base is "": sn, si, sp, e:<n>
+                    got.append(client.execute_command("ND.BANDS", "5", *bands(ordinal), "st", "", 32, name))
                 else:
                     got.append(client.execute_command("ND.BANDS", "3", *bands(ordinal)))
                     client.eval(add_site_page, 4, *site_keys, ordinal, name)
             replies.append(got)
             dumps.append(dump(servers[0].url))
-        assert replies[0] == replies[1]
-        assert dumps[0] == dumps[1]
+        assert replies[0] == replies[1] == replies[2]
+        assert dumps[0] == dumps[1] == dumps[2]
         assert client.hgetall("sn") == {b"a.example": b"8", b"b.example": b"9", b"c.example": b"10"}
         assert client.hgetall("sp") == {b"8": b"2", b"9": b"2", b"10": b"1"}
         assert client.hget("st", "sseq") == b"10"
         ready = ["4", *bands(0, "read"), "", "", "", "", "", "", ""]
         ready[7] = b""  # no ordinal in read mode
         client.execute_command("ND.BANDS", *ready)
+        ready = ["5", *bands(0, "read"), "", "", "", ""]
+        ready[7] = b""
+        client.execute_command("ND.BANDS", *ready)
+        client.execute_command("ND.BANDS", "5", *bands(91), "st", "", 32, "")  # no site: bands only
         no_site = ["4", *bands(90), *site_keys, "e:2", "26", ""]  # a document of no site: bands only
         client.execute_command("ND.BANDS", *no_site)
-        assert client.hget("e:2", "26") is None and client.hgetall("sp") == {
+        assert client.hget("e:2", "26") is None and client.hget("e:2", "27") is None
+        assert client.hgetall("sp") == {
             b"8": b"2",
             b"9": b"2",
             b"10": b"1",
@@ -539,6 +548,13 @@ redis.call('HSET', 'e:' .. math.floor(ord / 32), ord % 32, struct.pack('>I4', id
             client.execute_command("ND.BANDS", "4", *bands(95), *site_keys, "wrong", "31", "d.example")
         with pytest.raises(redis.ResponseError, match="wrong number"):
             client.execute_command("ND.BANDS", "4", *bands(95), *site_keys, "e:2", "31")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("ND.BANDS", "5", *bands(95), "wrong", "", 32, "d.example")
+        client.hset("wrongsn", "x", "1")
+        client.set("wrongsp", "x")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):  # "wrong" + "sn" is a hash, + "sp" not
+            client.execute_command("ND.BANDS", "5", *bands(95), "st", "wrong", 32, "d.example")
+        client.delete("wrongsn", "wrongsp")
         client.delete("wrong")
         assert dump(servers[0].url) == before
     finally:

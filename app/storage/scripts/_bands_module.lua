@@ -1,14 +1,14 @@
 -- _bands_module.lua: check.lua's band step as one call of ND.BANDS, the command of neardup's Valkey
 -- module (native/valkey/bands.cpp), which the embedded server loads. Same contract and the same data
 -- as _bands_lua.lua, in one command instead of one to three per band plus the splits.
--- page: for a stored document of a site, {state, sn, si, sp, entry key, entry field, site name}: the page
--- counted in the same call (protocol 4, module version 6: _site_page_module.lua), not by add_site_page.
+-- page: for a stored document of a site, {state, site key base, edge group, site name}: the page counted
+-- in the same call (protocol 5, module version 7: _site_page_module.lua), not by add_site_page.
 local function band_step(st, own, o4, mode, cap, floor, limit, page)
   local t = st.band
   if mode == 'read' and #own == 0 then return {} end
   local r
   if page then
-    r = redis.call('ND.BANDS', '4', t.prefix, t.L, t.S, t.N, t.target, mode, o4 or '', own, cap,
+    r = redis.call('ND.BANDS', '5', t.prefix, t.L, t.S, t.N, t.target, mode, o4 or '', own, cap,
       string.format('%d', math.max(floor, 0)), limit, OW, unpack(page))
   else
     r = redis.call('ND.BANDS', '3', t.prefix, t.L, t.S, t.N, t.target, mode, o4 or '', own, cap,

@@ -1,5 +1,5 @@
--- _site_page_module.lua: check.lua counts a page of a site in the document's ND.BANDS call (protocol 4,
--- neardup's module version 6: band_step's `page`), which writes what _common.lua's add_site_page writes,
+-- _site_page_module.lua: check.lua counts a page of a site in the document's ND.BANDS call (protocol 5,
+-- neardup's module version 7: band_step's `page`), which writes what _common.lua's add_site_page writes,
 -- so the page costs no command of its own.
 local SITE_PAGE_IN_BANDS = true
 
@@ -8,6 +8,5 @@ local SITE_PAGE_IN_BANDS = true
 -- written.
 local function site_page_ready(st)
   local t = st.band
-  redis.call('ND.BANDS', '4', t.prefix, t.L, t.S, t.N, t.target, 'read', '', '', 1, 0, 1, OW, '', '', '', '', '',
-    '', '')
+  redis.call('ND.BANDS', '5', t.prefix, t.L, t.S, t.N, t.target, 'read', '', '', 1, 0, 1, OW, '', '', '', '')
 end

@@ -136,7 +136,7 @@ for i = 1, n do
     local site = arg(i, 4)
     if site ~= '' then
       if SITE_PAGE_IN_BANDS then  -- counted by the band step's command (_site_page_module.lua)
-        page = {KEYS[1], SITE_NAMES, SITE_IDS, SITE_PAGES, edge_key(ord), slot(ord, EDGE_GROUP), site}
+        page = {KEYS[1], SITE_BASE, EDGE_GROUP, site}
       else
         add_site_page(ord, site)
       end
