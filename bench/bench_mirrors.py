@@ -216,6 +216,7 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
         "check_with_site_field_lua": [],
     }  # fmt: skip
     link: dict[str, list[float]] = {"check_with_site_field": [], "check_with_site_field_layout_1": []}
+    aof: dict[str, list[float]] = {label: [] for label in out}  # append-only file bytes per document
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedValkey(Path(tmp) / "valkey", fsync="everysec")
         url = server.start()
@@ -250,6 +251,7 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
                         state = (await index._collection(name)).keys.state
                         assert sync.hdel(state, "sx") == 1
                     sync.config_resetstat()
+                    aof_before = sync.info("persistence")["aof_current_size"]
                     for start in range(0, len(crawl), batch):
                         docs = [
                             Document(p["id"], p["text"], {"url": p["url"]})
@@ -259,6 +261,8 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
                     if site_field:
                         await index.settle_links(name)
                     out[label].append(usec("evalsha") / len(crawl))
+                    aof_after = sync.info("persistence")["aof_current_size"]
+                    aof[label].append((aof_after - aof_before) / len(crawl))
                     if label in link:
                         link[label].append(usec("nd.link") / len(crawl))
                     await index.close()
@@ -273,6 +277,7 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
         "valkey_us_per_doc": median,
         "runs": {k: [round(x, 1) for x in v] for k, v in out.items()},
         "nd_link_us_per_doc": {k: round(statistics.median(v), 1) for k, v in link.items()},
+        "aof_bytes_per_doc": {k: round(statistics.median(v), 1) for k, v in aof.items()},
         "nd_link_runs": {k: [round(x, 1) for x in v] for k, v in link.items()},
         "counting_us_per_doc": round(median["check_with_site_field"] - median["check_without"], 1),
         "counting_us_per_doc_layout_1": round(
