@@ -229,6 +229,7 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
         await lua_store._scripts.ensure_loaded(lua_store.client)
         scripts.LINK_MODULE_VERSION = version
         sync = redis_sync.Redis.from_url(url)
+        sync.config_set("auto-aof-rewrite-percentage", 0)  # the file only grows: its size is the measure
 
         def usec(command: str) -> float:
             return float(sync.info("commandstats").get(f"cmdstat_{command}", {}).get("usec", 0))
