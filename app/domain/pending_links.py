@@ -27,14 +27,18 @@ MAX_SETTLE_ENTRIES = 32
 
 
 @dataclass
+class _Entry:
+    journal_field: int
+    pairs: list[tuple[int, int]]
+    #: when it came (time.monotonic()): the timer settles only what waited ``delay``
+    since: float
+
+
+@dataclass
 class _Queue:
     gen: str
-    fields: list[int] = field(default_factory=list)
-    pairs: list[tuple[int, int]] = field(default_factory=list)
-    #: pairs per field, in order (so a partial take keeps each entry whole)
-    counts: list[int] = field(default_factory=list)
-    #: when each field came (time.monotonic()): the timer settles only what waited ``delay``
-    since: list[float] = field(default_factory=list)
+    #: oldest first; a take keeps each entry whole
+    entries: list[_Entry] = field(default_factory=list)
     timer: asyncio.Task[None] | None = None
 
 
@@ -54,26 +58,21 @@ class PendingLinks:
         if queue is None or queue.gen != gen:  # a recreated collection: the old entries went with it
             self._cancel(queue)
             queue = self._queues[name] = _Queue(gen)
-        queue.fields.append(journal_field)
-        queue.pairs.extend(pairs)
-        queue.counts.append(len(pairs))
-        queue.since.append(time.monotonic())
+        queue.entries.append(_Entry(journal_field, pairs, time.monotonic()))
         if queue.timer is None:
             queue.timer = asyncio.create_task(self._later(name))
 
     def take(self, name: str, gen: str) -> Settle | None:
         """Up to MAX_SETTLE_ENTRIES entries, oldest first, for a check of this generation to settle."""
         queue = self._queues.get(name)
-        if queue is None or not queue.fields:
+        if queue is None or not queue.entries:
             return None
         if queue.gen != gen:
             self._cancel(self._queues.pop(name))
             return None
-        k = min(len(queue.fields), MAX_SETTLE_ENTRIES)
-        n = sum(queue.counts[:k])
-        settle = Settle(queue.fields[:k], queue.pairs[:n])
-        del queue.fields[:k], queue.counts[:k], queue.pairs[:n], queue.since[:k]
-        return settle
+        taken = queue.entries[:MAX_SETTLE_ENTRIES]
+        del queue.entries[:MAX_SETTLE_ENTRIES]
+        return Settle([e.journal_field for e in taken], [pair for e in taken for pair in e.pairs])
 
     def give_back(self, name: str, gen: str, settle: Settle) -> None:
         """A check that took ``settle`` failed before it could say whether it settled them: they go
@@ -83,18 +82,18 @@ class PendingLinks:
             if queue is not None:
                 return  # recreated meanwhile: these belong to a generation that is gone
             queue = self._queues[name] = _Queue(gen)
-        counts = _counts(settle)
-        queue.fields[:0] = list(settle.fields)
-        queue.pairs[:0] = list(settle.pairs)
-        queue.counts[:0] = counts
-        queue.since[:0] = [time.monotonic()] * len(counts)
+        # Every pair goes with the first field: a field's pairs are only ever sent together with it, so
+        # any split that keeps them all is as good.
+        now = time.monotonic()
+        back = [_Entry(f, list(settle.pairs) if i == 0 else [], now) for i, f in enumerate(settle.fields)]
+        queue.entries[:0] = back
         if queue.timer is None:
             queue.timer = asyncio.create_task(self._later(name))
 
     async def flush(self, name: str) -> None:
         """Settle everything this process holds for ``name`` now (before a site read, at shutdown)."""
         queue = self._queues.get(name)
-        while queue is not None and queue.fields:
+        while queue is not None and queue.entries:
             settle = self.take(name, queue.gen)
             if settle is None:
                 break
@@ -116,11 +115,11 @@ class PendingLinks:
         again: no call of its own (and no fsync pass of its own) in a steady stream."""
         while True:
             queue = self._queues.get(name)
-            if queue is None or not queue.fields:
+            if queue is None or not queue.entries:
                 if queue is not None:
                     queue.timer = None
                 return
-            wait = queue.since[0] + self._delay - time.monotonic()
+            wait = queue.entries[0].since + self._delay - time.monotonic()
             if wait <= 0:
                 break
             await asyncio.sleep(wait)
@@ -135,9 +134,3 @@ class PendingLinks:
         if queue is not None and queue.timer is not None:
             queue.timer.cancel()
             queue.timer = None
-
-
-def _counts(settle: Settle) -> list[int]:
-    """Pairs per field of a taken settle: every pair goes with the first field (a field's pairs are
-    only ever sent together with it, so any split that keeps the total is as good)."""
-    return [len(settle.pairs)] + [0] * (len(settle.fields) - 1) if settle.fields else []

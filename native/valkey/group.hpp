@@ -75,6 +75,14 @@ class Group : public OpenedKey {
     return value;
   }
   void set(VmString* field, VmString* value) { api.HashSet(key_, kHashNone, field, value, nullptr); }
+  // The same with the field as a C string (kHashCFields): no module string made and freed for it.
+  VmString* get(const char* field) const {
+    if (!key_ || api.KeyType(key_) != kKeyTypeHash) return nullptr;
+    VmString* value = nullptr;
+    api.HashGet(key_, kHashCFields, field, &value, nullptr);
+    return value;
+  }
+  void set(const char* field, VmString* value) { api.HashSet(key_, kHashCFields, field, value, nullptr); }
   // Sets the field only where it is absent; whether it did.
   bool set_new(VmString* field, VmString* value) {
     return api.HashSet(key_, kHashNx | kHashCountAll, field, value, nullptr) == 1;

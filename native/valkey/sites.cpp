@@ -154,18 +154,11 @@ class Linker {
   bool wrote = false, wrong_type = false;
   bool packed = false;  // site layout 2's shared counts (protocol 2)
 
-  // The value of a field, as HGET: false when the key or the field is absent. Fields are passed as C
-  // strings (kHashCFields): no module string made and freed per field.
+  // The value of a field, as HGET: false when the key or the field is absent.
   bool get(const std::string& prefix, uint64_t number, uint64_t field, std::string& out) {
-    VmKey* key = open(prefix, number, false);
-    const int type = key ? api.KeyType(key) : kKeyTypeEmpty;
-    if (type != kKeyTypeHash) {
-      if (type != kKeyTypeEmpty) wrong_type = true;
-      return false;
-    }
-    Decimal name(field);
-    VmString* value = nullptr;
-    api.HashGet(key, kHashCFields, name.text, &value, nullptr);
+    Group group(ctx_, open(prefix, number, false));
+    if (group.wrong_type()) wrong_type = true;
+    VmString* value = group.get(Decimal(field).text);
     if (!value) return false;
     size_t len = 0;
     const char* v = api.StringPtrLen(value, &len);
@@ -175,20 +168,19 @@ class Linker {
   }
 
   void set(const std::string& prefix, uint64_t number, uint64_t field, const std::string& value) {
-    VmKey* key = open(prefix, number, true);
-    const int type = key ? api.KeyType(key) : kKeyTypeEmpty;
-    if (type != kKeyTypeHash && type != kKeyTypeEmpty) {
+    Group group(ctx_, open(prefix, number, true));
+    if (group.wrong_type()) {
       wrong_type = true;
       return;
     }
-    Decimal name(field);
     VmString* v = api.CreateString(ctx_, value.data(), value.size());
-    api.HashSet(key, kHashCFields, name.text, v, nullptr);
+    group.set(Decimal(field).text, v);
     api.FreeString(ctx_, v);
     wrote = true;
   }
 
-  // A number's decimal text, NUL-terminated, on the stack.
+  // A number's decimal text, NUL-terminated, on the stack: a hash field passed as a C string (no
+  // module string made and freed per field).
   struct Decimal {
     explicit Decimal(uint64_t n) { *std::to_chars(text, text + sizeof text - 1, n).ptr = '\0'; }
     char text[24];
@@ -203,7 +195,8 @@ class Linker {
       wrong_type = true;
       return false;
     }
-    VmString* name = decimal(b);
+    const Decimal field(b);
+    const char* name = field.text;
     long long n = d;
     if (VmString* old = group.get(name)) {
       long long before = 0;
@@ -223,7 +216,6 @@ class Linker {
         kept = false;
       }
     }
-    api.FreeString(ctx_, name);
     wrote = true;
     return kept;
   }
@@ -256,9 +248,8 @@ class Linker {
       if (static_cast<long long>(len / 8) >= max_others) return false;
       std::string grown;
       if (len > 0) grown.assign(s, len);
-      grown.resize(len + 8);
-      put_u32(&grown[len], b);
-      put_u32(&grown[len + 4], static_cast<uint64_t>(n));
+      append_big_endian(grown, b, 4);
+      append_big_endian(grown, static_cast<uint64_t>(n), 4);
       VmString* value = api.CreateString(ctx_, grown.data(), grown.size());
       api.StringSet(key, value);
       api.FreeString(ctx_, value);
@@ -385,11 +376,6 @@ class Linker {
   VmKey* open(const std::string& prefix, uint64_t number, bool write) {
     const unsigned kind = &prefix == &edges ? 0 : &prefix == &shared ? 1 : 2;
     return keys_.open(prefix, kind, number, write || kind != 2);
-  }
-
-  VmString* decimal(uint64_t n) {
-    const std::string text = std::to_string(n);
-    return api.CreateString(ctx_, text.data(), text.size());
   }
 
   VmCtx* ctx_;

@@ -89,7 +89,7 @@ if writes then
     end
   end
   if #missing > 0 then return {'replace', missing} end
-  for i = 1, n do  -- and ND.BANDS's protocol 4, where it counts the pages (_site_page_module.lua)
+  for i = 1, n do  -- and ND.BANDS's protocol 5, where it counts the pages (_site_page_module.lua)
     if SITE_PAGE_IN_BANDS and arg(i, 4) ~= '' then
       site_page_ready(st)
       break
