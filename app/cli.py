@@ -310,11 +310,12 @@ def add_params(commands: Any) -> None:
         "params",
         help="show the LSH parameters chosen for a threshold, with their S-curve",
         formatter_class=HELP_FORMAT,
-        description="The bands and rows neardup chooses for a threshold and signature length (minimizing the "
-        "weighted false positive and false negative probabilities under P(s) = 1 - (1 - s^r)^b), those "
-        "probabilities, P(s) at a few similarities, and the S-curve.",
+        description="The bands and rows neardup chooses for a threshold and signature length (the most "
+        "rows for which P(threshold) >= 0.99 under P(s) = 1 - (1 - s^r)^b; or, given weights, the ones "
+        "minimizing the weighted false positive and false negative probabilities), those probabilities, "
+        "P(s) at a few similarities, what a candidate is verified on, and the S-curve.",
         epilog="examples:\n  neardup params --threshold 0.8 --num-perm 128\n"
-        "  neardup params --threshold 0.9 --sketch-format 1 --fn-weight 0.8 --fp-weight 0.2\n"
+        "  neardup params --threshold 0.9 --fn-weight 0.8 --fp-weight 0.2\n"
         "  neardup params --threshold 0.8 --bands 16 --rows 8 --json",
     )
     params.add_argument("--threshold", "-t", type=float, default=0.8, help="Jaccard threshold (default 0.8)")
@@ -323,23 +324,21 @@ def add_params(commands: Any) -> None:
         "--fp-weight",
         type=float,
         default=None,
-        help="weight of false positives (default: the service's; candidates are verified, "
-        "so a false positive of the banding costs only time)",
+        help="weight of false positives (given one weight, the other is 1 minus it; without either, the "
+        "service's choice; candidates are verified, so a false positive of the banding costs only time)",
     )
     params.add_argument(
         "--fn-weight",
         type=float,
         default=None,
-        help="weight of false negatives (default: the service's)",
+        help="weight of false negatives (see --fp-weight)",
     )
     params.add_argument(
-        "--sketch-format",
-        type=int,
-        choices=(1, 2, 3),
-        default=3,
-        help="the collection's sketch format (default 3: bands chosen for recall at the threshold, "
-        "verified on b-bit one-permutation bins, or every shingle of a short document; 2: the bins "
-        "alone, the default before format 3; 1: the rule of collections created before format 2)",
+        "--verify",
+        choices=("estimate", "exact"),
+        default="estimate",
+        help="the collection's verification (default estimate: one-permutation bins, or every shingle of "
+        "a short document; exact: the exact Jaccard of the shingle hash sets)",
     )
     params.add_argument("--bands", type=int, default=None, help="evaluate these bands instead of choosing")
     params.add_argument("--rows", type=int, default=None, help="evaluate these rows instead of choosing")

@@ -356,7 +356,7 @@ def similarity(
     return out
 
 
-def band_keys(signatures: U32Array, bands: int, rows: int, *, sketch_format: int = 1) -> U64Array:
+def band_keys(signatures: U32Array, bands: int, rows: int, *, salt: int = 0) -> U64Array:
     """One 64-bit LSH bucket key per band: uint64 array of shape ``(n, bands)``.
 
     Band ``j`` hashes slots ``j*rows .. (j+1)*rows-1`` together with ``j`` itself (and the sketch
@@ -364,14 +364,12 @@ def band_keys(signatures: U32Array, bands: int, rows: int, *, sketch_format: int
     different bands give different keys. Empty signatures get key 0 in every band, which no real band
     ever has: callers skip them.
     """
-    if sketch_format not in BAND_SALT:
-        raise ValueError(f"sketch_format must be one of {sorted(BAND_SALT)}, got {sketch_format!r}")
     matrix = _as_signature_matrix("signatures", signatures)
     if not isinstance(bands, int) or not isinstance(rows, int) or bands < 1 or rows < 1:
         raise ValueError(f"bands and rows must be positive integers, got bands={bands!r} rows={rows!r}")
     if bands * rows > matrix.shape[1]:
         raise ValueError(f"bands*rows = {bands * rows} exceeds the {matrix.shape[1]} slots of each signature")
-    out: U64Array = _native.band_keys(matrix, bands, rows, BAND_SALT[sketch_format])
+    out: U64Array = _native.band_keys(matrix, bands, rows, salt)
     return out
 
 

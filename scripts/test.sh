@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install everything and run the whole test suite: what CI runs (.ci/run), the README's second command.
+# Install everything, check lint and types, and run the whole test suite: what CI runs (.ci/run), the
+# README's second command.
 # Extra arguments go to pytest (scripts/test.sh -q tests/web).
 #
 # The browser test drives Debian's chromium through chromium-driver (never a downloaded browser), and the
@@ -37,4 +38,12 @@ if [ -n "$debian_pid" ]; then
   fi
 fi
 rm -f "$debian_log"
+
+# Lint and types first (seconds): ruff over the whole tree, mypy --strict over the package. mypy checks
+# the source folder under the name it is imported by (app/ is installed as neardup), through a link.
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+mkdir -p build/typecheck && ln -sfn ../../app build/typecheck/neardup
+MYPYPATH=build/typecheck .venv/bin/mypy -p neardup
+
 exec .venv/bin/pytest "$@"

@@ -12,8 +12,8 @@ from neardup.api.errors import error_responses, invalid
 from neardup.api.models import CollectionCreate, CollectionList, CollectionOut
 from neardup.api.responses import JSONBytesResponse
 from neardup.api.routing import OrjsonRoute
-from neardup.domain import CollectionConflict, CollectionNotFound, CollectionParams
-from neardup.domain.models import DEFAULT_SKETCH_FORMAT, collection_name_problem
+from neardup.domain import CollectionNotFound, CollectionParams
+from neardup.domain.models import collection_name_problem
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=OrjsonRoute)
 
@@ -34,7 +34,8 @@ async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
     threshold (minimizing false positive + false negative probability) unless given."""
     if problem := collection_name_problem(body.name):
         raise invalid(("body", "name"), problem)
-    options = dict(
+    params = CollectionParams.create(
+        body.name,
         threshold=ctx.settings.default_threshold if body.threshold is None else body.threshold,
         num_perm=ctx.settings.default_num_perm if body.num_perm is None else body.num_perm,
         shingle=ctx.settings.default_shingle if body.shingle is None else body.shingle,
@@ -44,31 +45,11 @@ async def create_collection(ctx: Ctx, body: CollectionCreate) -> Response:
         ttl_seconds=body.ttl_seconds,
         max_documents=body.max_documents,
         expected_documents=body.expected_documents,
+        verify=body.verify or "estimate",
         passages=bool(body.passages),
         site_field=body.site_field,
     )
-    params = CollectionParams.create(
-        body.name,
-        sketch_format=body.sketch_format,
-        verify=body.verify or "estimate",
-        **options,  # type: ignore[arg-type]
-    )
-    try:
-        stored, created = await ctx.service.create_collection(params)
-    except CollectionConflict:
-        if body.sketch_format is not None or body.verify is not None:
-            raise
-        # The same request, without a format, that created this collection when the default was an
-        # earlier format (1 before format 2, 2 before format 3): it is that collection, not a
-        # conflict. Otherwise the first conflict stands.
-        for earlier in range(DEFAULT_SKETCH_FORMAT - 1, 0, -1):
-            legacy = CollectionParams.create(body.name, sketch_format=earlier, **options)  # type: ignore[arg-type]
-            try:
-                stored, created = await ctx.service.create_collection(legacy)
-            except CollectionConflict:
-                continue
-            return JSONBytesResponse(params_dict(stored, await _documents(ctx, stored.name)), status_code=200)
-        raise
+    stored, created = await ctx.service.create_collection(params)
     if created:
         return JSONBytesResponse(params_dict(stored, 0), status_code=201)
     return JSONBytesResponse(params_dict(stored, await _documents(ctx, stored.name)), status_code=200)

@@ -88,11 +88,6 @@ def _limits(schema: dict[str, Any], settings: Settings, limits: Limits) -> None:
             "both are, they are chosen from the threshold",
             "num_perm_default": settings.default_num_perm,
         },
-        {
-            "rule": "verify 'exact' needs sketch_format 2",
-            "description": "exact mode stores the shingle hashes beside format 2's band keys; sketch_format "
-            "defaults to 3, or 2 with verify 'exact' (a collection keeps the format it was created with)",
-        },
     ]
     body_rule = f"the request body is at most {settings.max_body_bytes} bytes (413 otherwise)"
     for operations in schema["paths"].values():

@@ -25,7 +25,6 @@ def params_dict(params: CollectionParams, documents: int | None = None) -> dict[
         "ttl_seconds": params.ttl_seconds,
         "max_documents": params.max_documents,
         "expected_documents": params.expected_documents,
-        "sketch_format": params.sketch_format,
         "verify": params.verify,
         "bins": params.bins,
         "passages": params.passages,

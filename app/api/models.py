@@ -95,19 +95,12 @@ class CollectionCreate(RequestBody):
         description="keep only the most recent insertions: older ones stop matching and are "
         "reclaimed (default: no limit)",
     )
-    sketch_format: Annotated[int, Field(ge=1, le=3), _INTEGER] | None = Field(
-        default=None,
-        description="what each document keeps (default 3; 2 with verify 'exact'): 1, the "
-        "num_perm 32-bit MinHash slots (the format of collections created before format 2); 2, the "
-        "band keys and a sharper verification sketch (b-bit one-permutation bins) in fewer bytes; 3, "
-        "format 2's bins, or for a short document (at most bins / 4 shingles) every shingle in the "
-        "same bytes (sharper)",
-    )
     verify: Literal["estimate", "exact"] | None = Field(
         default=None,
-        description="how candidates are decided (default estimate): 'exact' stores the sorted 32-bit "
-        "hashes of every shingle (4 bytes per distinct shingle) and decides on the exact Jaccard of "
-        "the shingle sets; needs sketch_format 2 (the format it takes when none is given)",
+        description="how candidates are decided (default estimate): 'estimate' stores a fixed-size "
+        "sketch per document (one-permutation bins, or every shingle of a short document) and decides "
+        "on the estimated Jaccard; 'exact' stores the sorted 32-bit hashes of every shingle (4 bytes "
+        "per distinct shingle) and decides on the exact Jaccard of the shingle sets",
     )
     expected_documents: Annotated[int, Field(ge=1, le=2**27), _INTEGER] | None = Field(
         default=None,
@@ -145,11 +138,8 @@ class CollectionOut(BaseModel):
     ttl_seconds: int | None = Field(default=None, description="retention in seconds, if any")
     max_documents: int | None = Field(default=None, description="most recent insertions kept, if limited")
     expected_documents: int | None = Field(default=None, description="capacity hint, if given")
-    sketch_format: int = Field(default=1, description="stored sketch format (1, 2 or 3)")
     verify: Literal["estimate", "exact"] = Field(default="estimate", description="verification mode")
-    bins: int = Field(
-        default=0, description="one-permutation bins of a format-2 or format-3 estimate sketch (else 0)"
-    )
+    bins: int = Field(default=0, description="one-permutation bins of the estimate sketch (0 in exact mode)")
     passages: bool = Field(default=False, description="whether stored documents are indexed for passages")
     site_field: str | None = Field(default=None, description="the metadata field naming sites, if any")
     documents: int | None = Field(default=None, description="number of documents stored")

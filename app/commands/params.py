@@ -10,7 +10,7 @@ import orjson
 from neardup import sketch
 from neardup.commands.common import CliError, ExitCode
 from neardup.domain.index import collection_floor
-from neardup.domain.models import FN_WEIGHT, FP_WEIGHT, RECALL_AT_THRESHOLD, CollectionParams, max_bands
+from neardup.domain.models import RECALL_AT_THRESHOLD, CollectionParams, max_bands
 
 SIMILARITIES = (0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
 WIDTH = 60
@@ -29,12 +29,12 @@ def choose(args: argparse.Namespace) -> tuple[int, int]:
                 )
             sketch.error_probabilities(args.threshold, args.bands, args.rows)  # validates the threshold
             return int(args.bands), int(args.rows)
-        if args.sketch_format != 1 and args.fp_weight is None and args.fn_weight is None:
+        if args.fp_weight is None and args.fn_weight is None:  # the service's own choice
             return sketch.recall_bands(
                 args.threshold, args.num_perm, RECALL_AT_THRESHOLD, max_bands(args.num_perm)
             )
-        fp_weight = FP_WEIGHT if args.fp_weight is None else args.fp_weight
-        fn_weight = FN_WEIGHT if args.fn_weight is None else args.fn_weight
+        fp_weight = 1.0 - args.fn_weight if args.fp_weight is None else args.fp_weight
+        fn_weight = 1.0 - args.fp_weight if args.fn_weight is None else args.fn_weight
         return sketch.optimal_bands(args.threshold, args.num_perm, fp_weight, fn_weight)
     except ValueError as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
@@ -71,23 +71,24 @@ def verification(args: argparse.Namespace, bands: int, rows: int) -> dict[str, o
     """What a candidate is verified on, in the collection these parameters make."""
     try:
         params = CollectionParams.create(
-            "params", args.threshold, args.num_perm, bands=bands, rows=rows, sketch_format=args.sketch_format
+            "params", args.threshold, args.num_perm, bands=bands, rows=rows, verify=args.verify
         )
     except ValueError as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
     t = args.threshold
-    if params.sketch_format == 1:
-        error = (t * (1 - t) / params.num_perm) ** 0.5
-        sketch_name = f"{params.num_perm} MinHash slots of 32 bits"
+    if params.verify == "exact":
+        error = 0.0
+        sketch_name = "the sorted 32-bit hashes of every shingle (exact Jaccard)"
     else:
         chance = 2.0**-sketch.BITS_PER_BIN
         p = t + (1 - t) * chance
         error = (p * (1 - p) / params.bins) ** 0.5 / (1 - chance)
-        sketch_name = f"{params.bins} one-permutation bins of {sketch.BITS_PER_BIN} bits"
-        if params.sketch_format == 3:
-            sketch_name += " (a document of at most a quarter as many shingles keeps every shingle)"
+        sketch_name = (
+            f"{params.bins} one-permutation bins of {sketch.BITS_PER_BIN} bits (a document of at most a "
+            "quarter as many shingles keeps every shingle)"
+        )
     return {
-        "sketch_format": params.sketch_format,
+        "verify": params.verify,
         "sketch": sketch_name,
         "stored_bytes": params.stored_bytes,
         "standard_error_at_threshold": round(error, 5),
@@ -126,8 +127,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"  false positive probability  {fp:.4f}  (mean P(s) over s < {args.threshold})")
     print(f"  false negative probability  {fn:.4f}  (mean 1 - P(s) over s >= {args.threshold})")
     print(
-        f"  sketch format {verified['sketch_format']}: candidates are verified on {verified['sketch']} "
-        f"({verified['stored_bytes']} bytes per document with the band keys), standard error "
+        f"  verify {verified['verify']}: candidates are verified on {verified['sketch']} "
+        f"({verified['stored_bytes']} bytes per document with the band keys"
+        f"{', plus 4 per shingle' if verified['verify'] == 'exact' else ''}), standard error "
         f"{verified['standard_error_at_threshold']:.4f} at the threshold, a match needs "
         f"{verified['verification_floor']:.4f}: a false positive of the banding costs time, not a wrong "
         "answer"

@@ -51,12 +51,14 @@ from neardup.domain.models import (
     Shingle,
     StoredDocument,
 )
+from neardup.domain.registry import Collection, Registry
 
 __all__ = [
     "MAX_BATCH",
     "MAX_CANDIDATES",
     "MAX_ID_BYTES",
     "CheckResult",
+    "Collection",
     "CollectionConflict",
     "CollectionFull",
     "CollectionInfo",
@@ -71,6 +73,7 @@ __all__ = [
     "Metadata",
     "NearDupError",
     "NotFound",
+    "Registry",
     "Shingle",
     "SitesNotCounted",
     "StoreUnavailable",

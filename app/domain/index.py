@@ -4,20 +4,14 @@ stored signatures and first-seen order taken from the store's stamps (one script
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import math
 import secrets
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-import orjson
-
-from neardup import __version__, sketch
 from neardup.domain.banding import (
     Sketches,
     candidate_scorer,
@@ -28,14 +22,12 @@ from neardup.domain.banding import (
 )
 from neardup.domain.errors import (
     CollectionConflict,
-    CollectionFull,
     CollectionNotFound,
     DocumentNotFound,
     InvalidInput,
     InvalidParameters,
     SitesNotCounted,
     StoreUnavailable,
-    WrittenByNewerVersion,
 )
 from neardup.domain.group_commit import GroupCommit
 from neardup.domain.models import (
@@ -54,10 +46,11 @@ from neardup.domain.models import (
 from neardup.domain.observer import IndexObserver, NullObserver
 from neardup.domain.passage_search import DEFAULT_MIN_WORDS, PassageResult, search_passages
 from neardup.domain.pending_links import PendingLinks
+from neardup.domain.registry import ATTEMPTS, Collection, Registry, decode_entry, encode_entry
 from neardup.domain.sites import MirrorPair, SiteMirrors, mirror_pairs, site_mirrors
 from neardup.storage import records
-from neardup.storage.errors import CollectionMissing, GenerationChanged, OrdinalsExhausted, StoreDown
-from neardup.storage.keys import ORDINAL_WIDTH, SITE_LAYOUT, SITE_PARTNERS, CollectionKeys, max_ordinal
+from neardup.storage.errors import GenerationChanged, StoreDown
+from neardup.storage.keys import ORDINAL_WIDTH, SITE_PARTNERS, CollectionKeys, max_ordinal
 from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Settle, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
@@ -66,58 +59,31 @@ MAX_BATCH = 1000
 #: copies must not make every later check fetch thousands of signatures.
 MAX_CANDIDATES = 256
 #: Insertions one collection can take: ordinals are ``keys.ORDINAL_WIDTH`` (5) bytes in the band
-#: buckets and never reused (a collection created before they were widened keeps 4-byte ones: 2^32 - 1).
+#: buckets and never reused.
 MAX_INSERTIONS = max_ordinal(ORDINAL_WIDTH)
-#: Sites count matches at the collection's threshold itself (estimate >= threshold: what a check with
-#: ``min_similarity`` = threshold reports), not at the stricter floor of the default answers
-#: (VERIFY_Z): a site's share estimates the share of its pages with a true near-duplicate at the
-#: threshold, and the plain cut errs about as often on either side of it, while the floor would
-#: leave out most pages just above it (on the synthetic crawl of bench/bench_mirrors.py, see
-#: BENCHMARKS.md). Recorded per checked document: at most this many of its matches on other sites
-#: (a document keeps keys.SITE_PARTNERS partners), the best one of each other site first.
+#: Sites count matches at the collection's threshold (what a check reports): a site's share estimates
+#: the share of its pages with a near-duplicate on the other site. Recorded per checked document: at most
+#: this many of its matches on other sites (a document keeps keys.SITE_PARTNERS partners), the best one
+#: of each other site first.
 MAX_LINKS_PER_DOCUMENT = SITE_PARTNERS
 #: Attempts when another client changes the same ids (or drops/recreates the collection) meanwhile.
-_ATTEMPTS = 8
-KEEPS_CHANGING = "the collection keeps changing under this request; retry"
+_ATTEMPTS = ATTEMPTS
 T = TypeVar("T")
-#: Estimates are fractions of num_perm slots held in float32: compare with a little slack so a
-#: similarity of exactly the threshold (e.g. 70/100 vs 0.7) is not lost to rounding.
+#: Similarities are float32 fractions: compare with a little slack so a similarity of exactly the
+#: threshold (e.g. 70/100 vs 0.7) is not lost to rounding.
 _EPSILON = 1e-6
 #: A floor no estimate reaches (estimates are at most 1).
 _NEVER = 2.0
-#: A match must estimate above the collection's threshold by half a standard error of the estimate,
-#: t + VERIFY_Z * sqrt(t (1 - t) / k): 0.818 at t = 0.8, k = 128, i.e. at least 105 of the 128 slots
-#: equal (t alone would take 103). Estimates scatter around the true Jaccard (0.035 at 0.8) and on
-#: real text the pairs just below a threshold outnumber those just above it, so taking every
-#: estimate >= t lets in more false matches than it saves. Measured against the exact Jaccard on the
-#: benchmark corpus (bench/quality.py, BENCHMARKS.md), at t = 0.8 with b=16, r=8: precision 0.985 ->
-#: 0.991, recall 0.986 -> 0.981. An explicit ``min_similarity`` is a plain floor on the estimate.
-VERIFY_Z = 0.5
 #: Batches with at most this many characters are sketched on the event loop: ~100 us of work at
 #: ~300 MB/s, less than handing them to a thread and back. Larger ones go to a thread (the native
 #: core releases the GIL), so the loop keeps serving other requests meanwhile.
 INLINE_SKETCH_CHARS = 32_768
 
 
-def verification_floor(threshold: float, num_perm: int) -> float:
-    """Least estimated Jaccard a candidate needs to match in a collection with this threshold."""
-    return threshold + VERIFY_Z * math.sqrt(threshold * (1.0 - threshold) / num_perm)
-
-
-#: Formats 2 and 3: a match needs an estimate of at least t + VERIFY_Z2 standard errors of the b-bit
-#: one-permutation estimate (format 2's dense bins), and in exact mode a Jaccard of at least t.
-VERIFY_Z2 = 0.0
-
-
 def collection_floor(params: CollectionParams) -> float:
-    """Least similarity a candidate needs to match in this collection (its format's rule)."""
-    if params.sketch_format == 1:
-        return verification_floor(params.threshold, params.num_perm)
-    if params.verify == "exact":
-        return params.threshold
-    t, bins, chance = params.threshold, params.bins, 2.0**-sketch.BITS_PER_BIN
-    p = t + (1.0 - t) * chance
-    return t + VERIFY_Z2 * math.sqrt(p * (1.0 - p) / bins) / (1.0 - chance)
+    """Least similarity a candidate needs to match in this collection: its threshold, on the estimate
+    of the stored sketches (``verify="estimate"``) or on the exact Jaccard (``verify="exact"``)."""
+    return params.threshold
 
 
 def _match_floor(params: CollectionParams, min_similarity: float | None) -> float:
@@ -147,47 +113,6 @@ log = logging.getLogger("neardup.index")
 _Insert = tuple[Document, bytes, float | None]
 
 
-@dataclass(frozen=True)
-class _Collection:
-    params: CollectionParams
-    keys: CollectionKeys
-
-
-def _encode_params(params: CollectionParams, gen: str) -> bytes:
-    entry: dict[str, object] = {"params": params.to_dict(), "gen": gen}
-    if params.site_field is not None:
-        entry["sites"] = SITE_LAYOUT  # the fence of site layout 2 (see _ENTRY_KEYS)
-    return orjson.dumps(entry, option=orjson.OPT_SORT_KEYS)
-
-
-#: The registry entry's top-level keys and parameters this release knows. Every release that changes what
-#: a collection stores adds a parameter (or a value of one) to the entries it creates, so a release before
-#: it refuses those collections (WrittenByNewerVersion) instead of reading them wrongly (design.md,
-#: Versioning). ``sites``: the site layout (keys.SITE_LAYOUT) of a collection with a site_field created
-#: since layout 2 (packed shared counts); the releases before refuse it.
-_ENTRY_KEYS = frozenset({"params", "gen", "sites"})
-_PARAMETERS = frozenset(field.name for field in dataclasses.fields(CollectionParams))
-
-
-def _decode_params(raw: bytes) -> _Collection:
-    data = orjson.loads(raw)
-    entry = data.get("params") if isinstance(data, dict) else None
-    if not isinstance(entry, dict) or "gen" not in data:
-        raise WrittenByNewerVersion("?", "a registry entry of another shape", __version__)
-    name = str(entry.get("name", "?"))
-    unknown = sorted((set(data) - _ENTRY_KEYS) | (set(entry) - _PARAMETERS))
-    if unknown:
-        raise WrittenByNewerVersion(name, f"unknown {', '.join(map(repr, unknown))}", __version__)
-    if data.get("sites", SITE_LAYOUT) != SITE_LAYOUT:  # site layout 2 is the last this release knows
-        raise WrittenByNewerVersion(name, f"site layout {data['sites']!r}", __version__)
-    try:
-        params = CollectionParams.from_dict(entry)
-    except (InvalidParameters, TypeError, ValueError) as error:
-        what = f"parameters this release rejects: {getattr(error, 'message', error)}"
-        raise WrittenByNewerVersion(name, what, __version__) from error
-    return _Collection(params, CollectionKeys(params.name, data["gen"]))
-
-
 class Index:
     """Near-duplicate index over a store. One instance per process; safe for concurrent use."""
 
@@ -206,7 +131,8 @@ class Index:
         self._store = store
         self._threads = threads
         self._observer: IndexObserver = observer or NullObserver()
-        self._collections: dict[str, _Collection] = {}
+        #: The collections this process knows, and the guard of its store calls.
+        self.registry = Registry(store, self._observer)
         # Concurrent checks with insert into one collection share store calls (group commit): the
         # script takes them as one batch, in arrival order, so first seen still wins.
         self._inserts: GroupCommit[str, _Insert, CheckResult] = GroupCommit(
@@ -222,64 +148,9 @@ class Index:
 
     # --- plumbing -------------------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def _storage(self, name: str | None = None) -> AsyncIterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        except StoreDown as error:
-            self._observer.store_call(time.perf_counter() - started, failed=True)
-            raise StoreUnavailable(f"the store is unavailable ({error}); retry shortly") from error
-        except CollectionMissing:
-            assert name is not None
-            self._collections.pop(name, None)
-            raise CollectionNotFound(name) from None
-        except OrdinalsExhausted as error:
-            self._observer.store_call(time.perf_counter() - started, failed=False)
-            allowed = f"{error.last:,} " if error.last else ""
-            raise CollectionFull(
-                f"collection {name!r} has used all {allowed}insertions its ordinals allow (each "
-                "insertion or replacement takes one, and they are not reused): it cannot take more. Reads, "
-                "queries and deletes still work; put new documents in a new collection"
-            ) from None
-        else:
-            self._observer.store_call(time.perf_counter() - started, failed=False)
-
-    async def _collection(self, name: str, *, refresh: bool = False) -> _Collection:
-        if not refresh and name in self._collections:
-            return self._collections[name]
-        collection, _ = await self._fetch_collection(name)
-        return collection
-
-    async def _views(
-        self, name: str, first: Callable[[str], Awaitable[_Collection]] | None = None
-    ) -> AsyncIterator[_Collection]:
-        """The collection (``first``'s view of it, or the cached one), then, each time the caller comes
-        back for another (its request met GenerationChanged: dropped and created again meanwhile), a
-        view read again from the store; after ``_ATTEMPTS`` of them, StoreUnavailable."""
-        for attempt in range(_ATTEMPTS):
-            if attempt == 0:
-                yield await (first or self._collection)(name)
-            else:
-                yield await self._collection(name, refresh=True)
-        raise StoreUnavailable(KEEPS_CHANGING)
-
-    async def _fetch_collection(self, name: str) -> tuple[_Collection, int]:
-        """The collection's parameters from the store (cached for later calls) and its document count."""
-        if not is_collection_name(name):
-            raise CollectionNotFound(name)
-        async with self._storage(name):
-            found = await self._store.get_collection(name)
-        if found is None:
-            self._collections.pop(name, None)
-            raise CollectionNotFound(name)
-        collection = _decode_params(found[0])
-        self._collections[name] = collection
-        return collection, found[1]
-
     async def ping(self) -> None:
         """Readiness: returns if the store answers, else raises StoreUnavailable."""
-        async with self._storage():
+        async with self.registry.call():
             await self._store.ping()
 
     # --- collections ----------------------------------------------------------------------------------
@@ -301,24 +172,24 @@ class Index:
                 '"passages", or use a standalone server'
             )
         gen = secrets.token_hex(6)
-        async with self._storage(params.name):
+        async with self.registry.call(params.name):
             existing = await self._store.create_collection(
                 params.name,
-                _encode_params(params, gen),
+                encode_entry(params, gen),
                 gen,
                 ttl_ms=(params.ttl_seconds or 0) * 1000,
                 max_documents=params.max_documents or 0,
                 capacity=_capacity(params),
                 bands=params.bands,
-                passages=params.passage_format if params.passages else 0,
+                passages=params.passages,
                 sketch_bytes=0 if params.verify == "exact" else params.stored_bytes,
                 sites=params.site_field is not None,
             )
         if existing is None:
-            self._collections[params.name] = _Collection(params, CollectionKeys(params.name, gen))
+            self.registry.remember(Collection(params, CollectionKeys(params.name, gen)))
             return params, True
-        current = _decode_params(existing)
-        self._collections[params.name] = current
+        current = decode_entry(existing)
+        self.registry.remember(current)
         if current.params == params:
             return current.params, False
         differences = ", ".join(
@@ -338,27 +209,27 @@ class Index:
             created, _ = await self.create_collection(params)
             return created
         except CollectionConflict:
-            return (await self._collection(params.name, refresh=True)).params
+            return (await self.registry.get(params.name, refresh=True)).params
 
     async def get_collection(self, name: str) -> CollectionInfo:
         """Parameters and document count; CollectionNotFound if absent."""
-        collection, documents = await self._fetch_collection(name)
+        collection, documents = await self.registry.fetch(name)
         return CollectionInfo(collection.params, documents)
 
     async def list_collections(self) -> list[CollectionInfo]:
         """All collections, sorted by name."""
-        async with self._storage():
+        async with self.registry.call():
             found = await self._store.list_collections()
-        return [CollectionInfo(_decode_params(raw).params, docs) for raw, docs in found]
+        return [CollectionInfo(decode_entry(raw).params, docs) for raw, docs in found]
 
     async def delete_collection(self, name: str) -> None:
         """Drop the collection and all its documents; CollectionNotFound if absent."""
         if not is_collection_name(name):
             raise CollectionNotFound(name)
         # a collection of a newer release is left to it: its keys may be of families this one cannot name
-        await self._fetch_collection(name)
-        self._collections.pop(name, None)
-        async with self._storage(name):
+        await self.registry.fetch(name)
+        self.registry.forget(name)
+        async with self.registry.call(name):
             dropped = await self._store.drop_collection(name)
         if not dropped:
             raise CollectionNotFound(name)
@@ -393,7 +264,7 @@ class Index:
             check_document(doc)
         _check_similarity(min_similarity)
         if not docs:
-            await self._collection(name)  # still a 404 for an unknown collection
+            await self.registry.get(name)  # still a 404 for an unknown collection
             return []
         # Encoded here, in the caller: a document that cannot be stored must fail its own call, never a
         # shared batch of others'.
@@ -501,7 +372,7 @@ class Index:
         if min_words is None:
             min_words = DEFAULT_MIN_WORDS
         _check_positive("min_words", min_words)
-        return await search_passages(self, name, text, limit, min_words)
+        return await search_passages(self.registry, self._store, name, text, limit, min_words)
 
     async def put(self, name: str, doc: Document) -> StoredDocument:
         """Insert or replace without reporting matches (it still takes its place in first-seen order).
@@ -518,9 +389,9 @@ class Index:
 
     async def get_document(self, name: str, doc_id: str) -> StoredDocument:
         """DocumentNotFound / CollectionNotFound if absent."""
-        async for collection in self._views(name):
+        async for collection in self.registry.views(name):
             try:
-                async with self._storage(name):
+                async with self.registry.call(name):
                     [found] = await self._store.lookup(
                         collection.keys, [doc_id.encode("utf-8", "surrogatepass")]
                     )
@@ -536,9 +407,9 @@ class Index:
     async def delete_document(self, name: str, doc_id: str) -> None:
         """Remove it everywhere (bands, signature, metadata, stamp); DocumentNotFound if absent."""
         raw_id = doc_id.encode("utf-8", "surrogatepass")
-        async for collection in self._views(name):
+        async for collection in self.registry.views(name):
             try:
-                async with self._storage(name):
+                async with self.registry.call(name):
                     [found] = await self._store.lookup(collection.keys, [raw_id])
                     now_ms = await self._server_ms(collection)
                     if (
@@ -569,7 +440,7 @@ class Index:
         *,
         keep_unchanged: bool = False,
         expected: dict[int, int] | None = None,
-    ) -> tuple[_Collection, Sketches, CheckReply, int]:
+    ) -> tuple[Collection, Sketches, CheckReply, int]:
         """Sketch the texts and send the batch; retries when the collection was recreated (new
         parameters: sketch again) or when stored versions of the ids need their band keys. With
         ``keep_unchanged``, raises :class:`_Unchanged` (nothing written) if some ids are stored with
@@ -578,7 +449,7 @@ class Index:
         ids = [doc.id.encode("utf-8", "surrogatepass") for doc in docs]
         batch: Sketches | None = None
         previous: CollectionParams | None = None
-        async for collection in self._views(name):
+        async for collection in self.registry.views(name):
             if batch is None or collection.params != previous:
                 started = time.perf_counter()
                 if sum(map(len, texts)) <= INLINE_SKETCH_CHARS:
@@ -608,7 +479,7 @@ class Index:
             settled = False
             try:
                 for _ in range(_ATTEMPTS):
-                    async with self._storage(name):
+                    async with self.registry.call(name):
                         reply = await self._store.check(
                             collection.keys, mode, request, max_candidates=MAX_CANDIDATES
                         )
@@ -633,7 +504,7 @@ class Index:
                     self._pending.give_back(name, gen, request.settle)
         raise AssertionError("unreachable: _views raises when it runs out")
 
-    async def _server_ms(self, collection: _Collection) -> int:
+    async def _server_ms(self, collection: Collection) -> int:
         """The store server's time, for expiry; only asked of collections that expire documents."""
         if collection.params.ttl_seconds is None:
             return 0
@@ -641,7 +512,7 @@ class Index:
 
     async def _unchanged(
         self,
-        collection: _Collection,
+        collection: Collection,
         docs: list[Document],
         ids: list[bytes],
         metas: list[bytes],
@@ -662,7 +533,7 @@ class Index:
             return {}
         # In the guard like every store call: a store error here is a 503, not a 500 for every caller
         # merged into this batch.
-        async with self._storage(collection.params.name):
+        async with self.registry.call(collection.params.name):
             found = await self._store.lookup(collection.keys, [ids[i] for i in same])
             now_ms = await self._server_ms(collection)
         unchanged: dict[int, int] = {}
@@ -678,7 +549,7 @@ class Index:
 
     def _results(
         self,
-        collection: _Collection,
+        collection: Collection,
         docs: list[Document],
         batch: Sketches,
         reply: CheckReply,
@@ -759,13 +630,13 @@ class Index:
             )
         return results
 
-    async def _link(self, collection: _Collection, links: list[tuple[int, int]]) -> None:
+    async def _link(self, collection: Collection, links: list[tuple[int, int]]) -> None:
         """Record a batch's cross-site matches (one script call; none when there are none). Part of
         the check: a failure is the check's 503, and its retry records them (idempotent)."""
         if not links:
             return
         try:
-            async with self._storage(collection.params.name):
+            async with self.registry.call(collection.params.name):
                 await self._store.link(collection.keys, links)
         except GenerationChanged:
             pass  # the collection was recreated: the documents these edges were about are gone
@@ -774,16 +645,16 @@ class Index:
 
     async def _settle_pending(self, name: str, gen: str, settle: Settle) -> None:
         """Settle link journal entries this process holds, with a call of their own (link.lua)."""
-        collection = await self._collection(name)
+        collection = await self.registry.get(name)
         if collection.keys.gen != gen:
             return  # recreated: those entries went with the old generation
         try:
-            async with self._storage(name):
+            async with self.registry.call(name):
                 await self._store.link(collection.keys, settle.pairs, settle.fields)
         except GenerationChanged:
             pass
 
-    async def _settle_journal(self, collection: _Collection) -> None:
+    async def _settle_journal(self, collection: Collection) -> None:
         """Settle every entry left in the collection's link journal (a process that died, or has not
         settled yet): each document's candidates verified from the stored sketches, as ``_results``
         verifies them for a check (the same scorer, threshold and order), and linked (link.lua, which
@@ -792,7 +663,7 @@ class Index:
         params, keys = collection.params, collection.keys
         assert params.site_field is not None
         while True:
-            async with self._storage(params.name):
+            async with self.registry.call(params.name):
                 journal = await self._store.link_journal(keys, limit=_JOURNAL_ROUND)
             if not journal.entries:
                 return
@@ -816,7 +687,7 @@ class Index:
                     sims = score(row[own], [row[c] for c in rows], floor)
                     linked = [(sim, c, metas[c]) for c, sim in zip(rows, sims, strict=True) if sim >= floor]
                     pairs.extend(_site_links(own, own_site, linked, params.site_field))
-            async with self._storage(params.name):
+            async with self.registry.call(params.name):
                 await self._store.link(keys, pairs, [f for f, _ in journal.entries])
 
     async def settle_links(self, name: str) -> None:
@@ -828,8 +699,8 @@ class Index:
 
         await self._read_sites(name, nothing)
 
-    async def _site_collection(self, name: str) -> _Collection:
-        collection = await self._collection(name)
+    async def _site_collection(self, name: str) -> Collection:
+        collection = await self.registry.get(name)
         if collection.params.site_field is None:
             raise SitesNotCounted(
                 f"collection {name!r} has no site_field: sites are counted only in collections created "
@@ -861,18 +732,18 @@ class Index:
     async def _read_sites(self, name: str, read: Callable[[CollectionKeys], Awaitable[T]]) -> T:
         """``read`` of a site_field collection's keys, again on a fresh view of the collection when it
         was recreated meanwhile."""
-        async for collection in self._views(name, first=self._site_collection):
+        async for collection in self.registry.views(name, first=self._site_collection):
             try:
                 # every verified match linked first, this process's and any other's: counts are exact
                 await self._pending.flush(name)
                 await self._settle_journal(collection)
-                async with self._storage(name):
+                async with self.registry.call(name):
                     return await read(collection.keys)
             except GenerationChanged:
                 continue
         raise AssertionError("unreachable: _views raises when it runs out")
 
-    async def _reclaim(self, collection: _Collection, written: int, now_ms: int) -> int:
+    async def _reclaim(self, collection: Collection, written: int, now_ms: int) -> int:
         """Reclaim expired or evicted documents, a bounded amount per write. Their band keys come
         from their stored signatures. Best effort: the write itself has succeeded already. ``now_ms``:
         the store server's time from the write's own reply (no extra round trip; asked for if 0)."""
@@ -882,7 +753,7 @@ class Index:
         # In the guard too, so these calls are timed and a failure counted like any other; the errors it
         # raises are caught here: the caller's write has succeeded, so its answer stays a 2xx.
         try:
-            async with self._storage(params.name):
+            async with self.registry.call(params.name):
                 due = await self._store.due(
                     collection.keys,
                     now_ms=now_ms or await self._store.now_ms(collection.keys),
@@ -890,7 +761,7 @@ class Index:
                 )
             if due:
                 items = [(ordinal, stored_band_keys(params, signature)) for ordinal, signature in due]
-                async with self._storage(params.name):
+                async with self.registry.call(params.name):
                     await self._store.reclaim(collection.keys, items)
             return len(due)
         except (StoreUnavailable, CollectionNotFound, GenerationChanged) as error:

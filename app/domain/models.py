@@ -29,39 +29,21 @@ COLLECTION_NAME = re.compile(COLLECTION_NAME_PATTERN[1:-1])  # used with fullmat
 #: the server's hash-max-listpack-value (600 on the embedded server).
 MAX_ID_BYTES = 512
 MAX_SHINGLE_SIZE = sketch.MAX_SHINGLE_SIZE
-#: Weights of a false positive and a false negative of the banding when (bands, rows) are chosen
-#: (``sketch.optimal_bands``). Every candidate is verified against its full signature, so a false
-#: positive of the banding costs one signature comparison, while a false negative is a duplicate never
-#: found. Weighing misses 0.85 gives b=16, r=8 at t = 0.8, k = 128 (P(0.8) = 0.95; equal weights gave
-#: b=12, r=10 and P(0.8) = 0.74): recall 0.983 -> 0.986 against the exact Jaccard on the benchmark
-#: corpus for 0.69 candidates per document instead of 0.56 (bench/quality.py, BENCHMARKS.md); more
-#: bands found no more pairs there, b=14 found fewer.
-FP_WEIGHT, FN_WEIGHT = 0.15, 0.85
-#: Sketch format of new collections (``sketch.SKETCH_FORMATS``). A collection keeps the format it was
-#: created with; a registry entry without one is format 1. Exact mode, which only format 2 has, takes
-#: format 2 when no format is given.
-DEFAULT_SKETCH_FORMAT = 3
-#: The passage format (neardup.domain.fingerprints) of collections created with passages on.
-DEFAULT_PASSAGE_FORMAT = 3
-#: Format 2 chooses its banding for recall at the threshold (``sketch.recall_bands``): P(t) of at
-#: least this, with at most num_perm // 5 bands; verification on the sharper sketch then removes the
-#: extra candidates. At t = 0.8, k = 128: b=16, r=6, P(0.8) = 0.992 (0.995 took 18 bands: 12% more
-#: band work per document in Valkey and fewer bins in the byte budget, for 0.4% more pairs at t).
+#: Bands are chosen for recall at the threshold (``sketch.recall_bands``): P(t) of at least this, with
+#: at most num_perm // 5 bands; verification on the stored sketch then removes the extra candidates. At
+#: t = 0.8, k = 128: b=16, r=6, P(0.8) = 0.992 (0.995 took 18 bands: 12% more band work per document in
+#: Valkey and fewer bins in the byte budget, for 0.4% more pairs at t).
 RECALL_AT_THRESHOLD = 0.99
-
-
-#: Bytes of format 1's 4 * num_perm that a format-2 sketch leaves unused, for the bucket entries of
-#: extra bands where it has more than format 1: at num_perm 128 and t = 0.8 (16 bands, 1,408 bins, 481
-#: bytes) a document takes less Redis memory than in format 1 (tests/storage/test_memory.py); with 18
-#: bands, 1,408 bins took 1,007 bytes per document, over the 1,000-byte budget.
+#: Bytes the estimate sketch leaves unused of its budget, 4 * num_perm bytes (what num_perm 32-bit MinHash
+#: slots would take), for the bucket entries of its bands: at num_perm 128 and t = 0.8 (16 bands, 1,408
+#: bins) a document stays within the 1,000-byte memory budget (tests/storage/test_memory.py).
 MEMORY_RESERVE = 16
 
 
-def default_bins(num_perm: int, bands: int, sketch_format: int = 2) -> int:
-    """Bins of a format-2 or format-3 estimate sketch: as many 2-bit bins (a multiple of 64, at most
-    4096) as fit, beside the format byte, the band keys (and format 3's mode byte), in the
-    4 * num_perm bytes format 1 stores (less ``MEMORY_RESERVE``)."""
-    room = 4 * num_perm - MEMORY_RESERVE - 1 - 8 * bands - (1 if sketch_format == 3 else 0)
+def default_bins(num_perm: int, bands: int) -> int:
+    """Bins of an estimate sketch: as many 2-bit bins (a multiple of 64, at most 4096) as fit beside the
+    tag byte, the band keys and the mode byte in 4 * num_perm bytes (less ``MEMORY_RESERVE``)."""
+    room = 4 * num_perm - MEMORY_RESERVE - 2 - 8 * bands
     return max(64, min(4096, room * 8 // sketch.BITS_PER_BIN // 64 * 64))
 
 
@@ -90,14 +72,11 @@ class CollectionParams:
       and its entries are reclaimed by later writes.
     - ``max_documents``: optional bound; only the most recent ``max_documents`` insertions match (a
       replaced or deleted document still used its place in that window), older ones are reclaimed.
-    - ``sketch_format``: what is stored per document (part of the stored format; fixed at creation):
-      1, the num_perm 32-bit MinHash slots (verification: the fraction of equal slots); 2, the band
-      keys and, for verification, ``bins`` one-permutation bins of 2 bits (``verify="estimate"``) or
-      the sorted 32-bit hashes of every shingle (``verify="exact"``: the exact Jaccard of the shingle
-      hash sets); 3, format 2's estimate sketch in the same bytes (and a mode byte), except that a
-      short document (at most bins / 4 distinct shingles) keeps every shingle there instead, compared
-      shingle by shingle with another short one (``sketch.adaptive_sketches``): sharper at the
-      threshold.
+    - ``verify``: what is stored per document to verify candidates (part of the stored format; fixed
+      at creation): ``"estimate"`` keeps ``bins`` one-permutation bins of 2 bits, or for a short
+      document (at most bins / 4 distinct shingles) every shingle in the same bytes, and decides on
+      the estimated Jaccard (``sketch.adaptive_sketches``); ``"exact"`` keeps the sorted 32-bit hashes
+      of every shingle and decides on the exact Jaccard of the shingle hash sets.
     - ``passages``: also index every stored document for passage search (which stored texts contain
       passages of a text, where; docs/design.md, "Passages"). Costs memory per stored document.
     - ``expected_documents``: optional capacity hint; the store sizes its band table for that many
@@ -121,15 +100,10 @@ class CollectionParams:
     ttl_seconds: int | None = None
     max_documents: int | None = None
     expected_documents: int | None = None
-    sketch_format: int = 1
     verify: Verify = "estimate"
     bins: int = 0
     passages: bool = False
     site_field: str | None = None
-    #: How the passages are stored (fingerprints.BLOB_VERSIONS): chosen by the service at creation, not
-    #: a parameter the caller picks, so it takes no part in comparing parameters (a collection created
-    #: before format 2 is the same collection when asked for again).
-    passage_format: int = field(default=1, compare=False)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -148,20 +122,16 @@ class CollectionParams:
         ttl_seconds: int | None = None,
         max_documents: int | None = None,
         expected_documents: int | None = None,
-        sketch_format: int | None = None,
         verify: Verify = "estimate",
         passages: bool = False,
         site_field: str | None = None,
-        passage_format: int | None = None,
     ) -> CollectionParams:
         """Validate and fill bands/rows (``sketch.optimal_bands``) when not given; raises
         :class:`InvalidParameters` with a message saying what to change."""
         _check_name(name)
         _check_threshold(threshold)
         _check_num_perm(num_perm)
-        if sketch_format is None:
-            sketch_format = 2 if verify == "exact" else DEFAULT_SKETCH_FORMAT
-        _check_format(sketch_format, verify)
+        _check_verify(verify)
         if (bands is None) != (rows is None):
             # Given one alone, derive the other so the banding uses as many slots as it can.
             if bands is not None:
@@ -171,17 +141,11 @@ class CollectionParams:
                 assert rows is not None
                 _check_positive("rows", rows)
                 bands = max(1, num_perm // rows)
-        if (bands is None or rows is None) and sketch_format == 1:
-            bands, rows = sketch.optimal_bands(float(threshold), num_perm, FP_WEIGHT, FN_WEIGHT)
-        elif bands is None or rows is None:
+        if bands is None or rows is None:
             bands, rows = sketch.recall_bands(
                 float(threshold), num_perm, RECALL_AT_THRESHOLD, max_bands(num_perm)
             )
-        bins = (
-            default_bins(num_perm, bands, sketch_format) if sketch_format != 1 and verify == "estimate" else 0
-        )
-        if passage_format is None:
-            passage_format = DEFAULT_PASSAGE_FORMAT if passages else 1
+        bins = default_bins(num_perm, bands) if verify == "estimate" else 0
         return cls(
             name,
             float(threshold),
@@ -194,46 +158,28 @@ class CollectionParams:
             ttl_seconds,
             max_documents,
             expected_documents,
-            sketch_format,
             verify,
             bins,
             passages,
             site_field,
-            passage_format=passage_format,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The registry entry. A format-1 collection's has no format fields at all: a service of a
-        version before format 2 reads it as it always did; one without sites has no ``site_field``."""
-        data = asdict(self)
-        if self.sketch_format == 1:
-            for name in ("sketch_format", "verify", "bins"):
-                del data[name]
-        if not self.passages:  # likewise: an entry without passages is read as it always was
-            del data["passages"]
-        if not self.passages or self.passage_format == 1:  # entries written before format 2 look the same
-            del data["passage_format"]
-        if data["site_field"] is None:  # entries written before sites existed look the same
-            del data["site_field"]
-        return data
+        """The parameters as the registry entry keeps them (every field)."""
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CollectionParams:
-        """From a registry entry; one written before format 2 (no ``sketch_format``) is format 1, one
-        without ``site_field`` counts no sites, one without ``passage_format`` has passage format 1."""
+        """From a registry entry's parameters (validated: a value this release rejects raises)."""
         return cls(**data)
 
     @property
     def stored_bytes(self) -> int:
-        """Bytes of the stored sketch of a document (format 2 exact mode: 1 + 8 * bands + 4 per
-        distinct shingle; this gives the fixed part)."""
-        if self.sketch_format == 1:
-            return 4 * self.num_perm
+        """Bytes of the stored sketch of a document: the tag byte and the band keys, then the estimate
+        sketch's mode byte and bins; exact mode adds 4 bytes per distinct shingle to this fixed part."""
         if self.verify == "exact":
             return 1 + 8 * self.bands
-        if self.sketch_format == 3:
-            return 1 + 8 * self.bands + 1 + self.bins // 4
-        return 1 + 8 * self.bands + self.bins * sketch.BITS_PER_BIN // 8
+        return 1 + 8 * self.bands + 1 + self.bins // 4
 
     def candidate_probability(self, similarity: float) -> float:
         """The S-curve at ``similarity``: chance that a pair of that Jaccard becomes a candidate."""
@@ -330,19 +276,13 @@ def _check_num_perm(num_perm: object) -> None:
 
 
 def max_bands(num_perm: int) -> int:
-    """Most bands format 2 chooses by itself: its band keys stay within 40% of the stored bytes."""
+    """Most bands chosen from the threshold: the band keys stay within 40% of the stored bytes."""
     return max(1, num_perm // 5)
 
 
-def _check_format(sketch_format: object, verify: object) -> None:
-    if isinstance(sketch_format, bool) or sketch_format not in sketch.SKETCH_FORMATS:
-        raise InvalidParameters(
-            f"sketch_format must be one of {list(sketch.SKETCH_FORMATS)}, got {sketch_format!r}"
-        )
+def _check_verify(verify: object) -> None:
     if verify not in ("estimate", "exact"):
         raise InvalidParameters(f"verify must be 'estimate' or 'exact', got {verify!r}")
-    if verify == "exact" and sketch_format != 2:
-        raise InvalidParameters("verify='exact' needs sketch_format 2")
 
 
 def _check_positive(label: str, value: object) -> None:
@@ -368,12 +308,12 @@ def _validate(p: CollectionParams) -> None:
         )
     if isinstance(p.seed, bool) or not isinstance(p.seed, int) or not 0 <= p.seed < 2**64:
         raise InvalidParameters(f"seed must be an integer from 0 to 2**64-1, got {p.seed!r}")
-    _check_format(p.sketch_format, p.verify)
-    if p.sketch_format != 1 and p.verify == "estimate":
+    _check_verify(p.verify)
+    if p.verify == "estimate":
         if isinstance(p.bins, bool) or not isinstance(p.bins, int) or not 64 <= p.bins <= 4096 or p.bins % 64:
             raise InvalidParameters(f"bins must be a multiple of 64 from 64 to 4096, got {p.bins!r}")
     elif p.bins != 0:
-        raise InvalidParameters("bins is only for sketch_format 2 or 3 with verify='estimate'")
+        raise InvalidParameters("bins is only for verify='estimate'")
     if p.ttl_seconds is not None:
         _check_positive("ttl_seconds", p.ttl_seconds)
         if p.ttl_seconds > MAX_TTL_SECONDS:
@@ -386,8 +326,6 @@ def _validate(p: CollectionParams) -> None:
             raise InvalidParameters(f"max_documents must be at most {MAX_DOCUMENTS}, got {p.max_documents}")
     if not isinstance(p.passages, bool):
         raise InvalidParameters(f"passages must be true or false, got {p.passages!r}")
-    if isinstance(p.passage_format, bool) or p.passage_format not in (1, 2, 3):
-        raise InvalidParameters(f"passage_format must be 1, 2 or 3, got {p.passage_format!r}")
     if p.expected_documents is not None:
         _check_positive("expected_documents", p.expected_documents)
         if p.expected_documents > MAX_EXPECTED_DOCUMENTS:

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from neardup.domain import alignment, fingerprints
 from neardup.domain.errors import CollectionConflict
 from neardup.domain.models import Metadata
+from neardup.domain.registry import Registry
 from neardup.storage import records
 from neardup.storage.errors import GenerationChanged
-
-if TYPE_CHECKING:
-    from neardup.domain.index import Index
+from neardup.storage.store import Store
 
 #: Spans shorter than this many words of the text are not reported unless the caller asks.
 DEFAULT_MIN_WORDS = 20
@@ -46,8 +44,10 @@ class PassageResult:
     sources: list[PassageSource]
 
 
-async def search_passages(index: Index, name: str, text: str, limit: int, min_words: int) -> PassageResult:
-    collection = await index._collection(name)
+async def search_passages(
+    registry: Registry, store: Store, name: str, text: str, limit: int, min_words: int
+) -> PassageResult:
+    collection = await registry.get(name)
     if not collection.params.passages:
         raise CollectionConflict(
             f'collection {name!r} was created without passages: create one with "passages": true '
@@ -59,23 +59,19 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
         f = await asyncio.to_thread(fingerprints.features, text)
     if not len(f.grams):
         return PassageResult(0.0, [])
-    version = collection.params.passage_format
-    wanted = fingerprints.wanted(f.keys, version)
-    async for collection in index._views(name):
-        if not collection.params.passages:
+    wanted = fingerprints.wanted(f.keys)
+    async for collection in registry.views(name):
+        if not collection.params.passages:  # dropped and created again without passages meanwhile
             raise CollectionConflict(f"collection {name!r} was created without passages")
-        if collection.params.passage_format != version:  # recreated in between: another format
-            version = collection.params.passage_format
-            wanted = fingerprints.wanted(f.keys, version)
         try:
-            async with index._storage(name):
-                reply = await index._store.passages(collection.keys, wanted, MAX_SOURCES)
+            async with registry.call(name):
+                reply = await store.passages(collection.keys, wanted, MAX_SOURCES)
             break
         except GenerationChanged:
             continue
     ttl = collection.params.ttl_seconds
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
-    query = alignment.QueryIndex(f, version)
+    query = alignment.QueryIndex(f)
     sources = [
         (blob, record)
         for _, blob, record in reply.sources

@@ -40,13 +40,10 @@ function candidateProbability(s, bands, rows) {
   return 1 - Math.pow(1 - Math.pow(s, rows), bands);
 }
 
-// What a candidate is decided on: the collection's sketch format (1: the MinHash slots; 2: b-bit
-// one-permutation bins, or the exact shingle sets; 3: format 2's bins, or a short document's shingles).
+// What a candidate is decided on: the collection's verification mode.
 function verifiedOn(c) {
-  if (c.sketch_format === 2 && c.verify === "exact") return "exact Jaccard of the shingle sets";
-  if (c.sketch_format === 2) return c.bins + " bins of 2 bits (format 2)";
-  if (c.sketch_format === 3) return c.bins + " bins of 2 bits, or every shingle of a short document (format 3)";
-  return c.num_perm + " MinHash slots (format 1)";
+  if (c.verify === "exact") return "exact Jaccard of the shingle sets";
+  return c.bins + " bins of 2 bits, or every shingle of a short document";
 }
 
 function svgElement(name, attrs, text) {

@@ -116,28 +116,16 @@ async def test_unknown_collection_is_404_everywhere(client: AsyncClient) -> None
         assert response.json() == {"error": "not_found", "message": "collection 'nope' does not exist"}
 
 
-async def test_sketch_formats_and_exact_mode(client: AsyncClient) -> None:
-    # New collections are format 3; a format-1 one (made before format 2) or a format-2 one (made
-    # before format 3) is still what a request without a format names: 200 with its own parameters.
+async def test_verify_estimate_by_default_or_exact(client: AsyncClient) -> None:
+    # The estimate sketch by default (bands chosen for recall at the threshold, the bins that fit the
+    # byte budget); verify is part of the parameters: asking again with the other mode is a conflict.
     new = (await client.post("/v1/collections", json={"name": "new"})).json()
-    assert (new["sketch_format"], new["verify"], new["bins"]) == (3, "estimate", 1408)
-    assert (new["bands"], new["rows"]) == (16, 6)
-    old = await client.post("/v1/collections", json={"name": "old", "threshold": 0.7, "sketch_format": 1})
-    assert old.status_code == 201 and old.json()["sketch_format"] == 1 and old.json()["bins"] == 0
-    again = await client.post("/v1/collections", json={"name": "old", "threshold": 0.7})
-    assert again.status_code == 200 and again.json() == {**old.json(), "documents": 0}
-    other = await client.post("/v1/collections", json={"name": "old", "threshold": 0.9})
-    assert other.status_code == 409
-    conflict = await client.post(
-        "/v1/collections", json={"name": "old", "threshold": 0.7, "sketch_format": 2}
-    )
-    assert conflict.status_code == 409 and "sketch_format" in conflict.json()["message"]
-    two = await client.post("/v1/collections", json={"name": "two", "threshold": 0.7, "sketch_format": 2})
-    assert two.status_code == 201 and two.json()["sketch_format"] == 2 and two.json()["bins"] == 1408
-    again = await client.post("/v1/collections", json={"name": "two", "threshold": 0.7})
-    assert again.status_code == 200 and again.json() == {**two.json(), "documents": 0}
-    other = await client.post("/v1/collections", json={"name": "two", "threshold": 0.7, "sketch_format": 3})
-    assert other.status_code == 409
+    assert (new["verify"], new["bins"], new["bands"], new["rows"]) == ("estimate", 1408, 16, 6)
+    assert "sketch_format" not in new
+    again = await client.post("/v1/collections", json={"name": "new", "verify": "estimate"})
+    assert again.status_code == 200 and again.json() == {**new, "documents": 0}
+    conflict = await client.post("/v1/collections", json={"name": "new", "verify": "exact"})
+    assert conflict.status_code == 409 and "verify" in conflict.json()["message"]
     # exact mode: the true Jaccard of the shingle sets (here 8 of 10 word 1-grams shared: 8 / 12)
     exact = await client.post(
         "/v1/collections", json={"name": "ex", "threshold": 0.6, "size": 1, "verify": "exact"}
@@ -150,8 +138,8 @@ async def test_sketch_formats_and_exact_mode(client: AsyncClient) -> None:
     [match] = second.json()["matches"]
     assert match["id"] == "a" and match["similarity"] == pytest.approx(8 / 12, abs=1e-6)
     for bad in (
-        {"name": "x", "verify": "exact", "sketch_format": 1},
-        {"name": "x", "sketch_format": 4},
+        {"name": "x", "verify": "exact", "sketch_format": 1},  # no such parameter: verify says it
+        {"name": "x", "sketch_format": 3},
         {"name": "x", "verify": "roughly"},
     ):
         response = await client.post("/v1/collections", json=bad)

@@ -1,5 +1,6 @@
-"""A collection created by a newer release is refused, not misread: its registry entry holds a parameter
-or a value this release does not know (every release that changes what a collection stores adds one),
+"""A collection created by a newer release is refused, not misread: its registry entry names a stored
+format, a parameter or a value this release does not know (every release that changes what a collection
+stores raises the format),
 and every request naming it, or listing collections, is a 503 that says so; the entry and the data are
 left untouched for the newer processes, and other collections keep working."""
 
@@ -40,10 +41,10 @@ def _rewrite_entry(
     [
         (lambda e: e["params"].update(layout=4), "'layout'"),  # a parameter this release does not know
         (lambda e: e.update(epoch=2), "'epoch'"),  # a top-level key of the entry
-        (lambda e: e["params"].update(sketch_format=9), "sketch_format"),  # a value it does not know
-        (lambda e: e.update(sites=3), "site layout 3"),  # a site layout after keys.SITE_LAYOUT
+        (lambda e: e["params"].update(verify="fuzzy"), "verify"),  # a value it does not know
+        (lambda e: e.update(format=e["format"] + 1), "stored format 2"),  # the next stored format
     ],
-    ids=["new parameter", "new entry key", "new value", "new site layout"],
+    ids=["new parameter", "new entry key", "new value", "new stored format"],
 )
 async def test_a_collection_of_a_newer_release_is_a_503_that_says_so(
     settings: Settings,

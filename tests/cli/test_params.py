@@ -25,7 +25,7 @@ COMMANDS = ["serve", "load", "dedup", "params", "bench", "valkey-module"]
 
 
 def test_params_text(capsys: pytest.CaptureFixture[str]) -> None:
-    # Format 2 (the default): bands chosen for recall at the threshold, the collection a service creates.
+    # The default: bands chosen for recall at the threshold, the collection a service creates.
     assert main(["params", "--threshold", "0.8", "--num-perm", "128"]) == 0
     out = capsys.readouterr().out
     assert "16 bands x 6 rows" in out and "0.80    0.9923  <- threshold" in out
@@ -33,10 +33,10 @@ def test_params_text(capsys: pytest.CaptureFixture[str]) -> None:
         "1408 one-permutation bins of 2 bits (a document of at most a quarter as many shingles keeps" in out
     )
     assert "(482 bytes per document" in out
-    # Format 1: the service's weights (misses weigh 0.85).
-    assert main(["params", "--threshold", "0.8", "--num-perm", "128", "--sketch-format", "1"]) == 0
+    # Given weights: the banding that minimizes the weighted error probabilities.
+    assert main(["params", "--threshold", "0.8", "--num-perm", "128", "--fn-weight", "0.85"]) == 0
     out = capsys.readouterr().out
-    assert "16 bands x 8 rows" in out and "128 MinHash slots of 32 bits (512 bytes" in out
+    assert "16 bands x 8 rows" in out
     fp, fn = sketch.error_probabilities(0.8, 16, 8)
     assert f"{fp:.4f}" in out and f"{fn:.4f}" in out
     assert "0.80    0.9470  <- threshold" in out
@@ -52,7 +52,18 @@ def test_params_json_and_weights(capsys: pytest.CaptureFixture[str]) -> None:
     )
     data = json.loads(capsys.readouterr().out)
     assert (data["bands"], data["rows"]) == sketch.optimal_bands(0.9, 256, 0.2, 0.8)
-    assert data["sketch_format"] == 3 and data["verification_floor"] == pytest.approx(0.9, abs=0.01)
+    assert data["verify"] == "estimate" and data["verification_floor"] == pytest.approx(0.9)
+    # only one weight given: the other is 1 minus it
+    assert main(["params", "-t", "0.9", "-k", "256", "--fn-weight", "0.8", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert (one["bands"], one["rows"]) == (data["bands"], data["rows"])
+    # without weights: the service's banding, chosen for recall at the threshold
+    assert main(["params", "-t", "0.8", "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert (default["bands"], default["rows"]) == (16, 6) and default["candidate_probability"]["0.8"] > 0.99
+    assert main(["params", "-t", "0.8", "--verify", "exact", "--json"]) == 0
+    exact = json.loads(capsys.readouterr().out)
+    assert exact["verify"] == "exact" and exact["standard_error_at_threshold"] == 0.0
     assert data["candidate_probability"]["0.9"] == pytest.approx(
         float(sketch.collision_probability(0.9, data["bands"], data["rows"]))
     )

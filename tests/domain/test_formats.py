@@ -1,8 +1,8 @@
-"""Sketch formats side by side on a real server and a real cluster: format 1 (the MinHash slots),
-format 2 estimate (b-bit one-permutation bins), format 3 (the same bins, or every shingle of a short
-document) and format 2 exact (sorted shingle hashes, sketches of different sizes in one batch). Every
-one checks, replaces, deletes, recognises an unchanged retry and reclaims evicted documents (which
-needs the band keys of what it stored); a registry entry written before format 2 is read as format 1."""
+"""The two verification modes side by side on a real server and a real cluster: the estimate sketch
+(one-permutation bins, or every shingle of a short document) and exact mode (sorted shingle hashes,
+sketches of different sizes in one batch). Each checks, replaces, deletes, recognises an unchanged retry
+and reclaims evicted documents (which needs the band keys of what it stored); the registry entry carries
+the stored format, and an entry of another one is refused."""
 
 from __future__ import annotations
 
@@ -14,17 +14,16 @@ import pytest
 
 from neardup import sketch
 from neardup.domain import CollectionParams, Document, Index
-from neardup.domain.banding import readable, sketch_texts, stored_band_keys
-from neardup.domain.index import _decode_params, _encode_params
+from neardup.domain.banding import ESTIMATE_SALT, EXACT_SALT, readable, sketch_texts, stored_band_keys
+from neardup.domain.errors import WrittenByNewerVersion
+from neardup.domain.registry import FORMAT, decode_entry, encode_entry
 from neardup.storage import Store
 from tests import reference as ref
 
 pytestmark = pytest.mark.anyio
 
 FORMATS: dict[str, dict[str, Any]] = {
-    "v1": {"sketch_format": 1},
-    "v2": {"sketch_format": 2},
-    "v3": {},
+    "estimate": {},
     "exact": {"verify": "exact"},
 }
 
@@ -83,43 +82,48 @@ def test_stored_sketch_gives_back_its_band_keys(fmt: str) -> None:
     assert stored_band_keys(params, b"garbage") == b""
     # what a batch sends is each document's stored sketch, one after the other
     assert batch.signature_bytes == b"".join(batch.stored(i) for i in range(3))
-    if fmt in ("v2", "v3"):
+    if fmt == "estimate":
         assert len(batch.stored(0)) == params.stored_bytes <= 4 * params.num_perm
-    if fmt != "v1":  # only the bands * rows slots are computed: the keys of the whole signature
-        full = sketch.signatures([text(1), "", text(2, 30)], num_perm=params.num_perm)
-        keys = sketch.band_keys(full, params.bands, params.rows, sketch_format=params.sketch_format)
-        assert (keys == batch.band_keys).all()
+    # only the bands * rows slots are computed: the keys of the whole signature
+    full = sketch.signatures([text(1), "", text(2, 30)], num_perm=params.num_perm)
+    salt = EXACT_SALT if fmt == "exact" else ESTIMATE_SALT
+    keys = sketch.band_keys(full, params.bands, params.rows, salt=salt)
+    assert (keys == batch.band_keys).all()
 
 
-def test_registry_entries_before_format_2_are_format_1() -> None:
+def test_registry_entry_round_trip_and_fence() -> None:
+    for params in (CollectionParams.create("c"), CollectionParams.create("c", verify="exact", passages=True)):
+        entry = encode_entry(params, "g")
+        assert orjson.loads(entry)["format"] == FORMAT
+        collection = decode_entry(entry)
+        assert collection.params == params and (collection.keys.collection, collection.keys.gen) == ("c", "g")
     new = CollectionParams.create("c")
-    assert (new.sketch_format, new.verify) == (3, "estimate") and new.bins > 0
-    assert CollectionParams.create("c", verify="exact").sketch_format == 2  # exact mode is format 2's
-    old = CollectionParams.create("c", sketch_format=1)
-    # a format-1 entry is written as before format 2 (an older service reads it), and read back as v1
-    assert "sketch_format" not in old.to_dict() and "bins" not in old.to_dict()
-    entry = orjson.dumps({"params": old.to_dict(), "gen": "g"})
-    assert _decode_params(entry).params == old
-    assert _decode_params(_encode_params(new, "g")).params == new
-    legacy = dict(name="c", threshold=0.8, num_perm=128, shingle="word", size=5, bands=16, rows=8, seed=1)
-    legacy.update(ttl_seconds=None, max_documents=None, expected_documents=None)
-    assert CollectionParams.from_dict(legacy) == CollectionParams.create("c", sketch_format=1)
+    assert (new.verify, new.bins, new.bands, new.rows) == ("estimate", 1408, 16, 6)
+    assert CollectionParams.create("c", verify="exact").bins == 0
+    entry = orjson.loads(encode_entry(new, "g"))
+    for other in (None, 0, FORMAT + 1, "1"):
+        entry["format"] = other
+        with pytest.raises(WrittenByNewerVersion, match=f"stored format {other!r}"):
+            decode_entry(orjson.dumps(entry))
+    del entry["format"]
+    with pytest.raises(WrittenByNewerVersion, match="stored format None"):
+        decode_entry(orjson.dumps(entry))
 
 
-def test_format_3_reads_only_its_own_sketches() -> None:
-    # Formats 2 and 3 have the same band count and bins here: a sketch of the other one (or one with a
-    # mode byte no writer makes) is skipped, never compared, and gives no band keys.
-    two = CollectionParams.create("f", sketch_format=2)
-    three = CollectionParams.create("f", sketch_format=3)
-    assert (three.bins, three.stored_bytes) == (two.bins, two.stored_bytes + 1)
+def test_each_mode_reads_only_its_own_sketches() -> None:
+    # A sketch of the other mode (or an estimate sketch with a mode byte no writer makes) is skipped,
+    # never compared, and gives no band keys.
+    estimate = CollectionParams.create("f")
+    exact = CollectionParams.create("f", verify="exact")
+    assert estimate.bands == exact.bands
     texts = [text(1), text(2, 30), text(3, 900)]
-    s2, s3 = sketch_texts(two, texts), sketch_texts(three, texts)
-    assert {s3.stored(i)[1 + 8 * three.bands] for i in range(3)} >= {0, 16}  # dense and sparse documents
+    a, b = sketch_texts(estimate, texts), sketch_texts(exact, texts)
+    assert {a.stored(i)[1 + 8 * estimate.bands] for i in range(3)} >= {0, 16}  # dense and sparse documents
     for i in range(3):
-        assert readable(three, s3.stored(i)) and not readable(two, s3.stored(i))
-        assert readable(two, s2.stored(i)) and not readable(three, s2.stored(i))
-        assert stored_band_keys(two, s3.stored(i)) == b""
-        bad = bytearray(s3.stored(i))
-        bad[1 + 8 * three.bands] = 1
-        assert not readable(three, bytes(bad))
-    assert _decode_params(_encode_params(three, "g")).params == three
+        assert readable(estimate, a.stored(i)) and not readable(exact, a.stored(i))
+        assert readable(exact, b.stored(i)) and not readable(estimate, b.stored(i))
+        assert stored_band_keys(exact, a.stored(i)) == b""
+        assert stored_band_keys(estimate, b.stored(i)) == b""
+        bad = bytearray(a.stored(i))
+        bad[1 + 8 * estimate.bands] = 1
+        assert not readable(estimate, bytes(bad))

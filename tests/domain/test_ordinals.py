@@ -31,7 +31,7 @@ async def test_the_last_ordinals_work_and_the_next_write_is_a_permanent_error(
 ) -> None:
     index = Index(store)
     await index.create_collection(CollectionParams.create("end", threshold=0.7))
-    k = (await index._collection("end")).keys
+    k = (await index.registry.get("end")).keys
     last = keys.max_ordinal(width)
     client = store_target.sync_client()
     try:

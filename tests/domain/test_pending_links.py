@@ -89,7 +89,7 @@ async def test_the_journal_is_empty_once_the_delay_has_passed(redis_url: str) ->
         body = " ".join(f"w{i}" for i in range(300))
         await index.check("held", [Document("a", body, {"url": "https://a.example/1"})])
         await index.check("held", [Document("b", body + " x", {"url": "https://b.example/1"})])
-        k = (await index._collection("held")).keys
+        k = (await index.registry.get("held")).keys
         assert await store.client.hlen(k.link_journal) == 1  # the second check's entry: held
         for _ in range(50):  # a loaded machine may run the timer late
             await asyncio.sleep(DELAY)

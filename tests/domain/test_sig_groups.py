@@ -35,7 +35,7 @@ async def test_sketches_are_grouped_as_the_state_says_and_read_back(
 ) -> None:
     index = Index(standalone_store)
     await index.create_collection(CollectionParams.create("sg", threshold=0.8))
-    k = (await index._collection("sg")).keys
+    k = (await index.registry.get("sg")).keys
     assert int(sync_redis.hget(k.state, "sg")) == 134
     if layout == 2:
         sync_redis.hdel(k.state, "sg")  # what a layout-2 release created

@@ -197,7 +197,7 @@ async def stored_edges_agree(store: RedisStore, index: Index, name: str) -> bool
     """The raw state: every edge is symmetric and joins two sites, and pages/shared are exactly what
     the edges and entries say. Settles first: nothing is linked behind the reads' backs."""
     await index.settle_links(name)
-    collection = await index._collection(name)
+    collection = await index.registry.get(name)
     k = collection.keys
     client = store.client
     entries: dict[int, tuple[int, list[tuple[int, int]]]] = {}
@@ -339,7 +339,7 @@ async def compare(index: Index, store: RedisStore, name: str, recount: Recount) 
 async def as_site_layout_1(store: RedisStore, index: Index, name: str) -> None:
     """Make a new, still empty collection one of the releases before site layout 2: no ``sx`` in its
     state (shared counts in hashes), no ``sites`` in its registry entry."""
-    k = (await index._collection(name)).keys
+    k = (await index.registry.get(name)).keys
     assert await store.client.hget(k.state, "sx") == b"%d" % keys.SITE_LAYOUT
     await store.client.hdel(k.state, "sx")
     entry = orjson.loads(await store.client.hget(keys.REGISTRY, name))
@@ -537,7 +537,7 @@ async def test_module_and_lua_link_steps_store_the_same(
                 await as_site_layout_1(store, index, name)
             await linked_stream(index, params, seed=5)
             await index.settle_links(name)
-            k = (await index._collection(name)).keys
+            k = (await index.registry.get(name)).keys
             seq = int(await store.client.hget(k.state, "seq"))
             pairs = [(x, y) for x in range(seq - 60, seq + 1) for y in range(seq - 200, seq + 1)]
             blob = b"".join(x.to_bytes(8, "big") + y.to_bytes(8, "big") for x, y in pairs)
@@ -641,7 +641,7 @@ async def test_a_process_that_dies_before_settling_loses_no_link(redis_url: str)
             params = CollectionParams.create(name, threshold=THRESHOLD, site_field="url", max_documents=150)
             await linked_stream(a, params, seed=11)
             if dies:
-                assert client.hlen((await a._collection(name)).keys.link_journal) > 0
+                assert client.hlen((await a.registry.get(name)).keys.link_journal) > 0
                 for queue in a._pending._queues.values():  # what a SIGKILL leaves: nothing of A's memory
                     a._pending._cancel(queue)
                 a._pending._queues.clear()
@@ -683,7 +683,7 @@ async def test_a_check_that_fails_gives_its_settle_back(
         with pytest.raises(StoreUnavailable):
             await index.check("fails", [Document("c", text(12), page("c.example", "1"))])
         monkeypatch.setattr(store, "check", real)
-        assert index._pending.take("fails", (await index._collection("fails")).keys.gen) is not None
+        assert index._pending.take("fails", (await index.registry.get("fails")).keys.gen) is not None
     finally:
         await store.close()
 

@@ -66,13 +66,6 @@ def breaks_stated_limits(root: dict[str, Any], schema: dict[str, Any], value: An
             ]
             if all(_is_number(n) for n in numbers) and numbers[0] * numbers[1] > numbers[2]:
                 return True
-        if (
-            rule.get("rule") == "verify 'exact' needs sketch_format 2"
-            and isinstance(value, dict)
-            and value.get("verify") == "exact"
-            and value.get("sketch_format") not in (None, 2)
-        ):
-            return True
     if isinstance(value, dict):
         props = schema.get("properties", {})
         return any(breaks_stated_limits(root, props[k], v) for k, v in value.items() if k in props)

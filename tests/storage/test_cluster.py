@@ -118,7 +118,7 @@ async def test_a_check_that_dies_between_append_and_stamp_converges_on_retry(
     # Every band entry left names a live version (the half-written ones were removed).
     client = redis.RedisCluster.from_url(cluster_url)
     try:
-        collection = await index._collection("c")
+        collection = await index.registry.get("c")
         found = await cstore.lookup(collection.keys, [b"a", b"b"])
         live = {f.ordinal for f in found if f}
         ordinals: set[int] = set()
@@ -148,7 +148,7 @@ async def test_an_abandoned_reservation_is_stamped_later(
     with pytest.raises(StoreUnavailable):
         await index.check("c", [Document("lost", text(31))])
     restore()
-    k = (await index._collection("c")).keys
+    k = (await index.registry.get("c")).keys
     client = redis.RedisCluster.from_url(cluster_url)
     try:
         assert client.hlen(k.pending) == 1
@@ -281,11 +281,11 @@ async def test_a_creation_that_died_before_its_registry_entry_is_completed_by_th
     """The state is written first (atomically, on the collection's slot); a creation that died before
     the registry entry left a collection nobody could see. The next creation finds the state, writes
     the entry from it, and the collection works."""
-    from neardup.domain.index import _encode_params
+    from neardup.domain.registry import encode_entry
     from neardup.storage import keys
 
     params = CollectionParams.create("half", threshold=0.7)
-    entry = _encode_params(params, "g0000000000a")
+    entry = encode_entry(params, "g0000000000a")
     assert await cstore.list_collections() == []  # (connects the client)
     reply = await cstore._state_call(
         "cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry, keys.ORDINAL_WIDTH]
@@ -306,10 +306,10 @@ async def test_a_creation_that_died_before_its_registry_entry_is_completed_by_th
 async def test_creating_again_never_resets_the_sequence_and_a_retry_is_created(
     cstore: ClusterStore, cluster_url: str
 ) -> None:
-    from neardup.domain.index import _encode_params
+    from neardup.domain.registry import encode_entry
 
     params = CollectionParams.create("again", threshold=0.7)
-    entry = _encode_params(params, "g0000000000b")
+    entry = encode_entry(params, "g0000000000b")
     assert await cstore.create_collection("again", entry, "g0000000000b") is None
     k = CollectionKeys("again", "g0000000000b")
     index = Index(cstore)
@@ -317,7 +317,7 @@ async def test_creating_again_never_resets_the_sequence_and_a_retry_is_created(
     # The same creation sent again (its answer was lost): created, and nothing is reset.
     assert await cstore.create_collection("again", entry, "g0000000000b") is None
     # Another creation of the name: told what exists, and nothing is reset either.
-    other = _encode_params(params, "g0000000000c")
+    other = encode_entry(params, "g0000000000c")
     assert await cstore.create_collection("again", other, "g0000000000c") == entry
     client = redis.RedisCluster.from_url(cluster_url)
     try:
@@ -378,7 +378,7 @@ async def test_a_retry_that_keeps_a_half_written_copy_completes_its_band_entries
     monkeypatch.setattr(cstore, "_abandon_ms", lambda: 0)
     time.sleep(1.05)
     await index.check("c", [Document("other", text(81))])  # its stamp call sweeps: "a" is stamped
-    collection = await index._collection("c")
+    collection = await index.registry.get("c")
     [stored] = await cstore.lookup(collection.keys, [b"a"])
     assert stored is not None
     w = keys.ORDINAL_WIDTH
@@ -449,7 +449,7 @@ async def test_the_document_count_matches_a_recount_after_a_stream_of_changes(
                 texts.pop(doc_id, None)
             except DocumentNotFound:
                 assert doc_id not in texts
-    k = (await index._collection("count")).keys
+    k = (await index.registry.get("count")).keys
     recount = 0
     for url in valkey_cluster.urls:
         node = redis.Redis.from_url(url)
@@ -515,7 +515,7 @@ async def test_ordinals_are_never_issued_twice_after_the_state_loses_reservation
     index = Index(cstore)
     await index.create_collection(CollectionParams.create("f", threshold=0.7))
     await index.check("f", [Document(f"d{i}", text(9000 + i), {"n": i}) for i in range(10)])
-    k = (await index._collection("f")).keys
+    k = (await index.registry.get("f")).keys
     holder = None
     for url in valkey_cluster.urls:
         candidate = redis.Redis.from_url(url)
@@ -564,7 +564,7 @@ async def test_an_id_whose_ordinal_went_to_another_document_neither_returns_nor_
     index = Index(cstore)
     await index.create_collection(CollectionParams.create("h", threshold=0.7))
     await index.check("h", [Document("w", text(9300), {"n": 0})])
-    k = (await index._collection("h")).keys
+    k = (await index.registry.get("h")).keys
     clients = [redis.Redis.from_url(url) for url in valkey_cluster.urls]
     try:
         [holder] = [c for c in clients if list(c.scan_iter(match=k.state))]

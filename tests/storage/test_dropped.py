@@ -69,7 +69,7 @@ async def test_a_drop_that_died_half_way_is_finished_by_the_sweep(
     await index.check("gone", [Document(f"d{i}", text(i)) for i in range(300)])
     await index.create_collection(CollectionParams.create("kept", threshold=0.7))
     await index.check("kept", [Document("k", text(999))])
-    k = (await index._collection("gone")).keys
+    k = (await index.registry.get("gone")).keys
     assert data_keys(store_target, k) > 0
     await die_half_way_through_a_drop(store, "gone", k)
     assert [c.params.name for c in await index.list_collections()] == ["kept"]
@@ -93,7 +93,7 @@ async def test_a_completed_drop_leaves_no_entry_behind_on_one_server(
     index = Index(store)
     await index.create_collection(CollectionParams.create("done", threshold=0.7))
     await index.check("done", [Document("a", text(1))])
-    k = (await index._collection("done")).keys
+    k = (await index.registry.get("done")).keys
     await index.delete_collection("done")
     assert data_keys(store_target, k) == 0
     # One server: the entry goes with the last unlink. A cluster keeps it for the sweep, which unlinks
@@ -110,7 +110,7 @@ async def test_an_entry_whose_generation_is_still_live_is_forgotten_without_touc
     index = Index(store)
     await index.create_collection(CollectionParams.create("alive", threshold=0.7))
     await index.check("alive", [Document("a", text(5))])
-    k = (await index._collection("alive")).keys
+    k = (await index.registry.get("alive")).keys
     client = store_target.sync_client()
     try:
         client.hset(keys.DROPPED, keys.dropped_entry("alive", k.gen), keys.dropped_shape(1, 64, 16, 0))
@@ -132,7 +132,7 @@ def test_the_service_sweeps_at_start(tmp_path: Path, redis_url: str) -> None:
             index = Index(store)
             await index.create_collection(CollectionParams.create("old", threshold=0.7))
             await index.check("old", [Document(f"d{i}", text(i)) for i in range(50)])
-            k = (await index._collection("old")).keys
+            k = (await index.registry.get("old")).keys
             await die_half_way_through_a_drop(store, "old", k)
             entry = keys.dropped_entry("old", k.gen)
             shape = (await store.client.hget(keys.DROPPED, entry)).rsplit(b":", 1)[0] + b":0"  # long ago
@@ -161,7 +161,7 @@ async def test_the_sweep_also_unlinks_a_half_dropped_collections_passages(
     index = Index(standalone_store)
     await index.create_collection(CollectionParams.create("gone", passages=True))
     await index.check("gone", [Document(f"d{i}", text(i)) for i in range(300)])
-    k = (await index._collection("gone")).keys
+    k = (await index.registry.get("gone")).keys
     client = standalone_store.client
     assert await client.keys(k.passage_pattern)  # the passage index and blobs
     await die_half_way_through_a_drop(standalone_store, "gone", k)
