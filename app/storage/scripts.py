@@ -48,7 +48,12 @@ async def module_version(client: aioredis.Redis) -> int:
 #: Scripts whose loops come in a module and a Lua variant, and the files that hold them (``{variant}``:
 #: "module" or "lua").
 _VARIANTS = {
-    "check": ["_bands_{variant}.lua", "_passages_{variant}.lua", "_site_page_{variant}.lua", "_link_{variant}.lua"],
+    "check": [
+        "_bands_{variant}.lua",
+        "_passages_{variant}.lua",
+        "_site_page_{variant}.lua",
+        "_link_{variant}.lua",
+    ],
     "cluster_ops": ["_cluster_buckets_{variant}.lua"],
     "link": ["_link_{variant}.lua"],
     "passages": ["_postings_{variant}.lua"],
