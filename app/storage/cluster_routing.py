@@ -19,7 +19,7 @@ from redis.retry import Retry
 from neardup.storage import keys
 from neardup.storage.cluster_layout import _bytes, _Groups, _Layout, _Ops
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown, permanent
-from neardup.storage.scripts import MODULE_NAME, Script
+from neardup.storage.scripts import MODULE_NAME, Script, uses_module
 
 #: A pending ordinal older than this belongs to a check that died between append and stamp. It must
 #: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see _guard;
@@ -245,7 +245,8 @@ class ClusterRouting:
                     await self._client.initialize()
 
     async def _has_module(self, node: ClusterNode) -> bool:
-        """Whether this node has neardup's module loaded (False where MODULE LIST is refused)."""
+        """Whether this node has this release's neardup module loaded (False where MODULE LIST is
+        refused, or its module is another build's: scripts.uses_module)."""
         known = self._modules.get(node.name)
         if known is None:
             try:
@@ -255,13 +256,8 @@ class ClusterRouting:
             if isinstance(listed, dict):  # {node name: answer} in some redis-py versions
                 listed = next(iter(listed.values()), [])
             # Each entry is [b"name", b"neardup", b"ver", 1, ...], or a dict where a reply parser ran.
-            names = (
-                m.get(b"name")
-                if isinstance(m, dict)
-                else dict(zip(m[::2], m[1::2], strict=False)).get(b"name")
-                for m in listed
-            )
-            known = MODULE_NAME in names
+            entries = (m if isinstance(m, dict) else dict(zip(m[::2], m[1::2], strict=False)) for m in listed)
+            known = any(e.get(b"name") == MODULE_NAME and uses_module(int(e.get(b"ver", 0))) for e in entries)
             self._modules[node.name] = known
         return known
 

@@ -175,10 +175,9 @@ SITE_PARTNERS = 16
 #: Most other sites one site's ``shared`` hash holds: an edge that would add a new other site to a
 #: full hash (on either side) is not recorded. Slots come back when a pair's count falls to 0.
 SITE_OTHERS = 256
-#: The site layout of collections created now (the state's ``sx``; a state without it is layout 1): a
-#: site's ``shared`` counts are one string of 8-byte records (other site id, count: 4 bytes big-endian
-#: each) instead of a hash of decimal fields, so counting a page is an in-place increment, not two
-#: scans of a listpack of up to SITE_OTHERS fields (docs/design.md, "Sites").
+#: The site layout, written as ``sites`` in the registry entry of a collection with a site_field: a
+#: site's shared counts are one string of 8-byte records (other site id, count: 4 bytes big-endian
+#: each; _common.lua's shared_add), so counting a page is an in-place increment (docs/design.md, "Sites").
 SITE_LAYOUT = 2
 #: Bytes of one ordinal inside a band value, for collections created now: 2^40 - 1 insertions.
 ORDINAL_WIDTH = 5

@@ -1,20 +1,15 @@
 """Server-side scripts: each ``scripts/<name>.lua`` (with ``_common.lua`` prepended where it is used),
 registered once per client and loaded again when the server answers NOSCRIPT (restart, SCRIPT FLUSH).
 
-check.lua's band step comes in two versions with one contract: ``_bands_lua.lua`` for any server and
-``_bands_module.lua``, one call of ``ND.BANDS`` where the server has neardup's module loaded (the
-embedded one always has); so does its passage step (``_passages_lua.lua``, ``_passages_module.lua``:
-one ``ND.PASSAGES``, where the module is version 5 or later: protocol 2 for passage format 3; a server
-with a module of version 2 to 4 takes the Lua step for every format), and passages.lua's read of a
-format-3 index (``_postings_lua.lua``, ``_postings_module.lua``: one ``ND.POSTINGS``). The store asks
-the server which once, when it loads the scripts. The cluster's ``cluster_ops.lua`` likewise applies
-its band records with ``_cluster_buckets_lua.lua`` or one ``ND.BUCKETS``
-(``_cluster_buckets_module.lua``), chosen per node.
-The link step over cross-site pairs (``link.lua``, and check.lua's settle of earlier batches' pairs)
-comes the same two ways: ``_link_lua.lua``, or one ``ND.LINK`` (``_link_module.lua``) where the module is
-version 2 or later. (``ND.MATCHLINK``, the module's own verification and link step, is what check.lua
-sent from module version 3 to the release before the link journal; the module keeps it for those
-scripts.)"""
+The loops that cost the most commands come in two variants with one contract and the same data: one
+call of a command of neardup's Valkey module (``_<step>_module.lua``), or plain Lua for any Redis or
+Valkey server (``_<step>_lua.lua``): check.lua's band step (``ND.BANDS``, which also counts a page of a
+site: ``_site_page_*``), its passage step (``ND.PASSAGES``) and its link step (``ND.LINK``, also
+link.lua's), passages.lua's read of the passage index (``ND.POSTINGS``), and cluster_ops.lua's band
+records (``ND.BUCKETS``). The store asks the server once, when it loads the scripts, whether it has the
+module this release built (:data:`MODULE_VERSION`): then every script takes the module variant, else
+every one the Lua variant (managed services cannot load modules; a server may run another build's).
+"""
 
 from __future__ import annotations
 
@@ -32,19 +27,9 @@ _NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages", "lin
 MODULE_NAME = b"neardup"
 
 
-#: The module version from which the link step goes through ``ND.LINK``: version 7 brought its protocol
-#: 2 (site layout 2: packed shared counts, keys.SITE_LAYOUT). ``ND.LINK`` came with version 2 (version
-#: 1 has ``ND.BANDS`` and ``ND.BUCKETS`` only) and knew layout 1 only, so a server that runs a module
-#: built from an earlier release takes the Lua link step (``_link_lua.lua``) for every collection.
-LINK_MODULE_VERSION = 7
-#: The module version whose ``ND.BANDS`` takes protocol 5: check.lua counts a page of a site in the
-#: document's band step call (``_site_page_module.lua``) instead of three commands of its own
-#: (``_site_page_lua.lua``: _common.lua's add_site_page). Version 6 brought protocol 4, the same with
-#: every site key named in the arguments, which the scripts no longer send.
-SITE_PAGE_MODULE_VERSION = 7
-#: The module version that brought ND.PASSAGES's protocol 2 (passage format 3's packed index): check.lua's
-#: passage step goes through the module only from this version on.
-PACKED_PASSAGES_MODULE_VERSION = 5
+#: The version of the module built with this release (RedisModule_Init in native/valkey/bands.cpp): the
+#: scripts send its commands only to a server whose module reports exactly this version.
+MODULE_VERSION = 1
 
 
 async def module_version(client: aioredis.Redis) -> int:
@@ -60,29 +45,36 @@ async def module_version(client: aioredis.Redis) -> int:
     return 0
 
 
-#: Scripts whose loops come in a Lua and a module version, and the files that hold them: ``{bands}``
-#: is the band step's choice (the module of any version), ``{link}`` the choice for ``ND.LINK``
-#: (LINK_MODULE_VERSION), ``{v5}`` for ``ND.PASSAGES`` (both protocols from version 5) and
-#: ``ND.POSTINGS``, ``{v6}`` for ``ND.BANDS``'s protocol 5 (a page of a site counted in the band step;
-#: SITE_PAGE_MODULE_VERSION).
+#: Scripts whose loops come in a module and a Lua variant, and the files that hold them (``{variant}``:
+#: "module" or "lua").
 _VARIANTS = {
-    "check": ["_bands_{bands}.lua", "_passages_{v5}.lua", "_site_page_{v6}.lua", "_link_{link}.lua"],
-    "cluster_ops": ["_cluster_buckets_{bands}.lua"],
-    "link": ["_link_{link}.lua"],
-    "passages": ["_postings_{v5}.lua"],
+    "check": [
+        "_bands_{variant}.lua",
+        "_passages_{variant}.lua",
+        "_site_page_{variant}.lua",
+        "_link_{variant}.lua",
+    ],
+    "cluster_ops": ["_cluster_buckets_{variant}.lua"],
+    "link": ["_link_{variant}.lua"],
+    "passages": ["_postings_{variant}.lua"],
 }
 
 
-def _source(name: str, bands: str, link: str, v5: str, v6: str = "lua") -> str:
+def uses_module(version: int) -> bool:
+    """Whether a server whose neardup module reports ``version`` (0: none loaded) runs the module
+    variants: only the module of this release speaks the protocols the scripts send."""
+    return version == MODULE_VERSION
+
+
+def _source(name: str, variant: str) -> str:
     folder = resources.files("neardup.storage").joinpath("scripts")
     main = folder.joinpath(f"{name}.lua").read_text("utf-8")
     shebang = ""
     if main.startswith("#!"):  # flags must stay on the first line
         shebang, main = main.split("\n", 1)
     parts = [main]
-    for variant in reversed(_VARIANTS.get(name, [])):
-        file = variant.format(bands=bands, link=link, v5=v5, v6=v6)
-        parts.insert(0, folder.joinpath(file).read_text("utf-8"))
+    for file in reversed(_VARIANTS.get(name, [])):
+        parts.insert(0, folder.joinpath(file.format(variant=variant)).read_text("utf-8"))
     if name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
     return "\n".join([shebang, *parts] if shebang else parts)
@@ -91,11 +83,9 @@ def _source(name: str, bands: str, link: str, v5: str, v6: str = "lua") -> str:
 class Script:
     """One Lua script called by SHA; a NOSCRIPT answer loads it and retries once."""
 
-    def __init__(
-        self, name: str, bands: str = "lua", link: str = "lua", v5: str = "lua", v6: str = "lua"
-    ) -> None:
+    def __init__(self, name: str, variant: str = "lua") -> None:
         self.name = name
-        self.source = _source(name, bands, link, v5, v6)
+        self.source = _source(name, variant)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def load(self, client: aioredis.Redis) -> None:
@@ -133,14 +123,11 @@ class Scripts:
 
     async def ensure_loaded(self, client: aioredis.Redis) -> None:
         if not self._loaded:
-            version = await module_version(client)
-            self.uses_module = version > 0
-            link = "module" if version >= LINK_MODULE_VERSION else "lua"
-            v5 = "module" if version >= PACKED_PASSAGES_MODULE_VERSION else "lua"
-            v6 = "module" if version >= SITE_PAGE_MODULE_VERSION else "lua"
-            self.check = Script("check", "module" if self.uses_module else "lua", link, v5, v6)
-            self.link = Script("link", link=link)
-            self.passages = Script("passages", v5=v5)
+            self.uses_module = uses_module(await module_version(client))
+            variant = "module" if self.uses_module else "lua"
+            self.check = Script("check", variant)
+            self.link = Script("link", variant)
+            self.passages = Script("passages", variant)
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
                 self.due, self.reclaim, self.passages, self.link, self.site, self.journal,

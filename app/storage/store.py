@@ -30,7 +30,7 @@ from neardup.storage.scripts import Scripts
 Mode = Literal["insert", "put", "read", "restore"]
 #: Keys per UNLINK when a dropped collection's data is deleted.
 _UNLINK_CHUNK = 1000
-#: Sites whose ``shared`` hashes one pipelined round trip of ``site_pairs`` reads.
+#: Sites whose shared counts one pipelined round trip of ``site_pairs`` reads.
 _SITE_CHUNK = 500
 #: A dropped generation is swept by others only this long after its drop (ms): until then the drop
 #: itself is still unlinking it (on a cluster, checks that were in flight may still write to it).
@@ -79,17 +79,11 @@ class JournalEntries:
     found: dict[int, tuple[bytes, bytes]]
 
 
-def _packed_counts(raw: bytes | None) -> Iterator[tuple[bytes, int]]:
-    """(other site id as stored in the name and page hashes, shared) of a site layout 2 count string:
-    8-byte records, the other site id and the count, 4 bytes big-endian each."""
+def _shared_counts(raw: bytes | None) -> Iterator[tuple[bytes, int]]:
+    """(other site id as stored in the name and page hashes, shared) of a site's shared counts (_common.lua's
+    shared_add): 8-byte records, the other site id and the count, 4 bytes big-endian each."""
     for other, n in struct.iter_unpack(">II", raw or b""):
         yield b"%d" % other, n
-
-
-def _hash_counts(raw: dict[Any, Any]) -> Iterator[tuple[bytes, int]]:
-    """The same of a site layout 1 ``shared`` hash (other site id -> count, decimal)."""
-    for other, n in raw.items():
-        yield bytes(other), int(n)
 
 
 def _pairs_blob(pairs: Sequence[tuple[int, int]]) -> bytes:
@@ -339,8 +333,8 @@ class RedisStore:
         ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`);
         ``capacity`` documents of ``bands`` bands (0: none; the domain folds ``max_documents`` into
         it) size its tables up front. ``sketch_bytes``: the length of its stored sketches (0: varies),
-        which sets how many share a hash (``keys.sig_group_size``). ``sites``: the collection counts
-        sites (a site_field), kept in the current site layout (``keys.SITE_LAYOUT``)."""
+        which sets how many share a hash (``keys.sig_group_size``). ``sites`` (the collection counts
+        sites: a site_field) changes nothing here: the site keys are made by the first page of a site."""
         shape = keys.initial_shape(capacity, bands)
         reply = await self._call(
             "create_collection",
@@ -355,7 +349,6 @@ class RedisStore:
                 keys.ORDINAL_WIDTH,
                 str(int(passages)),
                 keys.sig_group_size(sketch_bytes),
-                keys.SITE_LAYOUT if sites else 0,
             ],
         )
         return None if reply[0] == b"created" else bytes(reply[1])
@@ -606,18 +599,17 @@ class RedisStore:
 
     async def site_pairs(self, k: keys.CollectionKeys, *, min_pages: int) -> list[SiteCounts]:
         """Every site with at least ``min_pages`` pages and its other sites (of any size: the caller
-        filters). Reads the page counts and names (one round trip), then the ``shared`` hashes of those
+        filters). Reads the page counts and names (one round trip), then the shared counts of those
         sites, pipelined ``_SITE_CHUNK`` at a time: O(sites + pairs) work and memory, no long script
         blocking the server; not one snapshot (writes may land between the chunks)."""
         async with self._guard():
             if not await self._client.exists(k.state):
                 raise CollectionMissing()
             pipe = self._client.pipeline(transaction=False)
-            pipe.hmget(k.state, "gen", "sx")
+            pipe.hget(k.state, "gen")
             pipe.hgetall(k.site_pages)
             pipe.hgetall(k.site_ids)
-            (gen, layout), pages_raw, names_raw = await pipe.execute()
-            packed = layout == b"2"  # site layout 2: packed counts (keys.SITE_LAYOUT)
+            gen, pages_raw, names_raw = await pipe.execute()
             if gen is None:
                 raise CollectionMissing()
             if bytes(gen).decode() != k.gen:
@@ -630,11 +622,11 @@ class RedisStore:
                 chunk = chosen[start : start + _SITE_CHUNK]
                 pipe = self._client.pipeline(transaction=False)
                 for site in chunk:
-                    (pipe.get if packed else pipe.hgetall)(k.shared(site.decode()))
+                    pipe.get(k.shared(site.decode()))
                 for site, row in zip(chunk, await pipe.execute(), strict=True):
                     others = [
                         (names[o], pages[o], n, 0)
-                        for o, n in (_packed_counts(row) if packed else _hash_counts(row))
+                        for o, n in _shared_counts(row)
                         if o in names and o in pages
                     ]
                     out.append(SiteCounts(names[site], pages[site], others))

@@ -2,17 +2,17 @@
 // the same in Lua): on a cluster the band table has fixed groups and a check's appends, removals and
 // reads arrive as packed records, one call per node. Same data, byte for byte, as the Lua loops.
 //
-//   ND.BUCKETS 1 <prefix> <width> <cap> <appends> <removals>
+//   ND.BUCKETS 1 <prefix> <cap> <appends> <removals>
 //     1         protocol version
 //     prefix    band group key prefix; a group's key is prefix + decimal group number
-//     width     bytes of one ordinal (4 or 5: the collection's `ow`)
 //     cap       most ordinals a bucket keeps (keys.BUCKET_CAP)
-//     appends   packed records (group number, 4 bytes big-endian; band key, 8 bytes; ordinal, width
-//               bytes): add the ordinal to the bucket unless it is there already or the bucket is full
+//     appends   packed records (group number, 4 bytes big-endian; band key, 8 bytes; ordinal, 5 bytes
+//               big-endian): add the ordinal to the bucket unless it is there already or the bucket is full
 //     removals  records of the same shape: take the ordinal out; delete the field when it empties
 //   -> the number of band fields created
 //
 //   ND.BUCKETSGET 1 <prefix> <records>
+//     1         protocol version
 //     records   packed (group number, 4 bytes big-endian; band key, 8 bytes)
 //   -> the bucket values in order ('' where absent)
 #include <cstdint>
@@ -58,7 +58,7 @@ class Groups {
   std::unordered_map<uint32_t, std::unique_ptr<Group>> groups_;
 };
 
-// The offset of `ordinal` in the bucket value (aligned to width), or npos.
+// The offset of `ordinal` in the bucket value (aligned to `width`), or npos.
 size_t find(const char* value, size_t len, const char* ordinal, size_t width) {
   for (size_t q = 0; q + width <= len; q += width)
     if (std::memcmp(value + q, ordinal, width) == 0) return q;
@@ -66,19 +66,19 @@ size_t find(const char* value, size_t len, const char* ordinal, size_t width) {
 }
 
 int buckets_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 7) return api.WrongArity(ctx);
+  if (argc != 6) return api.WrongArity(ctx);
   if (!version_one(argv[1])) return api.ReplyWithError(ctx, "ERR ND.BUCKETS: unknown protocol version");
-  long long width = 0, cap = 0;
-  if (api.StringToLongLong(argv[3], &width) != kOk || width < 4 || width > 5 ||
-      api.StringToLongLong(argv[4], &cap) != kOk || cap < 1 || cap > (1LL << 24))
-    return api.ReplyWithError(ctx, "ERR ND.BUCKETS: width must be 4 or 5 and cap 1..2^24");
-  const size_t w = static_cast<size_t>(width), record = 12 + w, full = w * static_cast<size_t>(cap);
+  long long cap = 0;
+  if (api.StringToLongLong(argv[3], &cap) != kOk || cap < 1 || cap > (1LL << 24))
+    return api.ReplyWithError(ctx, "ERR ND.BUCKETS: cap must be 1..2^24");
+  constexpr size_t w = kOrdinal, record = 12 + kOrdinal;
+  const size_t full = w * static_cast<size_t>(cap);
   size_t len = 0, appends_len = 0, removals_len = 0;
   const char* prefix = api.StringPtrLen(argv[2], &len);
-  const char* appends = api.StringPtrLen(argv[5], &appends_len);
-  const char* removals = api.StringPtrLen(argv[6], &removals_len);
+  const char* appends = api.StringPtrLen(argv[4], &appends_len);
+  const char* removals = api.StringPtrLen(argv[5], &removals_len);
   if (appends_len % record != 0 || removals_len % record != 0)
-    return api.ReplyWithError(ctx, "ERR ND.BUCKETS: records are 12 + width bytes each");
+    return api.ReplyWithError(ctx, "ERR ND.BUCKETS: records are 17 bytes each");
 
   Groups groups(ctx, std::string(prefix, len), kRead | kWrite);
   for (const auto& [blob, size] : {std::pair{appends, appends_len}, std::pair{removals, removals_len}})

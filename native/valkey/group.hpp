@@ -9,6 +9,10 @@
 
 namespace neardup::vm {
 
+// Bytes of an ordinal, big-endian, wherever the keys hold one (band buckets, site entries; keys.py's
+// ORDINAL_WIDTH): 2^40 - 1 insertions per collection.
+inline constexpr size_t kOrdinal = 5;
+
 // The unsigned big-endian number of `width` bytes at p (ordinals in buckets, site ids in entries).
 inline uint64_t big_endian(const char* p, size_t width) {
   const auto* b = reinterpret_cast<const unsigned char*>(p);

@@ -52,7 +52,6 @@ struct Api {
   VmKey* (*OpenKey)(VmCtx*, VmString*, int);
   void (*CloseKey)(VmKey*);
   int (*KeyType)(VmKey*);
-  size_t (*ValueLength)(VmKey*);
   int (*HashGet)(VmKey*, int, ...);
   int (*HashSet)(VmKey*, int, ...);
   int (*StringSet)(VmKey*, VmString*);
@@ -72,7 +71,6 @@ struct Api {
   int (*ReplyWithError)(VmCtx*, const char*);
   int (*WrongArity)(VmCtx*);
   int (*ReplicateVerbatim)(VmCtx*);
-  int (*Replicate)(VmCtx*, const char*, const char*, ...);
   int (*SubscribeToServerEvent)(VmCtx*, VmEvent, EventFn);
   uint64_t (*CreateTimer)(VmCtx*, long long, TimerFn, void*);
   void (*Log)(VmCtx*, const char*, const char*, ...);
@@ -95,7 +93,6 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_OpenKey", api.OpenKey);
   get("RedisModule_CloseKey", api.CloseKey);
   get("RedisModule_KeyType", api.KeyType);
-  get("RedisModule_ValueLength", api.ValueLength);
   get("RedisModule_HashGet", api.HashGet);
   get("RedisModule_HashSet", api.HashSet);
   get("RedisModule_StringSet", api.StringSet);
@@ -115,7 +112,6 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_ReplyWithError", api.ReplyWithError);
   get("RedisModule_WrongArity", api.WrongArity);
   get("RedisModule_ReplicateVerbatim", api.ReplicateVerbatim);
-  get("RedisModule_Replicate", api.Replicate);
   get("RedisModule_SubscribeToServerEvent", api.SubscribeToServerEvent);
   get("RedisModule_CreateTimer", api.CreateTimer);
   get("RedisModule_Log", api.Log);

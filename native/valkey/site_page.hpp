@@ -1,10 +1,10 @@
-// check.lua's add_site_page (_common.lua) in C++, for ND.BANDS's protocol 4 (bands.cpp): a new document
-// of a site gets its entry (the site id, 4 bytes big-endian, no partners) and is counted; a new site
-// name is interned first (the next id from the state's `sseq`). The same writes as the Lua function
-// (HGET <names> <name>; for a new name HINCRBY <state> sseq 1, HSET <names> <name> <id>, HSET <ids> <id>
-// <name>; HINCRBY <pages> <id> 1; HSET <entry key> <entry field> <entry>), so either path reads what
-// the other wrote and both store the same bytes. (A page count is never below 1 while its site is
-// known: pages_add forgets a site at 0, which +1 never reaches.)
+// check.lua's add_site_page (_common.lua) in C++, for ND.BANDS (bands.cpp): a new document of a site
+// gets its entry (the site id, 4 bytes big-endian, no partners) and is counted; a new site name is
+// interned first (the next id from the state's `sseq`). The same writes as the Lua function (HGET
+// <base>sn <name>; for a new name HINCRBY <state> sseq 1, HSET <base>sn <name> <id>, HSET <base>si <id>
+// <name>; HINCRBY <base>sp <id> 1; HSET <base>e:<ord / edge group> <ord % edge group> <entry>), so
+// either path reads what the other wrote and both store the same bytes. (A page count is never below
+// 1 while its site is known: pages_add forgets a site at 0, which +1 never reaches.)
 #pragma once
 
 #include <cstdint>
@@ -18,10 +18,13 @@ namespace neardup::vm {
 
 class SitePage {
  public:
-  // args: <state> <names> <ids> <pages> <entry key> <entry field> <name>
-  SitePage(VmCtx* ctx, VmString** args)
-      : ctx_(ctx), args_(args), names_(ctx, args[1], kRead | kWrite), pages_(ctx, args[3], kRead | kWrite),
-        entry_(ctx, args[4], kRead | kWrite) {}
+  // The document of ordinal `ord` and site `name`, in the collection of state hash `state` whose site
+  // keys start with `base` (keys.py: the record prefix's base).
+  SitePage(VmCtx* ctx, VmString* state, const std::string& base, uint64_t edge_group, uint64_t ord,
+           VmString* name)
+      : ctx_(ctx), state_name_(state), name_(name), keys_(ctx, base, edge_group, ord),
+        names_(ctx, keys_.names, kRead | kWrite), pages_(ctx, keys_.pages, kRead | kWrite),
+        entry_(ctx, keys_.entry, kRead | kWrite) {}
   ~SitePage() {
     if (id_string_) api.FreeString(ctx_, id_string_);
   }
@@ -33,22 +36,20 @@ class SitePage {
   const char* prepare() {
     if (names_.wrong_type() || pages_.wrong_type() || entry_.wrong_type()) return kWrongType;
     bool ok = true;
-    VmString* have = names_.get(args_[6]);
+    VmString* have = names_.get(name_);
     known_ = have != nullptr;
     if (known_) {
       ok = number(have, id_);
       api.FreeString(ctx_, have);
     } else {
-      state_.emplace(ctx_, args_[0], kRead | kWrite);
-      ids_.emplace(ctx_, args_[2], kRead | kWrite);
+      state_.emplace(ctx_, state_name_, kRead | kWrite);
+      ids_.emplace(ctx_, keys_.ids, kRead | kWrite);
       if (state_->wrong_type() || ids_->wrong_type()) return kWrongType;
       long long seq = 0;
-      VmString* sseq = api.CreateString(ctx_, "sseq", 4);
-      if (VmString* v = state_->get(sseq)) {
+      if (VmString* v = state_->get("sseq")) {
         ok = number(v, seq);
         api.FreeString(ctx_, v);
       }
-      api.FreeString(ctx_, sseq);
       id_ = seq + 1;
     }
     const std::string text = std::to_string(id_);
@@ -64,11 +65,9 @@ class SitePage {
 
   void apply() {
     if (!known_) {
-      VmString* sseq = api.CreateString(ctx_, "sseq", 4);
-      state_->set(sseq, id_string_);
-      api.FreeString(ctx_, sseq);
-      names_.set(args_[6], id_string_);
-      ids_->set(id_string_, args_[6]);
+      state_->set("sseq", id_string_);
+      names_.set(name_, id_string_);
+      ids_->set(id_string_, name_);
     }
     const std::string count = std::to_string(count_ + 1);
     VmString* count_string = api.CreateString(ctx_, count.data(), count.size());
@@ -78,7 +77,7 @@ class SitePage {
     const char entry[4] = {static_cast<char>(id >> 24 & 0xff), static_cast<char>(id >> 16 & 0xff),
                            static_cast<char>(id >> 8 & 0xff), static_cast<char>(id & 0xff)};
     VmString* entry_string = api.CreateString(ctx_, entry, 4);
-    entry_.set(args_[5], entry_string);
+    entry_.set(keys_.field, entry_string);
     api.FreeString(ctx_, entry_string);
   }
 
@@ -86,8 +85,27 @@ class SitePage {
   static constexpr const char* kWrongType = "WRONGTYPE ND.BANDS: a site key holds a non-hash value";
   static bool number(VmString* value, long long& out) { return api.StringToLongLong(value, &out) == kOk; }
 
+  // The site keys' names and the entry's field, made from the base, the edge group and the ordinal;
+  // freed after the keys opened with them are closed (members are destroyed in reverse order).
+  struct Names {
+    Names(VmCtx* c, const std::string& base, uint64_t group, uint64_t ord)
+        : ctx(c), names(make(base + "sn")), ids(make(base + "si")), pages(make(base + "sp")),
+          entry(make(base + "e:" + std::to_string(ord / group))), field(make(std::to_string(ord % group))) {}
+    ~Names() {
+      for (VmString* s : {names, ids, pages, entry, field}) api.FreeString(ctx, s);
+    }
+    Names(const Names&) = delete;
+    Names& operator=(const Names&) = delete;
+    VmString* make(const std::string& text) const { return api.CreateString(ctx, text.data(), text.size()); }
+
+    VmCtx* ctx;
+    VmString *names, *ids, *pages, *entry, *field;
+  };
+
   VmCtx* ctx_;
-  VmString** args_;
+  VmString* state_name_;
+  VmString* name_;
+  Names keys_;
   Group names_, pages_, entry_;
   std::optional<Group> state_, ids_;  // opened for a new site only
   bool known_ = false;

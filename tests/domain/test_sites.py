@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
 import pytest
 import redis
 from hypothesis import given, settings
@@ -234,16 +233,15 @@ async def stored_edges_agree(store: RedisStore, index: Index, name: str) -> bool
 
 
 async def shared_counts(client: Any, key: str) -> dict[int, int]:
-    """A site's shared counts as stored, in either site layout: a string of 8-byte records (other site
-    id, count; layout 2, keys.SITE_LAYOUT), each site once, every count above 0, at most SITE_OTHERS;
-    or a hash of decimal fields (layout 1)."""
-    if await client.type(key) == b"string":
-        raw = await client.get(key)
-        assert len(raw) % 8 == 0 and 0 < len(raw) <= 8 * keys.SITE_OTHERS
-        records = list(struct.iter_unpack(">II", raw))
-        assert len({o for o, _ in records}) == len(records) and all(n > 0 for _, n in records)
-        return dict(records)
-    return {int(o): int(n) for o, n in (await client.hgetall(key)).items()}
+    """A site's shared counts as stored: a string of 8-byte records (other site id, count), each site
+    once, every count above 0, at most SITE_OTHERS; no key when there are none."""
+    raw = await client.get(key)
+    if raw is None:
+        return {}
+    assert len(raw) % 8 == 0 and 0 < len(raw) <= 8 * keys.SITE_OTHERS
+    records = list(struct.iter_unpack(">II", raw))
+    assert len({o for o, _ in records}) == len(records) and all(n > 0 for _, n in records)
+    return dict(records)
 
 
 class Recount:
@@ -336,31 +334,15 @@ async def compare(index: Index, store: RedisStore, name: str, recount: Recount) 
     assert await stored_edges_agree(store, index, name)
 
 
-async def as_site_layout_1(store: RedisStore, index: Index, name: str) -> None:
-    """Make a new, still empty collection one of the releases before site layout 2: no ``sx`` in its
-    state (shared counts in hashes), no ``sites`` in its registry entry."""
-    k = (await index.registry.get(name)).keys
-    assert await store.client.hget(k.state, "sx") == b"%d" % keys.SITE_LAYOUT
-    await store.client.hdel(k.state, "sx")
-    entry = orjson.loads(await store.client.hget(keys.REGISTRY, name))
-    assert entry.pop("sites") == keys.SITE_LAYOUT
-    await store.client.hset(keys.REGISTRY, name, orjson.dumps(entry, option=orjson.OPT_SORT_KEYS))
-
-
-@pytest.mark.parametrize("layout", [2, 1])
 @pytest.mark.parametrize("ttl", [None, 4])
-async def test_counts_never_drift(site_store: RedisStore, ttl: int | None, layout: int) -> None:
+async def test_counts_never_drift(site_store: RedisStore, ttl: int | None) -> None:
     """Checks in batches with replacements and deletes (and, with a TTL, documents expiring halfway):
-    the counts equal a recount from scratch after each phase; in the current site layout and in
-    layout 1 (a collection of an earlier release, served on)."""
+    the counts equal a recount from scratch after each phase."""
     index = Index(site_store)
     name = f"drift{ttl or 0}"
     await index.create_collection(
         CollectionParams.create(name, threshold=THRESHOLD, site_field="url", ttl_seconds=ttl)
     )
-    if layout == 1:
-        await as_site_layout_1(site_store, index, name)
-        index = Index(site_store)  # reads the entry as a process started now would
     rng = random.Random(17)
     recount = Recount()
     await replay(index, name, recount, rng, 60)
@@ -471,9 +453,9 @@ async def test_a_half_dropped_site_collection_is_swept_with_its_site_keys(
 
 
 def site_dump(url: str) -> dict[tuple[bytes, ...], dict[bytes, bytes]]:
-    """Every hash of a server's collections, comparable across servers: key names without the
-    collection's random generation, records without their insertion time (each server's own clock),
-    the state without its generation."""
+    """Every hash (and string, as {b"": value}) of a server's collections, comparable across servers:
+    key names without the collection's random generation, records without their insertion time (each
+    server's own clock), the state without its generation."""
     client = redis.Redis.from_url(url)
     try:
         out: dict[tuple[bytes, ...], dict[bytes, bytes]] = {}
@@ -515,13 +497,10 @@ async def linked_stream(index: Index, params: CollectionParams, seed: int) -> No
         await index.check(params.name, batch, min_similarity=THRESHOLD)
 
 
-@pytest.mark.parametrize("layout", [2, 1])
-async def test_module_and_lua_link_steps_store_the_same(
-    redis_url: str, lua_redis_url: str, layout: int
-) -> None:
+async def test_module_and_lua_link_steps_store_the_same(redis_url: str, lua_redis_url: str) -> None:
     """The same stream on a server with neardup's module (ND.LINK; ND.BANDS counting the pages) and on
     one without (the Lua loop; _common.lua's add_site_page): the same answers and the same keys, byte
-    for byte, in the current site layout and in layout 1. The stream has replacements, deletes and
+    for byte. The stream has replacements, deletes and
     evictions (max_documents), a page copied onto 40 sites, and then a link call of every pair of
     ordinals under tight bounds, so that both bounds refuse edges."""
     dumps, answers, hincrby = [], [], []
@@ -532,9 +511,6 @@ async def test_module_and_lua_link_steps_store_the_same(
             index = Index(store, settle_delay=3600)
             name = "same"
             params = CollectionParams.create(name, threshold=THRESHOLD, site_field="url", max_documents=150)
-            if layout == 1:
-                await index.create_collection(params)
-                await as_site_layout_1(store, index, name)
             await linked_stream(index, params, seed=5)
             await index.settle_links(name)
             k = (await index.registry.get(name)).keys
@@ -553,23 +529,23 @@ async def test_module_and_lua_link_steps_store_the_same(
             await store.close()
     assert answers[:2] == answers[2:]
     assert all(added > 0 and refused > 0 for added, refused in answers[:2]), answers
-    # with the module the pages are counted in ND.BANDS (protocol 4), not by add_site_page's HINCRBY
+    # with the module the pages are counted in ND.BANDS, not by add_site_page's HINCRBY
     assert hincrby[0] < hincrby[1] - 100, hincrby
     assert dumps[0] == dumps[1]
     assert any(key[1] == b"x" for key in dumps[0]) and any(key[1] == b"e" for key in dumps[0])
     shared = [fields for key, fields in dumps[0].items() if key[1] == b"x"]
-    assert all(set(fields) == {b""} for fields in shared) == (layout == 2)  # strings, or hashes
+    assert shared and all(set(fields) == {b""} for fields in shared)  # strings (site_dump: {b"": value})
 
 
-@pytest.mark.parametrize("sketch_format", [1, 2, 3])
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
 async def test_a_check_settles_the_last_one_s_links_as_a_link_call_after_it_would(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch, sketch_format: int
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, verify: str
 ) -> None:
     """A check carries the cross-site pairs the service verified for the previous check of the
     collection and links them in its own script (no call of their own, no second verification on the
     server); the same stream with a link.lua call right after each check stores the same keys, byte
     for byte, and gives the same answers. The stream has replacements, deletes, evictions, a page on
-    40 sites, and long pages and shortened copies (format 3: dense, narrow and wide sparse sketches)."""
+    40 sites, and long pages and shortened copies (estimates: dense, narrow and wide sparse sketches)."""
     dumps, answers, link_calls, checks = [], [], [], []
     for carried in (True, False):
         client = redis.Redis.from_url(redis_url)
@@ -602,14 +578,13 @@ async def test_a_check_settles_the_last_one_s_links_as_a_link_call_after_it_woul
 
                 monkeypatch.setattr(index, "check", check_then_link)
             params = CollectionParams.create(
-                name, threshold=THRESHOLD, site_field="url", max_documents=150, sketch_format=sketch_format
+                name, threshold=THRESHOLD, site_field="url", max_documents=150, verify=verify
             )
             await linked_stream(index, params, seed=9)
             answers.append(
                 [await index.site(name, s) for s in SITES] + [await index.site(name, "s0.example")]
             )
             stats = await store.client.info("commandstats")
-            assert "cmdstat_nd.matchlink" not in stats  # the server never verifies
             checks.append(stats["cmdstat_evalsha"]["calls"])
             assert await stored_edges_agree(store, index, name)
             dumps.append(site_dump(redis_url))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import redis
 
-from neardup.storage import RedisStore
+from neardup.storage import RedisStore, scripts
 from neardup.storage.embedded import EmbeddedValkey, find_free_port, valkey_module
 from neardup.storage.errors import StoreDown
 from neardup.storage.keys import CollectionKeys
@@ -174,6 +174,14 @@ async def test_the_module_commands_replay_from_the_append_only_file(
     assert dump(server.url) == before
 
 
+#: ND.BANDS's site arguments for a document of no site (state, site key base, edge group, name).
+NO_PAGE = ["", "", "", ""]
+
+
+def o5(ordinal: int) -> bytes:
+    return ordinal.to_bytes(5, "big")
+
+
 def test_bad_arguments_get_an_error_and_leave_the_data_alone(
     servers: tuple[EmbeddedValkey, EmbeddedValkey],
 ) -> None:
@@ -181,24 +189,21 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
     try:
         field = (7).to_bytes(8, "little")
         tail = [2, 0, 256]  # cap, floor, limit
-        ok = ["2", "p:", 0, 0, 0, 16, "insert", b"\0\0\0\1", field, *tail]
+        ok = ["1", "p:", 0, 0, 0, 16, "insert", o5(1), field, *tail, *NO_PAGE]
         cases = [
             ("wrong number", ok[:-1]),
-            ("wrong number", ["1", *ok[1:]]),  # version 1 has no cap, floor or limit
-            ("protocol version", ["6", *ok[1:]]),
-            ("wrong number", ["5", *ok[1:], 4]),  # version 5 adds the site arguments
-            ("edge group is out of range", ["5", *ok[1:], 4, "st", "s:", 0, "a.example"]),
-            ("wrong number", ["3", *ok[1:]]),  # version 3 adds the ordinal width
-            ("width must be 4 or 5", ["3", *ok[1:], 6]),
-            ("ordinal is <width> bytes", ["3", *ok[1:], 5]),  # a 4-byte ordinal for width 5
-            ("out of range", ["2", "p:", 0, 1, 0, 16, "insert", b"\0\0\0\1", field, *tail]),  # S >= 2^L
-            ("out of range", ["2", "p:", 99, 0, 0, 16, "insert", b"\0\0\0\1", field, *tail]),
-            ("cap, floor or limit out of range", [*ok[:9], 0, 0, 256]),
-            ("cap, floor or limit out of range", [*ok[:9], 2, -1, 256]),
-            ("cap, floor or limit out of range", [*ok[:9], 2, 0, 0]),
+            ("wrong number", [*ok, ""]),
+            ("protocol version", ["2", *ok[1:]]),
+            ("protocol version", ["5", *ok[1:]]),
+            ("edge group is out of range", [*ok[:12], "st", "s:", 0, "a.example"]),
+            ("out of range", ["1", "p:", 0, 1, 0, 16, "insert", o5(1), field, *tail, *NO_PAGE]),  # S >= 2^L
+            ("out of range", ["1", "p:", 99, 0, 0, 16, "insert", o5(1), field, *tail, *NO_PAGE]),
+            ("cap, floor or limit out of range", [*ok[:9], 0, 0, 256, *NO_PAGE]),
+            ("cap, floor or limit out of range", [*ok[:9], 2, -1, 256, *NO_PAGE]),
+            ("cap, floor or limit out of range", [*ok[:9], 2, 0, 0, *NO_PAGE]),
             ("mode must be", [*ok[:6], "upsert", *ok[7:]]),
-            ("ordinal is <width> bytes", [*ok[:7], b"\0\1", field, *tail]),
-            ("8 bytes", [*ok[:8], field[:5], *tail]),
+            ("ordinal is 5 bytes", [*ok[:7], b"\0\0\0\1", *ok[8:]]),  # a 4-byte ordinal
+            ("8 bytes", [*ok[:8], field[:5], *ok[9:]]),
         ]
         for message, args in cases:
             with pytest.raises(redis.ResponseError, match=message):
@@ -209,41 +214,69 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         assert client.dbsize() == 1 and client.get("p:0") == b"not a hash"
         client.delete("p:0")
         assert client.execute_command("ND.BANDS", *ok) == [0, 0, 1, b"", b""]
-        again = ["2", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\2", field, *tail]  # N is 1 now
-        assert client.execute_command("ND.BANDS", *again) == [0, 0, 1, b"\0\0\0\1", b"\0\1"]
+        again = ["1", "p:", 0, 0, 1, 16, "insert", o5(2), field, *tail, *NO_PAGE]  # N is 1 now
+        assert client.execute_command("ND.BANDS", *again) == [0, 0, 1, o5(1), b"\0\1"]
         # The bucket holds its cap of 2: a third ordinal is told what is there, and not appended.
-        third = ["2", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\3", field + field, *tail]  # one key twice
-        assert client.execute_command("ND.BANDS", *third) == [0, 0, 1, b"\0\0\0\1\0\0\0\2", b"\0\2\0\2"]
-        assert client.hgetall("p:0") == {field: b"\0\0\0\1\0\0\0\2"}
+        third = ["1", "p:", 0, 0, 1, 16, "insert", o5(3), field + field, *tail, *NO_PAGE]  # one key twice
+        assert client.execute_command("ND.BANDS", *third) == [0, 0, 1, o5(1) + o5(2), b"\0\2\0\2"]
+        assert client.hgetall("p:0") == {field: o5(1) + o5(2)}
         # floor and limit: ordinal 1 is evicted; of two candidates one is kept: the one two buckets
         # hold (ordinal 9, in a second bucket too) before the smaller one only one holds.
         other = (8).to_bytes(8, "little")
-        client.hset("p:0", other, b"\0\0\0\x09")
-        client.hset("p:0", field, b"\0\0\0\1\0\0\0\2\0\0\0\x09")
-        read = ["2", "p:", 0, 0, 2, 16, "read", b"", field + other, 8, 1, 1]
-        assert client.execute_command("ND.BANDS", *read) == [0, 0, 2, b"\0\0\0\x09", b"\0\2"]
-        read[-1] = 5
-        assert client.execute_command("ND.BANDS", *read) == [0, 0, 2, b"\0\0\0\2\0\0\0\x09", b"\0\1\0\2"]
-        client.hset("p:0", field, b"\0\0\0\1\0\0\0\2")
-        client.hdel("p:0", other)
-        # Version 1 (what an older append-only file holds) still replays: no cap, no counts.
-        v1 = ["1", "p:", 0, 0, 1, 16, "insert", b"\0\0\0\4", field]
-        assert client.execute_command("ND.BANDS", *v1) == [0, 0, 1, b"\0\0\0\1\0\0\0\2"]
-        assert client.hgetall("p:0") == {field: b"\0\0\0\1\0\0\0\2\0\0\0\4"}
-        # Version 3, width 5 (collections created now): ordinals past 2^32, floors past 2^32 too.
-        big = [(2**32 + i).to_bytes(5, "big") for i in range(3)]
-        wide = ["3", "w:", 0, 0, 0, 16, "insert", big[0], field, *tail, 5]
+        client.hset("p:0", other, o5(9))
+        client.hset("p:0", field, o5(1) + o5(2) + o5(9))
+        read = ["1", "p:", 0, 0, 2, 16, "read", b"", field + other, 8, 1, 1, *NO_PAGE]
+        assert client.execute_command("ND.BANDS", *read) == [0, 0, 2, o5(9), b"\0\2"]
+        read[11] = 5
+        assert client.execute_command("ND.BANDS", *read) == [0, 0, 2, o5(2) + o5(9), b"\0\1\0\2"]
+        # Ordinals past 2^32, floors past 2^32 too.
+        big = [o5(2**32 + i) for i in range(3)]
+        wide = ["1", "w:", 0, 0, 0, 16, "insert", big[0], field, *tail, *NO_PAGE]
         assert client.execute_command("ND.BANDS", *wide) == [0, 0, 1, b"", b""]
         wide[4], wide[7] = 1, big[1]
         assert client.execute_command("ND.BANDS", *wide) == [0, 0, 1, big[0], b"\0\1"]
         wide[7] = big[2]
         assert client.execute_command("ND.BANDS", *wide) == [0, 0, 1, big[0] + big[1], b"\0\1\0\1"]
         assert client.hgetall("w:0") == {field: big[0] + big[1]}  # cap 2
-        read5 = ["3", "w:", 0, 0, 1, 16, "read", b"", field, 8, 2**32, 8, 5]  # floor: 2^32 is evicted
+        read5 = ["1", "w:", 0, 0, 1, 16, "read", b"", field, 8, 2**32, 8, *NO_PAGE]  # floor: 2^32 is evicted
         assert client.execute_command("ND.BANDS", *read5) == [0, 0, 1, big[1], b"\0\1"]
         assert client.ping()
     finally:
         client.close()
+
+
+def test_the_store_uses_the_module_only_when_it_is_this_release_s() -> None:
+    assert scripts.uses_module(scripts.MODULE_VERSION)
+    assert not scripts.uses_module(0)  # none loaded
+    assert not scripts.uses_module(scripts.MODULE_VERSION + 1)  # a later release's
+    assert not scripts.uses_module(scripts.MODULE_VERSION - 1)  # an earlier one's
+
+
+async def test_a_module_of_another_version_is_served_through_the_lua_steps(
+    servers: tuple[EmbeddedValkey, EmbeddedValkey], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server whose module is another build's (it reports another version than this release's): no
+    # command of it is sent, every step takes Lua and writes what the module would have. Played by
+    # building this release for another version, since a module of another version is not at hand.
+    with_module, lua_only = servers
+    client = redis.Redis.from_url(with_module.url)
+    try:
+        assert {m[b"name"]: m[b"ver"] for m in client.module_list()}[b"neardup"] == scripts.MODULE_VERSION
+    finally:
+        client.close()
+    monkeypatch.setattr(scripts, "MODULE_VERSION", scripts.MODULE_VERSION + 1)
+    other = RedisStore.from_url(with_module.url)
+    lua = RedisStore.from_url(lua_only.url)
+    try:
+        replies = await run_workload(other, seed=9)
+        assert other._scripts.uses_module is False
+        stats = await other.client.info("commandstats")
+        assert not [c for c in stats if c.startswith("cmdstat_nd.")] and stats["cmdstat_hsetnx"]["calls"] > 0
+        assert [r.candidates for r in replies] == [r.candidates for r in await run_workload(lua, seed=9)]
+        assert dump(with_module.url) == dump(lua_only.url)
+    finally:
+        await other.close()
+        await lua.close()
 
 
 async def test_a_server_restarted_without_the_module_is_used_through_the_lua_band_step(

@@ -1,5 +1,5 @@
 -- _bands_lua.lua: check.lua's band step in Lua (any Redis or Valkey server). The store prepends it, or
--- _bands_module.lua where the server has neardup's module loaded; both write the same data.
+-- _bands_module.lua where the server has this release's neardup module loaded; both write the same data.
 --
 -- band_step(st, own, o4, mode, cap, floor, limit): append ordinal o4 (OW bytes) to the buckets of band keys
 -- `own` (8 raw bytes each) unless mode is 'read' or the bucket holds `cap` ordinals already, split the

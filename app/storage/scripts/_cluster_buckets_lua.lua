@@ -1,5 +1,5 @@
 -- _cluster_buckets_lua.lua: cluster_ops.lua's band records in Lua (any server). The store prepends it,
--- or _cluster_buckets_module.lua where the node has neardup's module loaded; both write the same data.
+-- or _cluster_buckets_module.lua where the node has this release's module loaded; both write the same data.
 --
 -- apply_buckets(prefix, w, cap, appends, removals): packed (12 + w)-byte records (group number, 4
 -- bytes big-endian; band key, 8 bytes; ordinal, w bytes). Appends add the ordinal to the bucket unless

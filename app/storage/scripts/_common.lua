@@ -13,9 +13,6 @@ local SIG_GROUP, DOC_GROUP = tonumber(ARGV[8]), tonumber(ARGV[9])
 -- The collection's ordinal width in bytes (the state's `ow`; 4 where a layout-1 state has none), set by
 -- load_state: band values hold ordinals of OW bytes each, big-endian.
 local OW, OW_FORMAT, MAX_ORDINAL = 4, '>I4', 4294967295
--- Whether the collection keeps its sites' shared counts packed (site layout 2: the state's `sx`; see
--- shared_add), set by load_state.
-local PACKED_SHARED = false
 -- Passages (keys.py: PASSAGE_GROUP_TARGET, POSTING_CAP, PASSAGE_GROUP): the index and blob prefixes sit
 -- beside the band prefix ("nd:c:g:b:" -> "nd:c:g:f:", "nd:c:g:p:").
 local PASSAGE_TARGET, POSTING_CAP, PASSAGE_GROUP = 16, 64, 120
@@ -158,12 +155,11 @@ end
 -- Returns the state table, or nil and the status to return ('nocollection' or 'stale').
 local function load_state()
   local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN',
-    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN', 'sg', 'pf', 'sx')
+    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN', 'sg', 'pf')
   if not v[1] then return nil, 'nocollection' end
   if v[1] ~= GEN then return nil, 'stale' end
   OW = tonumber(v[13]) or 4
   SIG_GROUP = tonumber(v[17]) or SIG_GROUP  -- sketches per signature hash, since layout 3
-  PACKED_SHARED = v[19] == '2'  -- shared counts as packed records (below), since site layout 2
   OW_FORMAT, MAX_ORDINAL = '>I' .. OW, 2 ^ (8 * OW) - 1
   local st = {
     seq = tonumber(v[2]), docs = tonumber(v[3]),
@@ -206,10 +202,9 @@ local function ordinal_bytes(ord) return struct.pack(OW_FORMAT, ord) end
 -- Sites (collections with a site_field; docs/design.md "Sites"). The keys share the record prefix's
 -- base (DOC is '<base>:d:'), so every script that has the head can reach them:
 --   <base>:sn  site name -> site id      <base>:si  site id -> name      <base>:sp  site id -> pages
---   <base>:x:<site id>  per other site, shared: pages of this site with a partner on the other. Site
---     layout 2 (the state's `sx` = 2): a string of 8-byte records, the other site id then the count
---     (4 bytes big-endian each), a new site appended, a site whose count falls to 0 replaced by the last
---     record; layout 1 (no `sx`): a hash, other site id -> count (decimal)
+--   <base>:x:<site id>  per other site, shared: pages of this site with a partner on the other. A
+--     string of 8-byte records, the other site id then the count (4 bytes big-endian each), a new site
+--     appended, a site whose count falls to 0 replaced by the last record (shared_add)
 --   <base>:e:<ord / EDGE_GROUP>  ordinal -> its entry: site id (4 bytes), then per partner (a matched
 --     document of another site) its ordinal (OW bytes) and site id (4 bytes). Edges are symmetric.
 local SITE_BASE = string.sub(DOC, 1, #DOC - 2)
@@ -233,8 +228,9 @@ local function site_id(name)
   return id
 end
 
--- Site layout 2's record of site b in a's packed counts `s`: its position (1-based), or nil.
-local function packed_at(s, b4)
+-- The record of site b (`b4`: its id, 4 bytes big-endian) in a's shared counts `s`: its position
+-- (1-based), or nil.
+local function shared_at(s, b4)
   local from = 1
   while true do
     local at = string.find(s, b4, from, true)
@@ -247,18 +243,8 @@ end
 -- bound). Returns false when the bound refused it, else true.
 local function shared_add(a, b, d, room)
   local key = shared_key(a)
-  if not PACKED_SHARED then
-    local n = redis.call('HINCRBY', key, b, d)
-    if n <= 0 then
-      redis.call('HDEL', key, b)
-    elseif room and n == d and redis.call('HLEN', key) > room then
-      redis.call('HDEL', key, b)
-      return false
-    end
-    return true
-  end
   local s = redis.call('GET', key) or ''
-  local at = packed_at(s, struct.pack('>I4', b))
+  local at = shared_at(s, struct.pack('>I4', b))
   local n = d + (at and struct.unpack('>I4', s, at + 4) or 0)
   if n > 0 and at then
     redis.call('SETRANGE', key, at + 3, struct.pack('>I4', n))

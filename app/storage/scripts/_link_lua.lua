@@ -1,4 +1,4 @@
--- _link_lua.lua: link.lua's loop over the pairs in Lua, for a server without neardup's module. Same
+-- _link_lua.lua: link.lua's loop over the pairs in Lua, for a server without this release's module. Same
 -- contract and the same data as _link_module.lua (one ND.LINK command, native/valkey/sites.cpp).
 --
 -- link_step(st, floor, cutoff, max_partners, max_others, blob) records the pairs of `blob` (per pair
@@ -46,7 +46,7 @@ local function link_step(st, floor, cutoff, max_partners, max_others, blob)
         local b = struct.unpack('>I4', vy, 1)
         local new_x, new_y = not xsites[b], not has_site(vy, a)
         local ok = (#vx - 4) / step < max_partners and (#vy - 4) / step < max_partners
-        -- count first (HINCRBY answers whether the pair of sites is new), undo if a bound says no
+        -- count first (shared_add answers whether a bound refused a new pair of sites), undo if one says no
         local counted_x = ok and new_x and count(a, b)
         if ok and new_x and not counted_x then ok = false end
         if ok and new_y and not count(b, a) then

@@ -11,7 +11,6 @@
 --   format 3's packed index starts with 2^8 groups (pL 8: keys.PACKED_INDEX_LEVEL, _common.lua's
 --   PACKED_LEVEL)
 -- ARGV[12] sketches per signature hash (keys.sig_group_size), fixed for the collection's life
--- ARGV[13] the site layout ('2': shared counts packed, `sx` in the state; '1' or absent: hashes, no `sx`)
 -- Returns {'created'} or {'exists', stored parameters JSON}
 
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
@@ -23,7 +22,6 @@ redis.call('HSET', KEYS[2], 'gen', ARGV[3], 'seq', 0, 'docs', 0,
   'iL', tonumber(ARGV[8]) or 0, 'iS', tonumber(ARGV[9]) or 0, 'iN', 0,
   'ttl', tonumber(ARGV[4]) or 0, 'maxd', tonumber(ARGV[5]) or 0, 'low', 0, 'ow', ARGV[10],
   'sg', ARGV[12])
-if ARGV[13] == '2' then redis.call('HSET', KEYS[2], 'sx', 2) end
 if ARGV[11] == '1' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0) end
 if ARGV[11] == '2' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0, 'pf', 2) end
 if ARGV[11] == '3' then redis.call('HSET', KEYS[2], 'pL', 8, 'pS', 0, 'pN', 0, 'pf', 3) end

@@ -2,7 +2,8 @@
 -- after the check that found them returned. Idempotent: an edge already there is skipped, so a retried
 -- check converges; an edge whose document is gone (deleted, replaced, expired or evicted since) is
 -- skipped too, so nothing comes back to life. The loop over the pairs is link_step: _link_module.lua
--- (one ND.LINK command) where the server has neardup's module, else _link_lua.lua (the same data).
+-- (one ND.LINK command) where the server has this release's neardup module, else _link_lua.lua (the same
+-- data).
 --
 -- KEYS[1]  collection state hash
 -- ARGV[1..9] shared head (see _common.lua), then ARGV[10] most partners per document (keys.SITE_PARTNERS),

@@ -12,28 +12,20 @@ local id = redis.call('HGET', SITE_NAMES, ARGV[10])
 if not id then return {'ok', 0, {}} end
 local pages = tonumber(redis.call('HGET', SITE_PAGES, id) or '0')
 
--- {other site id, shared} of a site (either layout: see _common.lua's shared_add)
+-- {other site id, shared, ...} of a site (its shared counts: see _common.lua's shared_add)
 local function counts(site)
-  local all = {}
-  if PACKED_SHARED then
-    local s = redis.call('GET', shared_key(site)) or ''
-    for q = 1, #s, 8 do
-      local other, n = struct.unpack('>I4>I4', s, q)
-      all[#all + 1] = string.format('%d', other)
-      all[#all + 1] = n
-    end
-  else
-    all = redis.call('HGETALL', shared_key(site))
+  local s, all = redis.call('GET', shared_key(site)) or '', {}
+  for q = 1, #s, 8 do
+    local other, n = struct.unpack('>I4>I4', s, q)
+    all[#all + 1] = string.format('%d', other)
+    all[#all + 1] = n
   end
   return all
 end
 local function count_of(site, other)
-  if PACKED_SHARED then
-    local s = redis.call('GET', shared_key(site)) or ''
-    local at = packed_at(s, struct.pack('>I4', tonumber(other)))
-    return at and struct.unpack('>I4', s, at + 4) or 0
-  end
-  return tonumber(redis.call('HGET', shared_key(site), other) or '0')
+  local s = redis.call('GET', shared_key(site)) or ''
+  local at = shared_at(s, struct.pack('>I4', tonumber(other)))
+  return at and struct.unpack('>I4', s, at + 4) or 0
 end
 
 local all = counts(id)
