@@ -90,15 +90,14 @@ def test_site_of_urls_of_one_site() -> None:
         assert site_of({"url": url}, "url") == site_by_whole_url(url) == host, url
 
 
-def test_site_field_is_validated_and_old_entries_read() -> None:
+def test_site_field_is_validated_and_kept() -> None:
     for bad in ("", "x" * 200, 5):
         with pytest.raises(InvalidParameters):
             CollectionParams.create("x", site_field=bad)  # type: ignore[arg-type]
     p = CollectionParams.create("x", site_field="url")
     assert CollectionParams.from_dict(p.to_dict()) == p
-    old = CollectionParams.create("x").to_dict()
-    assert "site_field" not in old  # registry entries of collections without sites are unchanged
-    assert CollectionParams.from_dict(old).site_field is None
+    plain = CollectionParams.create("x").to_dict()
+    assert plain["site_field"] is None and CollectionParams.from_dict(plain).site_field is None
 
 
 async def test_cluster_refuses_site_field(store_target: StoreTarget, store: Store) -> None:
