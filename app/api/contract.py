@@ -112,6 +112,7 @@ def _links(schema: dict[str, Any]) -> None:
         "CheckInCollection": ("post", "/v1/collections/{name}/check"),
         "CheckBatchInCollection": ("post", "/v1/collections/{name}/check/batch"),
         "QueryCollection": ("post", "/v1/collections/{name}/query"),
+        "PassagesInCollection": ("post", "/v1/collections/{name}/passages"),
         "MirrorsOfCollection": ("get", "/v1/collections/{name}/mirrors"),
     }
     created = paths["/v1/collections"]["post"]["responses"]

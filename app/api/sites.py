@@ -27,8 +27,11 @@ SiteParam = Annotated[
     str,
     Path(
         description="the site: a host as the collection derives it from its site_field (an absolute URL "
-        "is accepted and stands for its lower-cased host), URL-encoded",
+        "is accepted and stands for its lower-cased host), URL-encoded; no line break",
         examples=["example.org"],
+        # Documented for clients and checked in get_site with a message that says what to change (a line
+        # break anywhere in the path is refused for every route: api/errors.py, api/deps.py).
+        json_schema_extra={"minLength": 1, "maxLength": MAX_SITE_CHARS, "pattern": r"^[^\n]+$"},
     ),
 ]
 
