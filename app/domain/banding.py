@@ -79,7 +79,7 @@ class Sketches:
 
 
 def sketch_texts(params: CollectionParams, texts: Sequence[str], threads: int = 1) -> Sketches:
-    passages = tuple(fingerprints.blob(t, params.passage_format) for t in texts) if params.passages else ()
+    passages = tuple(fingerprints.blob(t) for t in texts) if params.passages else ()
     # Format 2 stores no slots: only the bands * rows that make its band keys are computed (the first
     # slots of the same hash family, so the keys are those of the full signature).
     slots = params.num_perm if params.sketch_format == 1 else max(16, -(-params.bands * params.rows // 8) * 8)

@@ -310,7 +310,7 @@ class Index:
                 max_documents=params.max_documents or 0,
                 capacity=_capacity(params),
                 bands=params.bands,
-                passages=params.passage_format if params.passages else 0,
+                passages=params.passages,
                 sketch_bytes=0 if params.verify == "exact" else params.stored_bytes,
                 sites=params.site_field is not None,
             )

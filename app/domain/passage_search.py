@@ -59,14 +59,10 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
         f = await asyncio.to_thread(fingerprints.features, text)
     if not len(f.grams):
         return PassageResult(0.0, [])
-    version = collection.params.passage_format
-    wanted = fingerprints.wanted(f.keys, version)
+    wanted = fingerprints.wanted(f.keys)
     async for collection in index._views(name):
         if not collection.params.passages:
             raise CollectionConflict(f"collection {name!r} was created without passages")
-        if collection.params.passage_format != version:  # recreated in between: another format
-            version = collection.params.passage_format
-            wanted = fingerprints.wanted(f.keys, version)
         try:
             async with index._storage(name):
                 reply = await index._store.passages(collection.keys, wanted, MAX_SOURCES)
@@ -75,7 +71,7 @@ async def search_passages(index: Index, name: str, text: str, limit: int, min_wo
             continue
     ttl = collection.params.ttl_seconds
     oldest = reply.now_ms - ttl * 1000 if ttl is not None else 0
-    query = alignment.QueryIndex(f, version)
+    query = alignment.QueryIndex(f)
     sources = [
         (blob, record)
         for _, blob, record in reply.sources

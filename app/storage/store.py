@@ -211,7 +211,7 @@ class Store(Protocol):
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
-        passages: int = 0,
+        passages: bool = False,
         sketch_bytes: int = 0,
         sites: bool = False,
     ) -> bytes | None: ...
@@ -330,12 +330,12 @@ class RedisStore:
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
-        passages: int = 0,
+        passages: bool = False,
         sketch_bytes: int = 0,
         sites: bool = False,
     ) -> bytes | None:
         """Register; returns None if created, else the stored parameters JSON of that name.
-        ``passages``: 0 off, else the collection's passage format (neardup.domain.fingerprints).
+        ``passages``: the collection keeps a passage index (neardup.domain.fingerprints).
         ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`);
         ``capacity`` documents of ``bands`` bands (0: none; the domain folds ``max_documents`` into
         it) size its tables up front. ``sketch_bytes``: the length of its stored sketches (0: varies),
@@ -352,8 +352,7 @@ class RedisStore:
                 ttl_ms,
                 max_documents,
                 *shape,
-                keys.ORDINAL_WIDTH,
-                str(int(passages)),
+                "1" if passages else "0",
                 keys.sig_group_size(sketch_bytes),
                 keys.SITE_LAYOUT if sites else 0,
             ],
@@ -454,7 +453,7 @@ class RedisStore:
     def _head(k: keys.CollectionKeys) -> list[Any]:
         return [
             k.gen, k.band_prefix, k.id_prefix, k.sig_prefix, k.doc_prefix,
-            keys.BAND_GROUP_TARGET, keys.ID_GROUP_TARGET, keys.SIG_GROUP, keys.DOC_GROUP,
+            keys.BAND_GROUP_TARGET, keys.ID_GROUP_TARGET, keys.ORDINAL_WIDTH, keys.DOC_GROUP,
         ]  # fmt: skip
 
     @staticmethod
@@ -545,7 +544,7 @@ class RedisStore:
 
     async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply:
         """The ``limit`` stored documents sharing the most (rarity-weighted) of these fingerprint keys
-        (of the collection's passage format's width), with their passage blobs and records: one
+        (4 bytes each: fingerprints.wanted), with their passage blobs and records: one
         read-only script call."""
         reply = await self._call("passages", [k.state], [*self._head(k), fingerprint_keys, limit])
         self._status(reply)

@@ -96,7 +96,7 @@ if writes then
     end
   end
   for i = 1, st.pas.on and n or 0 do
-    local problem = passage_problem(st, ARGV[19 + 5 * n + i])
+    local problem = passage_problem(ARGV[19 + 5 * n + i])
     if problem then return redis.error_reply(problem) end
   end
 end
