@@ -79,7 +79,8 @@ def features(text: str) -> Features:
 
 
 def _low(keys: U64, width: int) -> U64:
-    return keys & np.uint64((1 << (8 * width)) - 1)
+    low: U64 = keys & np.uint64((1 << (8 * width)) - 1)
+    return low
 
 
 def truncated(keys: U64) -> U64:

@@ -106,13 +106,11 @@ class ClusterStore(ClusterRetention):
         (``keys.sig_group_size``), as on one server."""
         async with self._guard():
             band_groups, id_groups = keys.cluster_groups(capacity, bands)
+            sig_group = keys.sig_group_size(sketch_bytes)
             reply = await self._state_call(
                 "cluster_init",
                 name,
-                [
-                    gen, ttl_ms, max_documents, band_groups, id_groups, params_json,
-                    keys.sig_group_size(sketch_bytes),
-                ],  # fmt: skip
+                [gen, ttl_ms, max_documents, band_groups, id_groups, params_json, sig_group],
             )
             if reply[0] == b"created":
                 await self._keyed_write(keys.REGISTRY, "HSET", keys.REGISTRY, name, params_json)

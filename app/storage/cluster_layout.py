@@ -36,7 +36,7 @@ class _Ops:
     """One node's share of a write (see cluster_ops.lua)."""
 
     band_prefix: str = ""
-    appends: bytearray = field(default_factory=bytearray)  # (12 + ORDINAL_WIDTH)-byte records, see cluster_ops.lua
+    appends: bytearray = field(default_factory=bytearray)  # (12 + 5)-byte records, see cluster_ops.lua
     removals: bytearray = field(default_factory=bytearray)
     sets: list[bytes | str] = field(default_factory=list)
     deletes: list[bytes | str] = field(default_factory=list)
@@ -86,7 +86,7 @@ class _Groups:
         w = keys.ORDINAL_WIDTH
         wide = np.zeros((len(value) // w, 8), dtype=np.uint8)
         wide[:, 8 - w :] = np.frombuffer(value, dtype=np.uint8).reshape(-1, w)
-        return wide.view(">u8").ravel().tolist()
+        return wide.view(">u8").ravel().tolist()  # type: ignore[no-any-return]
 
     def band(self, field_: bytes) -> str:
         return f"{self.k.band_prefix}{int.from_bytes(field_[:4], 'little') & self.band_mask}"

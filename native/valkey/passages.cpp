@@ -103,7 +103,8 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
   const char *ord = nullptr, *blob = nullptr;
   size_t blob_len = 0;
   if (const char* error = ordinal_and_blob(argv, ord, blob, blob_len)) return api.ReplyWithError(ctx, error);
-  if (blob[0] != kPassageFormat) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown passage blob format");
+  if (blob[0] != kPassageFormat)
+    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown passage blob format");
   size_t at = 1;
   uint64_t words = 0, m = 0;
   if (!varint(blob, blob_len, at, words) || !varint(blob, blob_len, at, m) || m > (blob_len - at) / 4)

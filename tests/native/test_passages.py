@@ -133,9 +133,8 @@ def test_a_blob_holds_its_counts_keys_and_positions_compactly() -> None:
         f = fingerprints.features(TEXTS[name])
         words, m, at = fingerprints.header(blob)
         assert (words, m) == (len(f.starts), len(f.selected)) and at <= 5
-        assert fingerprints.unpack_keys(blob[at : at + 4 * m]).tolist() == (
-            f.grams[f.selected] & np.uint64(2**32 - 1)
-        ).tolist()
+        low = f.grams[f.selected] & np.uint64(2**32 - 1)
+        assert fingerprints.unpack_keys(blob[at : at + 4 * m]).tolist() == low.tolist()
         assert len(fingerprints.stored(blob)) == len(blob) - m  # one key byte fewer each
     wide = fingerprints.unpack(fingerprints.stored(fingerprints.blob(TEXTS["wide"])))
     # 2-byte varints

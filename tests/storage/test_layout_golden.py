@@ -179,8 +179,15 @@ async def test_the_stored_bytes_of_passages_are_pinned(
     state = got[k.state]
     assert (state["pL"], state["pS"]) == (str(keys.PASSAGE_INDEX_LEVEL), "0") and "pf" not in state
     index_groups = [v for name, v in got.items() if name.startswith(k.passage_index_prefix)]
-    assert index_groups and all(isinstance(v, str) and len(v) % 16 == 0 for v in index_groups)  # 8-byte records
+    assert index_groups and all(
+        isinstance(v, str) and len(v) % 16 == 0 for v in index_groups
+    )  # 8-byte records
     assert int(state["pN"]) == sum(len(v) // 16 for v in index_groups)
-    blobs = {f: v for name, fields in got.items() if name.startswith(k.passage_blob_prefix) for f, v in fields.items()}
+    blobs = {
+        f: v
+        for name, fields in got.items()
+        if name.startswith(k.passage_blob_prefix)
+        for f, v in fields.items()
+    }
     assert sorted(bytes.fromhex(f).decode() for f in blobs) == ["123", "3", "4"]  # c's in two parts
     check_golden("passages", got)
