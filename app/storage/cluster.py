@@ -96,7 +96,7 @@ class ClusterStore(ClusterRetention):
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
-        passages: int = 0,
+        passages: bool = False,
         sketch_bytes: int = 0,
         sites: bool = False,
     ) -> bytes | None:
