@@ -1,7 +1,11 @@
 """Redis memory per document, measured: INFO used_memory before and after inserting 20,000 documents
 (36-character ids, records as the domain packs them) with the default collection's bands and stored
 sketch (482 bytes), on the embedded server with either malloc (used_memory counts what the allocator
-hands out, its size classes' rounding included)."""
+hands out, its size classes' rounding included). Measured on a server that has held as many keys once:
+the keyspace's own table, which a server keeps after FLUSHALL, is not counted (on a fresh server it
+adds ~16 bytes a document at this size: 1,004 instead of 988 with mimalloc, 956 instead of 939 with
+libc's malloc). The flushes are synchronous: memory still being freed in the background would count
+as the next fill's."""
 
 from __future__ import annotations
 
@@ -40,14 +44,18 @@ async def test_bytes_per_document_within_budget(server: EmbeddedValkey) -> None:
     store = RedisStore.from_url(server.url, timeout=5.0)
     sync_redis = redis.Redis.from_url(server.url)
     try:
-        sync_redis.flushall()
-        await measure(store, sync_redis, server.malloc)
+        sync_redis.execute_command("FLUSHALL", "SYNC")
+        await measure(store, sync_redis, server.malloc)  # grows the keyspace's table
+        sync_redis.execute_command("FLUSHALL", "SYNC")
+        per_doc = await measure(store, sync_redis, server.malloc)
+        assert per_doc <= BUDGET
     finally:
         sync_redis.close()
         await store.close()
 
 
-async def measure(store: RedisStore, sync_redis: redis.Redis, malloc: str) -> None:
+async def measure(store: RedisStore, sync_redis: redis.Redis, malloc: str) -> float:
+    """Bytes per document of DOCS inserted into a new collection."""
     BANDS, SKETCH = DEFAULT.bands, DEFAULT.stored_bytes
     assert SKETCH == 482
     rng = np.random.default_rng(1)
@@ -75,4 +83,4 @@ async def measure(store: RedisStore, sync_redis: redis.Redis, malloc: str) -> No
         f"{malloc})"
     )
     assert sync_redis.hget(k.state, "docs") == str(DOCS).encode()
-    assert per_doc <= BUDGET
+    return per_doc
