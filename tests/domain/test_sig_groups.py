@@ -32,7 +32,7 @@ async def test_sketches_are_grouped_as_the_state_says_and_read_back(
     index = Index(standalone_store)
     await index.create_collection(CollectionParams.create("sg", threshold=0.8))
     k = (await index._collection("sg")).keys
-    group = int(sync_redis.hget(k.state, "sg"))
+    group = int(sync_redis.hget(k.state, "sg") or 0)
     assert group == 134
     docs = [Document(f"d{i}", text(1000 + i)) for i in range(group + 6)]
     for start in range(0, len(docs), 50):

@@ -586,7 +586,7 @@ async def test_an_id_whose_ordinal_went_to_another_document_neither_returns_nor_
             holder.delete(key)
             if before[key]:
                 holder.hset(key, mapping=before[key])
-        sig_group = int(holder.hget(k.state, "sg"))  # as the state says (keys.sig_group_size)
+        sig_group = int(holder.hget(k.state, "sg") or 0)  # as the state says (keys.sig_group_size)
         assert sig_group == keys.sig_group_size(CollectionParams.create("h", threshold=0.7).stored_bytes)
         for prefix, group in ((k.sig_prefix, sig_group), (k.doc_prefix, keys.DOC_GROUP)):
             lost = 0

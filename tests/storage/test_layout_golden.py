@@ -38,7 +38,7 @@ def signature(n: int) -> bytes:
 
 
 def batch(
-    docs: list[tuple[str, list[int], int]], old: dict[int, tuple[bytes, bytes]] | None = None
+    docs: list[tuple[str, list[int], int]], old: dict[int, tuple[int, bytes]] | None = None
 ) -> CheckBatch:
     """(id, its band numbers, signature number) per document."""
     ids = [d.encode() for d, _, _ in docs]

@@ -10,7 +10,7 @@ from neardup.storage import keys
 
 
 def _script(name: str) -> str:
-    return resources.files("neardup.storage").joinpath("scripts", name).read_text("utf-8")
+    return resources.files("neardup.storage").joinpath("scripts").joinpath(name).read_text("utf-8")
 
 
 def test_lua_and_python_agree_on_the_passage_layout() -> None:
