@@ -1,7 +1,7 @@
 // Passage fingerprints (docs/design.md, "Passages"): the words of a text with their code point offsets
 // in the text *as given* (no NFKC here, so an offset is a Python str index), the hash of every word
-// k-gram, and the k-grams winnowing selects. Part of the passage format (passage blobs, versions 1 to 3):
-// changing anything here changes stored fingerprints (pinned by tests/native/test_passages.py).
+// k-gram, and the k-grams winnowing selects. Part of the passage format (passage blobs): changing
+// anything here changes stored fingerprints (pinned by tests/native/test_passages.py).
 //
 //   words    maximal runs of alphanumerics (str.isalnum), combining marks continue a word, each
 //            alphanumeric of a script written without spaces is a word of its own (as in text.cpp)
@@ -31,6 +31,8 @@ namespace {
 constexpr uint64_t kTokenSeed = 0x9E3779B97F4A7C15ULL;
 constexpr uint64_t kTokenMul = 0xC2B2AE3D27D4EB4FULL;
 constexpr uint64_t kGramMul = 0x100000001B3ULL * 2 + 1;  // odd
+// The first byte of every passage blob (fingerprints.BLOB_FORMAT).
+constexpr uint8_t kBlobFormat = 3;
 
 inline const neardup::unicode::Props& props(uint32_t cp) {
   namespace u = neardup::unicode;
@@ -142,11 +144,6 @@ py::tuple passage_features(const py::str& text, int k, int w) {
                         nibbles);
 }
 
-template <typename T>
-void put_le(std::string& out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xFF));
-}
-
 void put_varint(std::string& out, uint32_t v) {  // unsigned LEB128: 7 bits a byte, low first
   while (v >= 0x80) {
     out.push_back(static_cast<char>((v & 0x7F) | 0x80));
@@ -155,33 +152,23 @@ void put_varint(std::string& out, uint32_t v) {  // unsigned LEB128: 7 bits a by
   out.push_back(static_cast<char>(v));
 }
 
-// The passage blob (neardup.domain.fingerprints documents both formats); b"" below k words.
-//   version 1: u8 1 | u32 words | u32 m | m x u64 key | m x u8 word step | m x u32 start | m x u16 length
-//              | nibbles
-//   version 2: u8 2 | u32 words | u32 m | m x 5-byte key (the hash's low 40 bits) | m x u8 word step
-//              | m x varint start step (code points from the previous selected k-gram's start)
-//              | m x varint length | nibbles
-//   version 3: u8 3 | varint words | varint m | m x 4-byte key (the hash's low 32 bits) | then as version 2
-py::bytes passage_blob(const py::str& text, int k, int w, int version) {
-  if (version < 1 || version > 3) throw py::value_error("passage blob version must be 1, 2 or 3");
+// The passage blob (neardup.domain.fingerprints documents it); b"" below k words:
+//   u8 3 | varint words | varint m | m x 4-byte key (the hash's low 32 bits) | m x u8 word step
+//   | m x varint start step (code points from the previous selected k-gram's start) | m x varint length
+//   | nibbles
+py::bytes passage_blob(const py::str& text, int k, int w) {
   Fingerprints f;
   fingerprint(text, k, w, f);
   const auto& sel = f.selected;
   if (sel.empty()) return py::bytes();
   const size_t m = sel.size(), nw = f.words.starts.size();
   std::string out;
-  out.reserve(9 + 15 * m + (nw + 1) / 2);
-  out.push_back(static_cast<char>(version));
-  if (version == 3) {
-    put_varint(out, static_cast<uint32_t>(nw));
-    put_varint(out, static_cast<uint32_t>(m));
-  } else {
-    put_le<uint32_t>(out, static_cast<uint32_t>(nw));
-    put_le<uint32_t>(out, static_cast<uint32_t>(m));
-  }
-  const size_t key_bytes = version == 1 ? 8 : version == 2 ? 5 : 4;
+  out.reserve(11 + 10 * m + (nw + 1) / 2);
+  out.push_back(static_cast<char>(kBlobFormat));
+  put_varint(out, static_cast<uint32_t>(nw));
+  put_varint(out, static_cast<uint32_t>(m));
   for (uint32_t j : sel)
-    for (size_t i = 0; i < key_bytes; ++i) out.push_back(static_cast<char>((f.grams[j] >> (8 * i)) & 0xFF));
+    for (size_t i = 0; i < 4; ++i) out.push_back(static_cast<char>((f.grams[j] >> (8 * i)) & 0xFF));
   uint32_t previous = 0;
   for (uint32_t j : sel) {
     out.push_back(static_cast<char>(j - previous));  // winnowing keeps steps <= w <= 255
@@ -190,20 +177,10 @@ py::bytes passage_blob(const py::str& text, int k, int w, int version) {
   uint32_t previous_start = 0;
   for (uint32_t j : sel) {
     const uint32_t start = f.words.starts[j];
-    if (version == 1) {
-      put_le<uint32_t>(out, start);
-    } else {
-      put_varint(out, start - previous_start);  // selected k-grams are in text order
-      previous_start = start;
-    }
+    put_varint(out, start - previous_start);  // selected k-grams are in text order
+    previous_start = start;
   }
-  for (uint32_t j : sel) {
-    const uint32_t length = f.words.ends[j + k - 1] - f.words.starts[j];
-    if (version == 1)
-      put_le<uint16_t>(out, static_cast<uint16_t>(std::min<uint32_t>(length, 65535)));
-    else
-      put_varint(out, length);
-  }
+  for (uint32_t j : sel) put_varint(out, f.words.ends[j + k - 1] - f.words.starts[j]);
   for (size_t i = 0; i < nw; i += 2) {
     const uint8_t lo = static_cast<uint8_t>(f.words.hashes[i] >> 60);
     const uint8_t hi = i + 1 < nw ? static_cast<uint8_t>(f.words.hashes[i + 1] >> 60) : 0;
@@ -212,7 +189,7 @@ py::bytes passage_blob(const py::str& text, int k, int w, int version) {
   return py::bytes(out);
 }
 
-// Formats 2 and 3's positions: from byte `at` of a blob, m varint start steps then m varint lengths. Returns
+// A blob's positions: from byte `at`, m varint start steps then m varint lengths. Returns
 // (starts, lengths) as int64 arrays (the steps summed) and the offset past them.
 py::tuple passage_positions(const py::bytes& blob, size_t m, size_t at) {
   std::string_view b = blob;
@@ -238,10 +215,10 @@ py::tuple passage_positions(const py::bytes& blob, size_t m, size_t at) {
 }  // namespace
 
 void register_passages(py::module_& m) {
-  m.def("passage_blob", &passage_blob, py::arg("text"), py::arg("k"), py::arg("w"), py::arg("version") = 1,
-        "the passage blob (format version 1, 2 or 3) of a str; b'' below k words");
+  m.def("passage_blob", &passage_blob, py::arg("text"), py::arg("k"), py::arg("w"),
+        "the passage blob of a str; b'' below k words");
   m.def("passage_positions", &passage_positions, py::arg("blob"), py::arg("m"), py::arg("at"),
-        "formats 2 and 3's varint start steps and lengths from byte `at`: (starts, lengths, offset past them)");
+        "a blob's varint start steps and lengths from byte `at`: (starts, lengths, offset past them)");
   m.def("passage_features", &passage_features, py::arg("text"), py::arg("k"), py::arg("w"),
         "(word starts, word ends, k-gram hashes, winnowed k-gram indices, word nibbles) of a str; offsets in code points");
 }

@@ -29,7 +29,7 @@ from typing import TypeVar
 import numpy as np
 
 from neardup import _native
-from neardup.domain.fingerprints import BLOB_VERSION, Features, K, Source, W, truncated
+from neardup.domain.fingerprints import Features, K, Source, W, truncated
 
 T = TypeVar("T")
 
@@ -102,12 +102,11 @@ class QueryIndex:
     """The text's k-gram positions by key: ``keys`` sorted, ``positions`` the words of each key's first
     MAX_REPEATS occurrences (in text order within a key)."""
 
-    def __init__(self, f: Features, version: int = BLOB_VERSION) -> None:
-        """``version``: the passage format of the sources it is aligned with (their keys' width)."""
+    def __init__(self, f: Features) -> None:
         self.features = f
         #: letters[i]: code points in the words before word i (word lengths, separators left out)
         self.letters = np.concatenate(([0], np.cumsum(f.ends.astype(np.int64) - f.starts)))
-        keys = truncated(f.keys, version)
+        keys = truncated(f.keys)
         order = np.argsort(keys, kind="stable")
         ordered = keys[order]
         first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else order

@@ -183,7 +183,6 @@ class Index:
                 bands=params.bands,
                 passages=params.passages,
                 sketch_bytes=0 if params.verify == "exact" else params.stored_bytes,
-                sites=params.site_field is not None,
             )
         if existing is None:
             self.registry.remember(Collection(params, CollectionKeys(params.name, gen)))

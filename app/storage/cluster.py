@@ -96,20 +96,20 @@ class ClusterStore(ClusterRetention):
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
-        passages: int = 0,
+        passages: bool = False,
         sketch_bytes: int = 0,
-        sites: bool = False,
     ) -> bytes | None:
         """The state first, atomically on the collection's slot (cluster_init.lua: created, or what
         exists), then the registry entry, written again by any later creation that finds it missing
-        (a creation that died between the two). ``sketch_bytes`` is not used: a cluster's signature
-        groups hold keys.SIG_GROUP sketches whatever their length."""
+        (a creation that died between the two). ``sketch_bytes`` sets how many sketches share a hash
+        (``keys.sig_group_size``), as on one server."""
         async with self._guard():
             band_groups, id_groups = keys.cluster_groups(capacity, bands)
+            sig_group = keys.sig_group_size(sketch_bytes)
             reply = await self._state_call(
                 "cluster_init",
                 name,
-                [gen, ttl_ms, max_documents, band_groups, id_groups, params_json, keys.ORDINAL_WIDTH],
+                [gen, ttl_ms, max_documents, band_groups, id_groups, params_json, sig_group],
             )
             if reply[0] == b"created":
                 await self._keyed_write(keys.REGISTRY, "HSET", keys.REGISTRY, name, params_json)
@@ -324,7 +324,7 @@ class ClusterStore(ClusterRetention):
         reply = await self._state_call(
             "cluster_stamp",
             k,
-            [k.gen, ordinal0, n, 0, self._abandon_ms(), new_docs, g.stamp_scale, *forget],
+            [k.gen, ordinal0, n, 0, self._abandon_ms(), new_docs, keys.STAMP_SCALE, *forget],
         )
         self._status(reply)
         own_stamps = {o: int(s) for o, s in zip(ordinals, reply[1], strict=True)}
@@ -437,7 +437,7 @@ class ClusterStore(ClusterRetention):
             return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps)
 
         # 5. stamps, then signatures and records of the earliest ones
-        reply = await self._state_call("cluster_status", k, [k.gen, g.stamp_scale, *every])
+        reply = await self._state_call("cluster_status", k, [k.gen, keys.STAMP_SCALE, *every])
         self._status(reply)
         stamp_of = dict(zip(every, (int(s) for s in reply[1]), strict=True))
         seq, max_docs, server_ms = int(reply[2]), int(reply[3] or 0), int(reply[5])

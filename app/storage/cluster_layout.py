@@ -36,8 +36,7 @@ class _Ops:
     """One node's share of a write (see cluster_ops.lua)."""
 
     band_prefix: str = ""
-    width: int = keys.ORDINAL_WIDTH  # bytes of an ordinal in the band records
-    appends: bytearray = field(default_factory=bytearray)  # (12 + width)-byte records, see cluster_ops.lua
+    appends: bytearray = field(default_factory=bytearray)  # (12 + 5)-byte records, see cluster_ops.lua
     removals: bytearray = field(default_factory=bytearray)
     sets: list[bytes | str] = field(default_factory=list)
     deletes: list[bytes | str] = field(default_factory=list)
@@ -51,7 +50,7 @@ class _Ops:
 
     def args(self) -> list[bytes | str | int]:
         out: list[bytes | str | int] = [
-            self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP, self.width
+            self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP, keys.ORDINAL_WIDTH
         ]  # fmt: skip
         sections = ((self.sets, 3), (self.deletes, 2), (self.swaps, 4), (self.unlinks, 1), (self.claims, 3))
         for values, width in sections:
@@ -64,7 +63,7 @@ class _Ops:
 class _Layout:
     band_groups: int
     id_groups: int
-    width: int = keys.LEGACY_ORDINAL_WIDTH  # the state's ``ow``: bytes of an ordinal in a bucket
+    sig_group: int  # the state's ``sg``: sketches per signature hash
 
 
 class _Groups:
@@ -74,21 +73,20 @@ class _Groups:
         self.k = k
         self.band_mask = layout.band_groups - 1
         self.id_mask = layout.id_groups - 1
-        self.width = layout.width
-        self.stamp_scale = keys.stamp_scale(layout.width)
+        self.sig_group = layout.sig_group
 
-    def ordinal(self, ordinal: int) -> bytes:
-        """An ordinal as a bucket holds it: ``width`` bytes, big-endian."""
-        return ordinal.to_bytes(self.width, "big")
+    @staticmethod
+    def ordinal(ordinal: int) -> bytes:
+        """An ordinal as a bucket holds it: ``ORDINAL_WIDTH`` bytes, big-endian."""
+        return ordinal.to_bytes(keys.ORDINAL_WIDTH, "big")
 
-    def ordinals_in(self, value: bytes) -> list[int]:
+    @staticmethod
+    def ordinals_in(value: bytes) -> list[int]:
         """The ordinals of a bucket's value."""
-        w = self.width
-        if w == 4:
-            return np.frombuffer(value, dtype=">u4").tolist()  # type: ignore[no-any-return]
+        w = keys.ORDINAL_WIDTH
         wide = np.zeros((len(value) // w, 8), dtype=np.uint8)
         wide[:, 8 - w :] = np.frombuffer(value, dtype=np.uint8).reshape(-1, w)
-        return wide.view(">u8").ravel().tolist()
+        return wide.view(">u8").ravel().tolist()  # type: ignore[no-any-return]
 
     def band(self, field_: bytes) -> str:
         return f"{self.k.band_prefix}{int.from_bytes(field_[:4], 'little') & self.band_mask}"
@@ -102,7 +100,6 @@ class _Groups:
         key, record = self.band_record(field_)
         ops = ops_for(key)
         ops.band_prefix = self.k.band_prefix
-        ops.width = self.width
         (ops.removals if remove else ops.appends).extend(record + o4)
 
     def remove_document(self, ops_for: Any, ordinal: int, band_fields: list[bytes]) -> None:
@@ -117,7 +114,7 @@ class _Groups:
         return f"{self.k.id_prefix}{_id_hash(doc_id) & self.id_mask}"
 
     def sig(self, ordinal: int) -> tuple[str, str]:
-        return f"{self.k.sig_prefix}{ordinal // keys.SIG_GROUP}", str(ordinal % keys.SIG_GROUP)
+        return f"{self.k.sig_prefix}{ordinal // self.sig_group}", str(ordinal % self.sig_group)
 
     def doc(self, ordinal: int) -> tuple[str, str]:
         return f"{self.k.doc_prefix}{ordinal // keys.DOC_GROUP}", str(ordinal % keys.DOC_GROUP)

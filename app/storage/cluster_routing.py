@@ -388,14 +388,14 @@ class ClusterRouting:
         cached = self._layouts.get((k.collection, k.gen))
         if cached is not None:
             return cached
-        gen, band_groups, id_groups, width = await self._retrying(
-            lambda: self._client.hmget(k.state, ["gen", "bG", "iG", "ow"])
+        gen, band_groups, id_groups, sig_group = await self._retrying(
+            lambda: self._client.hmget(k.state, ["gen", "bG", "iG", "sg"])
         )
         if gen is None:
             raise CollectionMissing()
         if _bytes(gen).decode() != k.gen:
             raise GenerationChanged()
-        layout = _Layout(int(band_groups), int(id_groups), int(width or keys.LEGACY_ORDINAL_WIDTH))
+        layout = _Layout(int(band_groups), int(id_groups), int(sig_group))
         self._layouts[(k.collection, k.gen)] = layout
         return layout
 

@@ -7,29 +7,25 @@ created again never meets the old one's keys while they are being unlinked)::
     nd:collections          hash  name -> parameters JSON (with "gen")         the registry, tiny
     nd:dropped              hash  "<name>:<gen>" -> shape and time of a dropped generation not yet
                                   swept (DROPPED below)
-    nd:{c}:state            hash  gen, seq, docs, ow, sg, bL bS bN, iL iS iN, sseq  one slot per collection
-    nd:c:g:b:<n>            hash  band key (8 raw bytes) -> ordinals (ow bytes each, big-endian)
+    nd:{c}:state            hash  gen, seq, docs, sg, bL bS bN, iL iS iN, sseq  one slot per collection
+    nd:c:g:b:<n>            hash  band key (8 raw bytes) -> ordinals (ORDINAL_WIDTH bytes each, big-endian)
     nd:c:g:i:<n>            hash  document id -> ordinal
-    nd:c:g:s:<ord // sg>    hash  ord % sg -> stored sketch (format 1: 4 * num_perm raw bytes)
+    nd:c:g:s:<ord // sg>    hash  ord % sg -> stored sketch
     nd:c:g:d:<ord // 120>   hash  ord % 120 -> record "<inserted_ms>:<id bytes>:<id><metadata JSON>"
 
 With passages on (a collection created with ``passages: true``; docs/design.md, "Passages")::
 
-    nd:{c}:state            hash  ... pL pS pN [pf]                             passage index shape, format
-    nd:c:g:f:<n>            passage formats 1 and 2: hash  fingerprint key (5 raw bytes; 8 in format 1)
-                                  -> ordinals (ow bytes each, big-endian), at most POSTING_CAP; grouped
-                                  by linear hashing like the band table (pN: fields)
-                            passage format 3: string  packed records sorted by (key, ordinal), each the
-                                  4-byte key's bits 8..31 (3 bytes, big-endian: bits 0..7 are the group
-                                  number's, the index starting at pL = PACKED_INDEX_LEVEL) then one
-                                  ordinal (ow bytes, big-endian); a key's posting is its run of records,
-                                  at most POSTING_CAP; linear hashing with PACKED_GROUP_TARGET records
-                                  per group (pN: records), up to level PACKED_INDEX_TOP
-    nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (format pf, 1 where absent;
-                                  neardup.domain.fingerprints); format 3 keeps it with 3-byte keys
-                                  (fingerprints.stored), in parts of PASSAGE_PART bytes, part j in the
-                                  field ord % 120 + 120 j, so that a long blob does not turn its group
-                                  into a hashtable
+    nd:{c}:state            hash  ... pL pS pN                                  passage index shape
+    nd:c:g:f:<n>            string  packed records sorted by (key, ordinal), each the 4-byte key's
+                                  bits 8..31 (3 bytes, big-endian: bits 0..7 are the group number's,
+                                  the index starting at pL = PASSAGE_INDEX_LEVEL) then one ordinal
+                                  (ORDINAL_WIDTH bytes, big-endian); a key's posting is its run of
+                                  records, at most POSTING_CAP; linear hashing with PASSAGE_GROUP_TARGET
+                                  records per group (pN: records), up to level PASSAGE_INDEX_TOP
+    nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (neardup.domain.fingerprints) with 3-byte
+                                  keys (fingerprints.stored), in parts of PASSAGE_PART bytes, part j in
+                                  the field ord % 120 + 120 j, so that a long blob does not turn its
+                                  group into a hashtable
 
 check.lua writes a document's blob and postings with its bands (its passage step: ND.PASSAGES where
 the server has neardup's module, else ``scripts/_passages_lua.lua``); remove_document (_common.lua) removes
@@ -49,33 +45,32 @@ A collection with a ``site_field`` (standalone only; docs/design.md "Sites") als
     <base>:x:<site id>      hash  other site id -> shared (pages of this site with a partner there);
                                   at most SITE_OTHERS fields
     <base>:e:<ord/32>       hash  ord mod 32 -> entry: site id (4 bytes, big-endian), then per partner
-                                  its ordinal (``ow`` bytes) and site id (4 bytes); at most SITE_PARTNERS
+                                  its ordinal (ORDINAL_WIDTH bytes) and site id (4 bytes); at most
+                                  SITE_PARTNERS
     <base>:lj               hash  the link journal: a checked batch's first ordinal -> per document of a
-                                  site with candidates its ordinal (``ow`` bytes), their number (4 bytes,
-                                  big-endian) and their ordinals; deleted when settled (linked)
+                                  site with candidates its ordinal (ORDINAL_WIDTH bytes), their number
+                                  (4 bytes, big-endian) and their ordinals; deleted when settled (linked)
 
 Ordinals: each insertion takes the next number of ``seq``; it names the document inside the band
-table (``ow`` bytes instead of the id, 16 times per document) and is also its first-seen *stamp* on a
-standalone server, where one script per batch does append + stamp + read atomically. ``ow``, the
-ordinal width, is fixed when the collection is created and kept in its state: 5 bytes (2^40 - 1
-insertions: 3.5 years at 10,000 a second) since layout 2; a state without it was written by layout 1,
-whose ordinals are 4 bytes (2^32 - 1 insertions), and such a collection keeps them.
+table (ORDINAL_WIDTH = 5 bytes instead of the id, 16 times per document: 2^40 - 1 insertions, 3.5
+years at 10,000 a second) and is also its first-seen *stamp* on a standalone server, where one script
+per batch does append + stamp + read atomically. The scripts get the width in the shared head of
+their arguments.
 
-``sg``, the sketches per signature hash, is also fixed at creation and kept in the state since layout 3:
-as many as fill a 64 KiB listpack (``sig_group_size``); a state without it (layouts 1 and 2) groups
-``SIG_GROUP`` = 120 per hash, and keeps doing so.
+``sg``, the sketches per signature hash, is fixed at creation and kept in the state: as many as fill
+a 64 KiB listpack (``sig_group_size``).
 
 On a Redis Cluster (app/storage/cluster.py) only the per-collection state carries a hash tag, so the
 scripts that take ordinals and stamps see it on one slot; every data key (band, id, signature and
 record groups) has no tag and spreads over all shards::
 
     nd:{c}:state            hash  gen, seq (ordinals reserved), top (last stamp), docs, low, ttl, maxd,
-                                  ow, bG, iG (fixed group counts on a cluster)
+                                  sg, bG, iG (fixed group counts on a cluster)
     nd:{c}:pending          hash  ordinal -> ms it was reserved: appended, not stamped yet (in flight)
     nd:{c}:late             hash  ordinal -> stamp, only for ordinals stamped out of order
 
 A cluster check appends its *ordinal* first, then stamps it. Stamps are issued in increasing order;
-an ordinal stamped after every smaller one gets the implicit stamp ``ordinal * stamp_scale(ow)``, any
+an ordinal stamped after every smaller one gets the implicit stamp ``ordinal * STAMP_SCALE``, any
 other gets ``top + 1`` recorded in ``late``. So ``late`` only holds the few that raced.
 
 Bounded growth: ``low`` is the ordinal below which everything has been reclaimed; expired (``ttl``,
@@ -127,17 +122,16 @@ BUCKET_CAP = 256
 BAND_GROUP_TARGET = 16
 #: Target ids per id group: touched once per document, so larger groups cost little CPU.
 ID_GROUP_TARGET = 64
-#: Signatures per hash of a collection whose state has no ``sg`` (layouts 1 and 2), and the fewest any
-#: collection groups (so ``data_keys`` names every signature group of any layout from ``seq``):
-#: 120 x (512 B + ~6) of format 1 fills a 64 KiB listpack.
-SIG_GROUP = 120
+#: The fewest signatures a collection groups per hash (so ``data_keys`` names every signature group
+#: from ``seq``), and the group of sketches whose length varies or is too long for a listpack.
+MIN_SIG_GROUP = 120
 #: Most signatures per hash: under the embedded server's hash-max-listpack-entries (256).
 MAX_SIG_GROUP = 240
 #: A listpack's bytes around its entries (6-byte header, end byte), and the size a signature group
 #: fills: 64 KiB is a size class of mimalloc (the embedded server's) and jemalloc (Valkey's own builds;
 #: glibc's malloc rounds to 16 bytes), so a full group wastes nothing, where one just over it takes the
-#: next class (mimalloc: 80 KiB) and one well under it wastes the difference (format 2's 481-byte
-#: sketches: 120 per hash is 58,447 bytes in a 64 KiB block, 59 bytes per document).
+#: next class (mimalloc: 80 KiB) and one well under it wastes the difference (482-byte sketches: 120
+#: per hash would be 58,567 bytes in a 64 KiB block, 58 bytes per document).
 _LISTPACK_OVERHEAD = 7
 _SIG_GROUP_BYTES = 65536
 #: Longest value the embedded server keeps in a listpack (embedded.LISTPACK_SETTINGS).
@@ -154,12 +148,12 @@ def _listpack_string_entry(size: int) -> int:
 def sig_group_size(sketch_bytes: int) -> int:
     """Sketches per signature hash for a new collection whose stored sketches are ``sketch_bytes`` each
     (0: their length varies, as in exact mode): as many as fill a 64 KiB listpack (each field, the slot
-    number, takes at most 3 bytes), from SIG_GROUP to MAX_SIG_GROUP; SIG_GROUP where the sketch is too
-    long for a listpack or varies. Format 2 at num_perm 128 (481 bytes): 134."""
+    number, takes at most 3 bytes), from MIN_SIG_GROUP to MAX_SIG_GROUP; MIN_SIG_GROUP where the sketch
+    is too long for a listpack or varies. The default sketch (482 bytes): 134."""
     if not 0 < sketch_bytes <= _LISTPACK_VALUE_LIMIT:
-        return SIG_GROUP
+        return MIN_SIG_GROUP
     fits = (_SIG_GROUP_BYTES - _LISTPACK_OVERHEAD) // (_listpack_string_entry(sketch_bytes) + 3)
-    return max(SIG_GROUP, min(MAX_SIG_GROUP, fits))
+    return max(MIN_SIG_GROUP, min(MAX_SIG_GROUP, fits))
 
 
 #: Records per hash (also under the default hash-max-listpack-entries of 128).
@@ -175,41 +169,32 @@ SITE_PARTNERS = 16
 #: Most other sites one site's ``shared`` hash holds: an edge that would add a new other site to a
 #: full hash (on either side) is not recorded. Slots come back when a pair's count falls to 0.
 SITE_OTHERS = 256
-#: The site layout, written as ``sites`` in the registry entry of a collection with a site_field: a
-#: site's shared counts are one string of 8-byte records (other site id, count: 4 bytes big-endian
-#: each; _common.lua's shared_add), so counting a page is an in-place increment (docs/design.md, "Sites").
-SITE_LAYOUT = 2
-#: Bytes of one ordinal inside a band value, for collections created now: 2^40 - 1 insertions.
+#: Bytes of one ordinal wherever one is stored (band buckets, postings, site entries): 2^40 - 1
+#: insertions. The scripts get it in their shared head (store.py), the module's commands as an argument.
 ORDINAL_WIDTH = 5
-#: The width of a collection whose state has no ``ow`` (created by layout 1).
-LEGACY_ORDINAL_WIDTH = 4
+#: Cluster: the implicit stamp of an ordinal stamped in order is ordinal * this. Every stamp must stay
+#: exact in a Lua double (below 2^53: 2^52 at the last ordinal), and the gap between two ordinals'
+#: stamps is room for ordinals stamped late (``top + 1``).
+STAMP_SCALE = 2**12
 
 
 def max_ordinal(width: int) -> int:
-    """The last ordinal a collection of this ordinal width hands out."""
+    """The last ordinal that ``width`` bytes hold."""
     return int(2 ** (8 * width)) - 1
 
 
-def stamp_scale(width: int) -> int:
-    """Cluster: the implicit stamp of an ordinal stamped in order is ordinal * this. Every stamp must stay
-    exact in a Lua double (below 2^53), and the gap between two ordinals' stamps is room for ordinals
-    stamped late (``top + 1``): 2^20 for 4-byte ordinals, 2^12 for 5-byte ones (2^52 at the last)."""
-    return 2**20 if width == LEGACY_ORDINAL_WIDTH else 2**12
-
-
-#: Passages: target keys per index group, most ordinals one posting keeps, blobs per hash. The Lua
-#: scripts hold the same numbers (scripts/_common.lua; tests/storage/test_passages_store.py pins them).
-PASSAGE_GROUP_TARGET = 16
+#: Passages: most ordinals one posting keeps, blobs per hash; target records per index group (a string
+#: of ~2 KB: a search reads and binary-searches one per key of the text, an insertion rewrites one per
+#: key of the document), the index's first level (2^8 groups: a record needs no byte of the key the
+#: group number gives), and the bytes of one blob part (the embedded server's listpack value limit,
+#: _LISTPACK_VALUE_LIMIT). The Lua scripts hold the same numbers (scripts/_common.lua;
+#: tests/storage/test_passages_store.py pins them).
 POSTING_CAP = 64
 PASSAGE_GROUP = 120
-#: Passage format 3: target records per packed index group (a string of ~2 KB: a search reads and
-#: binary-searches one per key of the text, an insertion rewrites one per key of the document), the
-#: index's first level (2^8 groups: a record needs no byte of the key the group number gives), and the
-#: bytes of one blob part (the embedded server's listpack value limit, _LISTPACK_VALUE_LIMIT).
-PACKED_GROUP_TARGET = 128
-PACKED_INDEX_LEVEL = 8
+PASSAGE_GROUP_TARGET = 128
+PASSAGE_INDEX_LEVEL = 8
 #: ... and its last level: a stored blob keeps 24 bits of each key, which name the key's group.
-PACKED_INDEX_TOP = 23
+PASSAGE_INDEX_TOP = 23
 PASSAGE_PART = _LISTPACK_VALUE_LIMIT
 
 
@@ -315,9 +300,9 @@ class CollectionKeys:
         stores scan for the keys instead when that is cheaper, see ``named_cost``)."""
         yield from (self.band_group(n) for n in range(band_groups))
         yield from (self.id_group(n) for n in range(id_groups))
-        # a collection groups at least SIG_GROUP sketches per hash (its ``sg``), so these names cover
-        # its signature groups whatever its layout
-        yield from (self.sig_group(n) for n in range(seq // SIG_GROUP + 1))
+        # a collection groups at least MIN_SIG_GROUP sketches per hash (its ``sg``), so these names
+        # cover its signature groups
+        yield from (self.sig_group(n) for n in range(seq // MIN_SIG_GROUP + 1))
         yield from (self.doc_group(n) for n in range(seq // DOC_GROUP + 1))
         if passage_groups:
             yield from (f"{self.passage_index_prefix}{n}" for n in range(passage_groups))
@@ -334,4 +319,4 @@ class CollectionKeys:
         """How many names ``data_keys`` yields."""
         passages = passage_groups + seq // PASSAGE_GROUP + 1 if passage_groups else 0
         site_keys = 4 + sites + seq // EDGE_GROUP + 1 if sites else 0
-        return band_groups + id_groups + seq // SIG_GROUP + seq // DOC_GROUP + 2 + passages + site_keys
+        return band_groups + id_groups + seq // MIN_SIG_GROUP + seq // DOC_GROUP + 2 + passages + site_keys

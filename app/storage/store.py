@@ -205,9 +205,8 @@ class Store(Protocol):
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
-        passages: int = 0,
+        passages: bool = False,
         sketch_bytes: int = 0,
-        sites: bool = False,
     ) -> bytes | None: ...
     async def get_collection(self, name: str) -> tuple[bytes, int] | None: ...
     async def list_collections(self) -> list[tuple[bytes, int]]: ...
@@ -324,17 +323,15 @@ class RedisStore:
         max_documents: int = 0,
         capacity: int = 0,
         bands: int = 0,
-        passages: int = 0,
+        passages: bool = False,
         sketch_bytes: int = 0,
-        sites: bool = False,
     ) -> bytes | None:
         """Register; returns None if created, else the stored parameters JSON of that name.
-        ``passages``: 0 off, else the collection's passage format (neardup.domain.fingerprints).
+        ``passages``: the collection keeps a passage index (neardup.domain.fingerprints).
         ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`);
         ``capacity`` documents of ``bands`` bands (0: none; the domain folds ``max_documents`` into
         it) size its tables up front. ``sketch_bytes``: the length of its stored sketches (0: varies),
-        which sets how many share a hash (``keys.sig_group_size``). ``sites`` (the collection counts
-        sites: a site_field) changes nothing here: the site keys are made by the first page of a site."""
+        which sets how many share a hash (``keys.sig_group_size``)."""
         shape = keys.initial_shape(capacity, bands)
         reply = await self._call(
             "create_collection",
@@ -346,8 +343,7 @@ class RedisStore:
                 ttl_ms,
                 max_documents,
                 *shape,
-                keys.ORDINAL_WIDTH,
-                str(int(passages)),
+                "1" if passages else "0",
                 keys.sig_group_size(sketch_bytes),
             ],
         )
@@ -447,7 +443,7 @@ class RedisStore:
     def _head(k: keys.CollectionKeys) -> list[Any]:
         return [
             k.gen, k.band_prefix, k.id_prefix, k.sig_prefix, k.doc_prefix,
-            keys.BAND_GROUP_TARGET, keys.ID_GROUP_TARGET, keys.SIG_GROUP, keys.DOC_GROUP,
+            keys.BAND_GROUP_TARGET, keys.ID_GROUP_TARGET, keys.ORDINAL_WIDTH, keys.DOC_GROUP,
         ]  # fmt: skip
 
     @staticmethod
@@ -538,7 +534,7 @@ class RedisStore:
 
     async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply:
         """The ``limit`` stored documents sharing the most (rarity-weighted) of these fingerprint keys
-        (of the collection's passage format's width), with their passage blobs and records: one
+        (4 bytes each: fingerprints.wanted), with their passage blobs and records: one
         read-only script call."""
         reply = await self._call("passages", [k.state], [*self._head(k), fingerprint_keys, limit])
         self._status(reply)

@@ -1,7 +1,7 @@
-// Passage format 3's index (app/storage/keys.py): linear hashing over string keys "prefix + group
-// number" (the band table's arithmetic, table.hpp), each group one string of fixed-width records sorted
-// by (key, ordinal). A record is a fingerprint key's bits 8..31 (3 bytes, big-endian: its bits 0..7 are
-// the group number's, as a format-3 index starts with 2^8 groups) then one ordinal (`width` bytes,
+// The passage index (app/storage/keys.py): linear hashing over string keys "prefix + group number" (the
+// band table's arithmetic, table.hpp), each group one string of fixed-width records sorted by (key,
+// ordinal). A record is a fingerprint key's bits 8..31 (3 bytes, big-endian: its bits 0..7 are the
+// group number's, as the index starts with 2^8 groups) then one ordinal (kOrdinalWidth bytes,
 // big-endian); a key's posting is its run of records. _common.lua's packed steps write the same bytes.
 // The index stops splitting at level kPackedTop.
 #pragma once
@@ -19,6 +19,9 @@
 namespace neardup::vm {
 
 inline constexpr size_t kRecordKey = 3;
+// Bytes of an ordinal (keys.ORDINAL_WIDTH), and the first byte of a passage blob (fingerprints.py).
+inline constexpr size_t kOrdinalWidth = 5;
+inline constexpr char kPassageFormat = 3;
 // The index's last level: a stored blob keeps the low 24 bits of each key, which must name its group.
 inline constexpr long long kPackedTop = 23;
 
@@ -87,23 +90,24 @@ inline std::pair<size_t, size_t> posting_of(std::string_view v, size_t rw, uint3
   return {lo, last};
 }
 
-// Appends ordinal `ord` (`width` bytes, larger than any already posted) to key h's posting in the
+// Appends ordinal `ord` (kOrdinalWidth bytes, larger than any already posted) to key h's posting in the
 // group's string, unless the posting holds `cap` ordinals already; whether it did.
-inline bool post(StringKey& group, uint32_t h, const char* ord, size_t width, size_t cap) {
-  const size_t rw = kRecordKey + width;
+inline bool post(StringKey& group, uint32_t h, const char* ord, size_t cap) {
+  const size_t rw = kRecordKey + kOrdinalWidth;
   const uint32_t k = h >> 8;
   const auto [first, last] = posting_of(group.value(), rw, k);
   if (last - first >= cap) return false;
-  char record[kRecordKey + 8] = {static_cast<char>(k >> 16), static_cast<char>(k >> 8), static_cast<char>(k)};
-  std::memcpy(record + kRecordKey, ord, width);
+  char record[kRecordKey + kOrdinalWidth] = {static_cast<char>(k >> 16), static_cast<char>(k >> 8),
+                                             static_cast<char>(k)};
+  std::memcpy(record + kRecordKey, ord, kOrdinalWidth);
   group.insert(last * rw, record, rw);
   return true;
 }
 
 // Linear hashing's split of group S into S and S + n, records in order on both sides (_common.lua's
 // split_packed). A record's key is its bits 8..31 and the group's low 8 bits.
-inline void split_packed(VmCtx* ctx, Table& t, size_t width) {
-  const size_t rw = kRecordKey + width;
+inline void split_packed(VmCtx* ctx, Table& t) {
+  const size_t rw = kRecordKey + kOrdinalWidth;
   const uint64_t n = t.n(), s = static_cast<uint64_t>(t.split);
   std::string stay, move;
   {

@@ -1,41 +1,35 @@
 // ND.PASSAGES: check.lua's passage step (app/storage/scripts/_passages_lua.lua does the same in Lua) in
 // C++: store a document's passage blob, append its ordinal to the posting of each distinct fingerprint
-// key the blob holds, and split the passage index (the band table's layout: table.hpp). The blob is
-// read here, so the script neither parses it nor sends its keys again. Same data, byte for byte, as the
-// Lua step; propagated verbatim (deterministic given the data).
+// key the blob holds, and split the passage index (packed_index.hpp). The blob is read here, so the
+// script neither parses it nor sends its keys again. Same data, byte for byte, as the Lua step;
+// propagated verbatim (deterministic given the data).
 //
-//   ND.PASSAGES 1 <prefix> <L> <S> <N> <target> <blob key> <blob field> <ord> <blob> <cap> <width>
+//   ND.PASSAGES 1 <prefix> <L> <S> <N> <target> <blob key> <slot> <ord> <blob> <cap> <width> <stride> <part>
 //     1           protocol version
 //     prefix      passage index group key prefix; a group's key is prefix + decimal group number
-//     L S N       the index's level, split pointer and field count (the state's pL pS pN)
-//     target      fields per group before a split
-//     blob key    the hash that keeps the blob, and its field
-//     ord         the document's ordinal, <width> bytes big-endian
-//     blob        the passage blob (app/domain/fingerprints.py): u8 version (1: 8-byte keys, 2: 5-byte
-//                 keys) | u32 words | u32 m (little-endian) | m keys | positions this command ignores
-//     cap         most ordinals a posting keeps: a posting that holds cap already takes no append
-//     width       bytes of one ordinal: 4 or 5, the collection's (its state's `ow`)
-//   -> [L, S, N]: the index's new shape
-//
-//   ND.PASSAGES 2 <prefix> <L> <S> <N> <target> <blob key> <slot> <ord> <blob> <cap> <width> <stride> <part>
-//     2           protocol version 2: passage format 3 (packed_index.hpp), module version 5
-//     L S N       as above, N counting records (postings); L at least 8
+//     L S N       the index's level, split pointer and record count (the state's pL pS pN); L at least 8
+//     target      records per group before a split
+//     blob key    the hash that keeps the blob
 //     slot        the blob's slot number (ord % stride); the blob is kept with the low 3 bytes of each
 //                 key (fingerprints.stored), in parts of `part` bytes (the last one shorter or as
 //                 long), part j in the field slot + j * stride: each part stays under the server's
 //                 listpack value limit
-//     blob        a format-3 passage blob: u8 3 | varint words | varint m | m 4-byte keys | positions
+//     ord         the document's ordinal, <width> bytes big-endian
+//     blob        the passage blob (app/domain/fingerprints.py): u8 3 | varint words | varint m | m 4-byte
+//                 keys (little-endian) | positions this command ignores
+//     cap         most ordinals a posting keeps: a posting that holds cap already takes no append
+//     width       bytes of one ordinal: 5 (keys.ORDINAL_WIDTH)
 //   The index splits up to level 23 (2^24 groups: a stored key's 24 bits name its group).
-//     others      as above
-//   -> [L, S, N]
+//   -> [L, S, N]: the index's new shape
 //
-// ND.POSTINGS: passages.lua's read of a format-3 index (module version 5; passages.lua reads it in Lua
-// elsewhere): the postings of a text's keys, in one reply instead of a read and a binary search in Lua
-// per key. Read-only.
+// ND.POSTINGS: passages.lua's read of the passage index (passages.lua reads it in Lua where the server
+// has no module): the postings of a text's keys, in one reply instead of a read and a binary search in
+// Lua per key. Read-only.
 //
-//   ND.POSTINGS <prefix> <L> <S> <width> <keys>
+//   ND.POSTINGS 1 <prefix> <L> <S> <width> <keys>
+//     1           protocol version
 //     prefix L S  the index's key prefix, level and split pointer (the state's pL pS); L at least 8
-//     width       bytes of one ordinal (the state's `ow`)
+//     width       bytes of one ordinal: 5 (keys.ORDINAL_WIDTH)
 //     keys        the text's fingerprint keys, 4 raw bytes each
 //   -> one string: per key, in order, u16 count (big-endian) then its `count` ordinals
 #include <algorithm>
@@ -75,33 +69,42 @@ bool varint(const char* b, size_t end, size_t& at, uint64_t& out) {
   return false;
 }
 
-// Both protocols' <ord> (argv[9], `width` bytes) and <blob> (argv[10], at least 9 bytes): nullptr, or
-// the error to reply.
-const char* ordinal_and_blob(VmString** argv, size_t width, const char*& ord, const char*& blob, size_t& blob_len) {
+// <ord> (argv[9], kOrdinalWidth bytes) and <blob> (argv[10], at least 9 bytes): nullptr, or the error to
+// reply.
+const char* ordinal_and_blob(VmString** argv, const char*& ord, const char*& blob, size_t& blob_len) {
   size_t ord_len = 0;
   ord = api.StringPtrLen(argv[9], &ord_len);
   blob = api.StringPtrLen(argv[10], &blob_len);
-  if (ord_len != width) return "ERR ND.PASSAGES: the ordinal is <width> bytes";
+  if (ord_len != kOrdinalWidth) return "ERR ND.PASSAGES: the ordinal is <width> bytes";
   if (blob_len < 9) return "ERR ND.PASSAGES: the passage blob is too short";
   return nullptr;
 }
 
-// Protocol 2: a format-3 blob stored in parts, its keys posted as packed records.
-int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
+// Whether argv[at] names the protocol this build speaks ("1").
+bool protocol_one(VmString** argv, int at) {
+  size_t len = 0;
+  const char* version = api.StringPtrLen(argv[at], &len);
+  return len == 1 && version[0] == '1';
+}
+
+int passages_command(VmCtx* ctx, VmString** argv, int argc) {
+  if (argc < 2) return api.WrongArity(ctx);
+  if (!protocol_one(argv, 1)) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown protocol version");
   if (argc != 15) return api.WrongArity(ctx);
   Table t;
   if (!read_table(argv + 2, t) || t.level < 8 || t.level > kPackedTop)
     return api.ReplyWithError(ctx, "ERR ND.PASSAGES: L, S, N or target out of range");
-  long long slot = 0, cap = 0, width = 0, stride = 0, part = 0;
-  if (!integer(argv[11], 1, 1LL << 24, cap) || !integer(argv[12], 4, 5, width) ||
-      !integer(argv[13], 1, 1LL << 20, stride) || !integer(argv[8], 0, stride - 1, slot) ||
-      !integer(argv[14], 16, 1LL << 20, part))
-    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: slot, cap, stride or part out of range or width not 4 or 5");
-  const size_t w = static_cast<size_t>(width);
+  long long slot = 0, cap = 0, width = 0, stride = 0, part = 0;  // width: checked, kOrdinalWidth
+  if (!integer(argv[11], 1, 1LL << 24, cap) || !integer(argv[13], 1, 1LL << 20, stride) ||
+      !integer(argv[8], 0, stride - 1, slot) || !integer(argv[14], 16, 1LL << 20, part))
+    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: slot, cap, stride or part out of range");
+  if (!integer(argv[12], kOrdinalWidth, kOrdinalWidth, width))
+    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: width must be 5");
   const char *ord = nullptr, *blob = nullptr;
   size_t blob_len = 0;
-  if (const char* error = ordinal_and_blob(argv, w, ord, blob, blob_len)) return api.ReplyWithError(ctx, error);
-  if (blob[0] != 3) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown passage blob format");
+  if (const char* error = ordinal_and_blob(argv, ord, blob, blob_len)) return api.ReplyWithError(ctx, error);
+  if (blob[0] != kPassageFormat)
+    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown passage blob format");
   size_t at = 1;
   uint64_t words = 0, m = 0;
   if (!varint(blob, blob_len, at, words) || !varint(blob, blob_len, at, m) || m > (blob_len - at) / 4)
@@ -149,24 +152,27 @@ int packed_passages(VmCtx* ctx, VmString** argv, int argc) {
       api.FreeString(ctx, v);
     }
     for (const uint32_t h : keys)
-      if (post(*groups[t.group(h)], h, ord, w, static_cast<size_t>(cap))) t.fields += 1;
+      if (post(*groups[t.group(h)], h, ord, static_cast<size_t>(cap))) t.fields += 1;
   }
-  grow(ctx, t, [w](VmCtx* c, Table& table) { split_packed(c, table, w); });
+  grow(ctx, t, [](VmCtx* c, Table& table) { split_packed(c, table); });
   return reply_shape(ctx, t);
 }
 
 int postings_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 6) return api.WrongArity(ctx);
+  if (argc < 2) return api.WrongArity(ctx);
+  if (!protocol_one(argv, 1)) return api.ReplyWithError(ctx, "ERR ND.POSTINGS: unknown protocol version");
+  if (argc != 7) return api.WrongArity(ctx);
   Table t;
   size_t len = 0;
-  const char* prefix = api.StringPtrLen(argv[1], &len);
+  const char* prefix = api.StringPtrLen(argv[2], &len);
   t.prefix.assign(prefix, len);
   long long width = 0;
-  if (!integer(argv[2], 8, kMaxLevel, t.level) || !integer(argv[3], 0, (1LL << t.level) - 1, t.split) ||
-      !integer(argv[4], 4, 5, width))
-    return api.ReplyWithError(ctx, "ERR ND.POSTINGS: L or S out of range or width not 4 or 5");
-  const size_t w = static_cast<size_t>(width), rw = kRecordKey + w;
-  const char* keys = api.StringPtrLen(argv[5], &len);
+  if (!integer(argv[3], 8, kMaxLevel, t.level) || !integer(argv[4], 0, (1LL << t.level) - 1, t.split))
+    return api.ReplyWithError(ctx, "ERR ND.POSTINGS: L or S out of range");
+  if (!integer(argv[5], kOrdinalWidth, kOrdinalWidth, width))
+    return api.ReplyWithError(ctx, "ERR ND.POSTINGS: width must be 5");
+  const size_t w = kOrdinalWidth, rw = kRecordKey + kOrdinalWidth;
+  const char* keys = api.StringPtrLen(argv[6], &len);
   if (len % 4) return api.ReplyWithError(ctx, "ERR ND.POSTINGS: keys are 4 bytes each");
   std::string out;
   out.reserve(len / 2 + 64);
@@ -184,94 +190,6 @@ int postings_command(VmCtx* ctx, VmString** argv, int argc) {
   }
   api.ReplyWithStringBuffer(ctx, out.data(), out.size());
   return kOk;
-}
-
-int passages_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc < 2) return api.WrongArity(ctx);
-  size_t len = 0;
-  const char* version = api.StringPtrLen(argv[1], &len);
-  if (len == 1 && version[0] == '2') return packed_passages(ctx, argv, argc);
-  if (len != 1 || version[0] != '1') return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown protocol version");
-  if (argc != 13) return api.WrongArity(ctx);
-  Table t;
-  if (!read_table(argv + 2, t)) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: L, S, N or target out of range");
-  long long cap = 0, width = 0;
-  if (!integer(argv[11], 1, 1LL << 24, cap) || !integer(argv[12], 4, 5, width))
-    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: cap out of range or width not 4 or 5");
-  const size_t w = static_cast<size_t>(width);
-  const char *o4 = nullptr, *blob = nullptr;
-  size_t blob_len = 0;
-  if (const char* error = ordinal_and_blob(argv, w, o4, blob, blob_len)) return api.ReplyWithError(ctx, error);
-  const unsigned blob_version = static_cast<unsigned char>(blob[0]);
-  if (blob_version != 1 && blob_version != 2)
-    return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown passage blob format");
-  const size_t key_bytes = blob_version == 1 ? 8 : 5;
-  const uint64_t m = little_endian32(blob + 5);
-  if (m > (blob_len - 9) / key_bytes) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: truncated passage blob");
-
-  // The distinct keys in the blob's order (the Lua step appends in the same order, so new fields land
-  // in the same places of the same listpacks).
-  std::vector<const char*> keys;
-  keys.reserve(m);
-  {
-    std::unordered_set<uint64_t> seen;
-    seen.reserve(2 * m);
-    for (uint64_t e = 0; e < m; ++e) {
-      const char* key = blob + 9 + e * key_bytes;
-      uint64_t packed = 0;
-      std::memcpy(&packed, key, key_bytes);
-      if (seen.insert(packed).second) keys.push_back(key);
-    }
-  }
-
-  // Every key this call writes is opened and type-checked before the first write.
-  {
-    Group blobs(ctx, argv[7], kRead | kWrite);
-    if (blobs.wrong_type())
-      return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: the blob key holds a non-hash value");
-    std::unordered_map<uint64_t, std::unique_ptr<Group>> groups;
-    std::vector<Group*> of_key;
-    of_key.reserve(keys.size());
-    for (const char* key : keys) {
-      const uint64_t number = t.group(band_hash(key));
-      auto& group = groups[number];
-      if (!group) {
-        group = std::make_unique<Group>(ctx, t.prefix, number, kRead | kWrite);
-        if (group->wrong_type())
-          return api.ReplyWithError(ctx, "WRONGTYPE ND.PASSAGES: an index group key holds a non-hash value");
-      }
-      of_key.push_back(group.get());
-    }
-    api.ReplicateVerbatim(ctx);
-    blobs.set(argv[8], argv[10]);
-
-    const size_t full = static_cast<size_t>(cap) * w;
-    std::string appended;
-    VmString* first = api.CreateString(ctx, o4, w);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      Group& group = *of_key[i];
-      VmString* field = api.CreateString(ctx, keys[i], key_bytes);
-      // Most keys of a document are new: one insert-if-absent does it (HSETNX, as the Lua step).
-      if (group.set_new(field, first)) {
-        t.fields += 1;
-        api.FreeString(ctx, field);
-        continue;
-      }
-      VmString* value = group.get(field);
-      if (value) {
-        const char* v = api.StringPtrLen(value, &len);
-        group.append(field, v, len, o4, w, full, appended);
-        api.FreeString(ctx, value);
-      } else {
-        group.set(field, first);
-        t.fields += 1;
-      }
-      api.FreeString(ctx, field);
-    }
-    api.FreeString(ctx, first);
-  }
-  grow(ctx, t);
-  return reply_shape(ctx, t);
 }
 
 }  // namespace

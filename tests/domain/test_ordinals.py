@@ -1,8 +1,7 @@
 """A collection at the end of its ordinals, on a real server and a real cluster: ordinals up to the last
-one (2^40 - 1 for a collection created now, 2^32 - 1 for one whose state was written by layout 1)
-work like any other (buckets hold them, near-duplicates find them, cluster stamps stay exact), and a
-write past it is refused with CollectionFull (permanent: a 409 in the API, not a 503 to retry
-forever), while reads, queries and deletes go on."""
+one (2^40 - 1: 5-byte ordinals) work like any other (buckets hold them, near-duplicates find them,
+cluster stamps stay exact), and a write past it is refused with CollectionFull (permanent: a 409 in the
+API, not a 503 to retry forever), while reads, queries and deletes go on."""
 
 from __future__ import annotations
 
@@ -18,34 +17,26 @@ from tests.domain.test_index import text, variant
 pytestmark = pytest.mark.anyio
 
 
-def test_a_collection_created_now_takes_two_to_the_forty_insertions() -> None:
+def test_a_collection_takes_two_to_the_forty_insertions() -> None:
     assert keys.ORDINAL_WIDTH == 5 and MAX_INSERTIONS == 2**40 - 1
     # Cluster stamps of the last ordinals stay exact in a Lua double.
-    assert keys.max_ordinal(5) * keys.stamp_scale(5) < 2**53
-    assert keys.max_ordinal(4) * keys.stamp_scale(4) < 2**53
+    assert keys.max_ordinal(keys.ORDINAL_WIDTH) * keys.STAMP_SCALE < 2**53
 
 
-@pytest.mark.parametrize("width", [keys.ORDINAL_WIDTH, keys.LEGACY_ORDINAL_WIDTH])
 async def test_the_last_ordinals_work_and_the_next_write_is_a_permanent_error(
-    store: Store, store_target: StoreTarget, width: int
+    store: Store, store_target: StoreTarget
 ) -> None:
     index = Index(store)
     await index.create_collection(CollectionParams.create("end", threshold=0.7))
     k = (await index.registry.get("end")).keys
+    width = keys.ORDINAL_WIDTH
     last = keys.max_ordinal(width)
-    client = store_target.sync_client()
-    try:
-        assert int(client.hget(k.state, "ow")) == keys.ORDINAL_WIDTH
-        if width == keys.LEGACY_ORDINAL_WIDTH:
-            client.hdel(k.state, "ow")  # a state written by layout 1: 4-byte ordinals, kept for life
-    finally:
-        client.close()
     await index.check("end", [Document("early", text(400))])
     client = store_target.sync_client()
     try:
-        client.hset(k.state, "seq", last - 2)  # as after 2^40 (or 2^32) insertions
+        client.hset(k.state, "seq", last - 2)  # as after 2^40 insertions
         if isinstance(client, redis.RedisCluster):
-            client.hset(k.state, "top", (last - 2) * keys.stamp_scale(width))
+            client.hset(k.state, "top", (last - 2) * keys.STAMP_SCALE)
     finally:
         client.close()
     [a] = await index.check("end", [Document("a", text(401))])  # ordinal last - 1
@@ -54,7 +45,7 @@ async def test_the_last_ordinals_work_and_the_next_write_is_a_permanent_error(
     stored = {d.id: d for d in [await index.get_document("end", i) for i in ("early", "a", "b")]}
     assert set(stored) == {"early", "a", "b"}  # each id still names its own record
     client = store_target.sync_client()
-    try:  # the buckets hold ordinals of the collection's width, the last ones included
+    try:  # the buckets hold 5-byte ordinals, the last ones included
         if isinstance(client, redis.RedisCluster):
             nodes = client.get_primaries()
             values = [

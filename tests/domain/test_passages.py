@@ -62,12 +62,9 @@ async def index(standalone_store: RedisStore) -> Index:
     return ix
 
 
-def postings(client: redis.Redis, collection: str, passage_format: int) -> int:
-    """Postings of a collection's passage index: fields times ordinals (formats 1, 2), or records."""
-    groups = client.keys(f"nd:{collection}:*:f:*")
-    if passage_format == 3:
-        return sum(client.strlen(k) for k in groups) // 8
-    return sum(len(v) // 5 for k in groups for v in client.hvals(k))
+def postings(client: redis.Redis, collection: str) -> int:
+    """Postings of a collection's passage index: its 8-byte records."""
+    return sum(client.strlen(k) for k in client.keys(f"nd:{collection}:*:f:*")) // 8
 
 
 def passage_keys(client: redis.Redis, collection: str) -> list[bytes]:
@@ -190,12 +187,11 @@ async def test_lightly_edited_passage_is_one_span(index: Index) -> None:
     assert len(found.spans) == 1
 
 
-@pytest.mark.parametrize("passage_format", [2, 3])
 async def test_replacing_and_deleting_remove_the_old_passages(
-    standalone_store: RedisStore, redis_url: str, passage_format: int
+    standalone_store: RedisStore, redis_url: str
 ) -> None:
     index = Index(standalone_store)
-    await index.create_collection(CollectionParams.create("p", passages=True, passage_format=passage_format))
+    await index.create_collection(CollectionParams.create("p", passages=True))
     first, second = " ".join(words(1, 300)), " ".join(words(2, 300))
     await index.check("p", [Document("a", first)])
     assert [s.id for s in (await index.passages("p", first)).sources] == ["a"]
@@ -217,12 +213,9 @@ async def test_replacing_and_deleting_remove_the_old_passages(
         client.close()
 
 
-@pytest.mark.parametrize("passage_format", [2, 3])
-async def test_max_documents_evicts_passages_too(
-    standalone_store: RedisStore, redis_url: str, passage_format: int
-) -> None:
+async def test_max_documents_evicts_passages_too(standalone_store: RedisStore, redis_url: str) -> None:
     index = Index(standalone_store)
-    params = CollectionParams.create("m", passages=True, max_documents=2, passage_format=passage_format)
+    params = CollectionParams.create("m", passages=True, max_documents=2)
     await index.create_collection(params)
     texts = [" ".join(words(i, 200)) for i in range(70)]
     for i, t in enumerate(texts):
@@ -237,12 +230,9 @@ async def test_max_documents_evicts_passages_too(
         client.close()
 
 
-@pytest.mark.parametrize("passage_format", [2, 3])
-async def test_expired_documents_lose_their_passages(
-    standalone_store: RedisStore, redis_url: str, passage_format: int
-) -> None:
+async def test_expired_documents_lose_their_passages(standalone_store: RedisStore, redis_url: str) -> None:
     index = Index(standalone_store)
-    params = CollectionParams.create("t", passages=True, ttl_seconds=1, passage_format=passage_format)
+    params = CollectionParams.create("t", passages=True, ttl_seconds=1)
     await index.create_collection(params)
     old = " ".join(words(1, 200))
     await index.check("t", [Document("old", old)])
@@ -255,10 +245,10 @@ async def test_expired_documents_lose_their_passages(
         assert sum(client.hlen(k) for k in client.keys("nd:t:*:p:*")) == 1
         # the postings left are exactly the new document's: one per distinct key of its blob
         new = fingerprints.features(" ".join(words(2, 200)))
-        keys = fingerprints.wanted(new.grams[new.selected], passage_format)  # distinct, as indexed
-        distinct = len(keys) // fingerprints.KEY_BYTES[passage_format]
+        keys = fingerprints.wanted(new.grams[new.selected])  # distinct, as indexed
+        distinct = len(keys) // fingerprints.KEY_BYTES
         state = client.hgetall("nd:{t}:state")
-        assert int(state[b"pN"]) == distinct == postings(client, "t", passage_format)
+        assert int(state[b"pN"]) == distinct == postings(client, "t")
     finally:
         client.close()
 
@@ -297,8 +287,8 @@ async def test_a_cluster_refuses_passages_with_a_clear_error(store_target: Store
 
 
 async def test_module_and_lua_paths_write_the_same_passage_index(tmp_path: Path) -> None:
-    """The passage step: ND.PASSAGES on the embedded server, Lua elsewhere (format 3's index groups are
-    strings, its blob groups hashes)."""
+    """The passage step: ND.PASSAGES on the embedded server, Lua elsewhere (the index groups are strings,
+    the blob groups hashes)."""
     servers = [EmbeddedValkey(tmp_path / "module"), EmbeddedValkey(tmp_path / "lua", module=False)]
     answers, dumps = [], []
     for server in servers:
@@ -331,25 +321,3 @@ async def test_module_and_lua_paths_write_the_same_passage_index(tmp_path: Path)
             server.stop()
     assert answers[0] == answers[1] and sorted(a[0] for a in answers[0]) == ["d3", "d9"]
     assert dumps[0] == dumps[1] and dumps[0]
-
-
-async def test_a_collection_of_passage_format_1_is_kept_and_read_as_before(
-    standalone_store: RedisStore,
-) -> None:
-    """Created before format 2 (its registry entry has no passage_format): asked for again with the
-    same parameters it is the same collection, not a conflict; it keeps format 1 and is searched."""
-    ix = Index(standalone_store)
-    old = CollectionParams.create("pf1", passages=True, passage_format=1)
-    assert "passage_format" not in old.to_dict()  # written as entries were before format 2
-    await ix.create_collection(old)
-    again, created = await ix.create_collection(CollectionParams.create("pf1", passages=True))
-    assert not created and again.passage_format == 1
-    assert CollectionParams.create("new", passages=True).to_dict()["passage_format"] == 3
-    passage = " ".join(words(41, 60))
-    await ix.check("pf1", [Document("src", " ".join(words(42, 200)) + " " + passage)])
-    fresh = Index(standalone_store)  # reads the registry entry
-    found = await fresh.passages("pf1", " ".join(words(43, 100)) + " " + passage)
-    assert [s.id for s in found.sources] == ["src"]
-    state = await standalone_store.client.hgetall("nd:{pf1}:state")
-    assert b"pf" not in state and b"pL" in state
-    await ix.delete_collection("pf1")

@@ -1,7 +1,7 @@
-"""Signature groups fill a 64 KiB listpack: a collection created now keeps ``sg`` sketches per signature
-hash (keys.sig_group_size: 134 for format 2's 481 bytes), one whose state has none (layouts 1 and 2)
-keeps 120; either way every stored sketch is read back where it was written (its own document is found,
-its near-duplicate matches it), and a drop leaves no key of either."""
+"""Signature groups fill a 64 KiB listpack: a collection keeps ``sg`` sketches per signature hash
+(keys.sig_group_size: 134 for the default sketch's 482 bytes), fixed in its state at creation; every
+stored sketch is read back where it was written (its own document is found, its near-duplicate matches
+it), and a drop leaves no signature key."""
 
 from __future__ import annotations
 
@@ -15,31 +15,25 @@ from tests.domain.test_index import text, variant
 pytestmark = pytest.mark.anyio
 
 
-def test_format_two_sketches_fill_a_64_kib_listpack() -> None:
-    params = CollectionParams.create("x", threshold=0.8, sketch_format=2)
-    assert params.stored_bytes == 481
-    assert keys.sig_group_size(481) == 134
-    assert CollectionParams.create("x", threshold=0.8).stored_bytes == 482  # format 3, the default
+def test_the_default_sketches_fill_a_64_kib_listpack() -> None:
+    assert CollectionParams.create("x", threshold=0.8).stored_bytes == 482
     assert keys.sig_group_size(482) == 134
-    # 134 entries of 481 bytes (fields "0".."133") and the listpack's own 7 bytes fit in 64 KiB; 135 not
-    entry = keys._listpack_string_entry(481)
+    # 134 entries of 482 bytes (fields "0".."133") and the listpack's own 7 bytes fit in 64 KiB; 135 not
+    entry = keys._listpack_string_entry(482)
     assert 128 * (entry + 2) + 6 * (entry + 3) + 7 <= 65536 < 128 * (entry + 2) + 7 * (entry + 3) + 7
-    assert keys.sig_group_size(512) == 126  # format 1 at num_perm 128
-    assert keys.sig_group_size(0) == keys.sig_group_size(601) == keys.SIG_GROUP  # varies / no listpack
+    assert keys.sig_group_size(512) == 126
+    assert keys.sig_group_size(0) == keys.sig_group_size(601) == keys.MIN_SIG_GROUP  # varies / no listpack
     assert keys.sig_group_size(8) == keys.MAX_SIG_GROUP
 
 
-@pytest.mark.parametrize("layout", [3, 2])
 async def test_sketches_are_grouped_as_the_state_says_and_read_back(
-    standalone_store: RedisStore, sync_redis: redis.Redis, layout: int
+    standalone_store: RedisStore, sync_redis: redis.Redis
 ) -> None:
     index = Index(standalone_store)
     await index.create_collection(CollectionParams.create("sg", threshold=0.8))
     k = (await index.registry.get("sg")).keys
-    assert int(sync_redis.hget(k.state, "sg")) == 134
-    if layout == 2:
-        sync_redis.hdel(k.state, "sg")  # what a layout-2 release created
-    group = 134 if layout == 3 else keys.SIG_GROUP
+    group = int(sync_redis.hget(k.state, "sg") or 0)
+    assert group == 134
     docs = [Document(f"d{i}", text(1000 + i)) for i in range(group + 6)]
     for start in range(0, len(docs), 50):
         await index.check("sg", docs[start : start + 50])

@@ -1,5 +1,5 @@
-"""The passage fingerprint format (native/passages.cpp, neardup.domain.fingerprints, blob versions 1 to
-3): a pure-Python twin of the definition, golden blobs of every version, and the winnowing guarantee."""
+"""The passage fingerprint format (native/passages.cpp, neardup.domain.fingerprints): a pure-Python twin
+of the definition, golden blobs, and the winnowing guarantee."""
 
 from __future__ import annotations
 
@@ -74,47 +74,26 @@ TEXTS = {
     "ascii": " ".join(f"word{i % 37} Alpha{i % 11}" for i in range(120)),
     "accents": "Ça été très CURIEUX: l'élève naïve à Zürich, Ölmühle und Straße. " * 12,
     "mixed": "Prices: 12.50 EUR (VAT 20%)\n\ttabs\tand  spaces; état-major, O'Brien's 3rd try. " * 9,
-    # long words and wide gaps: format 2's varints of two bytes
+    # long words and wide gaps: varints of two bytes
     "wide": (" " * 130).join(("Ü" * 140 + f"{i % 9}") if i % 3 == 0 else f"w{i % 17}" for i in range(90)),
 }
-#: sha256 of pack(features(text), version) per blob format: changing any of them changes stored
-#: passages (format 1's are the ones it was released with).
+#: sha256 of pack(features(text)): changing any of them changes stored passages.
 GOLDEN = {
-    1: {
-        "empty": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-        "short": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-        "ascii": "b554e6a5f350d9ca6c05f0b90b45aa7bf2ad7dde97a464f0aa0af3216b189f1a",
-        "accents": "4c6ef1e453db9601e0266a81c04122701cf9ad8fb69ba6614d2c3f6a61f7c7d7",
-        "mixed": "1422934641804ba0b9fc296f98ccf2b4a4787578b8d65121e588a4b4e4244f04",
-        "wide": "d78964f27b44ca9917fb3bbcbb821e4f803404fb443b29bc8a8d71d8af8ee40e",
-    },
-    2: {
-        "empty": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-        "short": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-        "ascii": "07de2aec9501316d501b314ab865344e3f2365e7102fca925e7d7b7baf69cc91",
-        "accents": "2819284ba8916634a7d6c70fe680a06e28ce332c058192ec3f6bdb7bb4f94109",
-        "mixed": "54e4d3e6c07fb41f7d98d1a5f2d9e0f466bd74e212546f4b8445ffa94208ea40",
-        "wide": "37e813408323e83328adcb5cbc82543470ccb36422a8f614e9f831506fffc257",
-    },
-    3: {
-        "empty": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-        "short": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-        "ascii": "53b1a87b987db51a2c387392942807552a742ec571d5916b9c5b51b37e28957e",
-        "accents": "d24a8174d0c77d1502a8acdc5664a8229799ba82b3f9ec6635ac8375502297ff",
-        "mixed": "f055e82a06bdb4ca71e66b1e272bc1df806c599e1b5db9505900e2bfa67b5b8c",
-        "wide": "ab9d3dab4a7e27e355e8fe453188876d76f39ab081c5ab5d288c8a7fe39a86fa",
-    },
+    "empty": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "short": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "ascii": "53b1a87b987db51a2c387392942807552a742ec571d5916b9c5b51b37e28957e",
+    "accents": "d24a8174d0c77d1502a8acdc5664a8229799ba82b3f9ec6635ac8375502297ff",
+    "mixed": "f055e82a06bdb4ca71e66b1e272bc1df806c599e1b5db9505900e2bfa67b5b8c",
+    "wide": "ab9d3dab4a7e27e355e8fe453188876d76f39ab081c5ab5d288c8a7fe39a86fa",
 }
 
 
-#: sha256 of stored(pack(features(text), 3)), where it differs from what is sent (format 3 only).
+#: sha256 of stored(pack(features(text))), where it differs from what is sent.
 GOLDEN_STORED = {
-    3: {
-        "ascii": "e4f948f705675cfcd5286cdfd383b64a587b549b71072836fbdd4881458d901d",
-        "accents": "b47fa620990f0ca0fa3200c37c4a6116ef61e62c47fe5db4cf5d665e82503370",
-        "mixed": "55d216f10c260df8f3060b39049b580fa979a38a430a9b0ea330341e4c19a8e8",
-        "wide": "74bd13ac96904e4fd9a15f8a3598a8b77d212b6cc65471a440617f243901766f",
-    },
+    "ascii": "e4f948f705675cfcd5286cdfd383b64a587b549b71072836fbdd4881458d901d",
+    "accents": "b47fa620990f0ca0fa3200c37c4a6116ef61e62c47fe5db4cf5d665e82503370",
+    "mixed": "55d216f10c260df8f3060b39049b580fa979a38a430a9b0ea330341e4c19a8e8",
+    "wide": "74bd13ac96904e4fd9a15f8a3598a8b77d212b6cc65471a440617f243901766f",
 }
 
 
@@ -128,59 +107,53 @@ def test_the_native_core_follows_the_definition(name: str) -> None:
     assert f.selected.tolist() == selected
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
 @pytest.mark.parametrize("name", sorted(TEXTS))
-def test_golden_blobs(name: str, version: int) -> None:
-    blob = fingerprints.blob(TEXTS[name], version)  # what the service stores, built in C++
-    assert blob == fingerprints.pack(fingerprints.features(TEXTS[name]), version)  # the documented layout
-    assert hashlib.sha256(blob).hexdigest() == GOLDEN[version][name]
+def test_golden_blobs(name: str) -> None:
+    blob = fingerprints.blob(TEXTS[name])  # what the service stores, built in C++
+    assert blob == fingerprints.pack(fingerprints.features(TEXTS[name]))  # the documented layout
+    assert hashlib.sha256(blob).hexdigest() == GOLDEN[name]
     if blob:
-        assert blob[0] == version
-        kept = fingerprints.stored(blob)  # what the store keeps: format 3 with 3-byte keys
-        pinned = GOLDEN_STORED.get(version, {}).get(name, GOLDEN[version][name])
-        assert hashlib.sha256(kept).hexdigest() == pinned
+        assert blob[0] == fingerprints.BLOB_FORMAT == 3
+        kept = fingerprints.stored(blob)  # what the store keeps: 3-byte keys
+        assert hashlib.sha256(kept).hexdigest() == GOLDEN_STORED[name]
         source = fingerprints.unpack(kept)
         f = fingerprints.features(TEXTS[name])
         assert source.words == len(f.starts)
         keys = f.grams[f.selected]
-        bits = 8 * fingerprints.STORED_KEY_BYTES[version]
-        assert source.keys.tolist() == (keys if bits == 64 else keys & np.uint64(2**bits - 1)).tolist()
+        assert source.keys.tolist() == (keys & np.uint64(2**24 - 1)).tolist()
         assert source.word.tolist() == f.selected.tolist()
         assert source.start.tolist() == f.starts[f.selected].tolist()
         assert source.end.tolist() == f.ends[f.selected + K - 1].tolist()
         assert source.nibbles.tolist() == f.nibbles.tolist()
 
 
-def test_new_collections_get_format_3_which_is_smaller() -> None:
-    assert fingerprints.BLOB_VERSION == 3
-    assert fingerprints.blob(TEXTS["ascii"]) == fingerprints.blob(TEXTS["ascii"], 3)
+def test_a_blob_holds_its_counts_keys_and_positions_compactly() -> None:
     for name in ("ascii", "accents", "mixed", "wide"):
-        one, two = fingerprints.blob(TEXTS[name], 1), fingerprints.blob(TEXTS[name], 2)
-        three = fingerprints.blob(TEXTS[name], 3)
-        m = int.from_bytes(one[5:9], "little")
-        assert len(one) - len(two) >= 4 * m  # 3 key bytes, and mostly 1-byte positions
-        words = len(fingerprints.features(TEXTS[name]).starts)
-        assert fingerprints.header(three)[1:3] == fingerprints.header(two)[1:3] == (words, m)
-        assert len(two) - len(three) >= m + 5  # 1 key byte, and 2 varints instead of 8 bytes of counts
-    wide = fingerprints.unpack(fingerprints.blob(TEXTS["wide"], 2))
+        blob = fingerprints.blob(TEXTS[name])
+        f = fingerprints.features(TEXTS[name])
+        words, m, at = fingerprints.header(blob)
+        assert (words, m) == (len(f.starts), len(f.selected)) and at <= 5
+        low = f.grams[f.selected] & np.uint64(2**32 - 1)
+        assert fingerprints.unpack_keys(blob[at : at + 4 * m]).tolist() == low.tolist()
+        assert len(fingerprints.stored(blob)) == len(blob) - m  # one key byte fewer each
+    wide = fingerprints.unpack(fingerprints.stored(fingerprints.blob(TEXTS["wide"])))
     # 2-byte varints
     assert int(np.diff(wide.start).max()) >= 128 and int((wide.end - wide.start).max()) >= 128
 
 
-def test_a_blob_of_another_version_is_refused() -> None:
-    blob = bytearray(fingerprints.blob(TEXTS["ascii"], 2))
+def test_a_blob_of_another_format_or_cut_short_is_refused() -> None:
+    blob = bytearray(fingerprints.stored(fingerprints.blob(TEXTS["ascii"])))
     blob[0] = 4
     with pytest.raises(ValueError, match="format 4"):
         fingerprints.unpack(bytes(blob))
     with pytest.raises(ValueError, match="format 4"):
-        fingerprints.blob(TEXTS["ascii"], 4)
-    for version in (2, 3):
-        with pytest.raises(ValueError, match="truncated"):
-            fingerprints.unpack(fingerprints.blob(TEXTS["ascii"], version)[:-60])
+        fingerprints.stored(bytes(blob))
     with pytest.raises(ValueError, match="truncated"):
-        fingerprints.unpack(b"\3\xff")  # format 3's counts cut short
+        fingerprints.unpack(fingerprints.stored(fingerprints.blob(TEXTS["ascii"]))[:-60])
+    with pytest.raises(ValueError, match="truncated"):
+        fingerprints.unpack(b"\3\xff")  # the counts cut short
     with pytest.raises(ValueError, match="longer than its contents"):
-        fingerprints.unpack(fingerprints.blob(TEXTS["ascii"], 3))  # as sent: 4-byte keys, not stored
+        fingerprints.unpack(fingerprints.blob(TEXTS["ascii"]))  # as sent: 4-byte keys, not stored
 
 
 def test_offsets_are_code_points_of_the_text_as_given() -> None:

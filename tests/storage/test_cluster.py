@@ -1,7 +1,8 @@
 """What only a cluster has, on the session's real 3-node cluster: keys spread over every shard with the
-state alone on one slot; a check that dies between its phases leaves nothing that corrupts results
-and a retry converges; an abandoned reservation does not stay pending; a node that goes away turns
-into StoreUnavailable promptly and the service recovers when it comes back."""
+state alone on one slot, signatures grouped as the state says; a check that dies between its phases
+leaves nothing that corrupts results and a retry converges; an abandoned reservation does not stay
+pending; a node that goes away turns into StoreUnavailable promptly and the service recovers when it
+comes back."""
 
 from __future__ import annotations
 
@@ -57,6 +58,15 @@ async def test_a_collection_spreads_over_every_shard(
     tagged = [node for node, keys in enumerate(per_node) if b"nd:{big}:state" in keys]
     assert len(tagged) == 1  # the state (sequence and stamps) lives on one slot, nothing else does
     assert all(b"{" not in key for keys in per_node for key in keys if b"{big}" not in key)
+    # signatures are grouped by the state's sg, as on one server (keys.sig_group_size)
+    k = (await index._collection("big")).keys
+    sig_group = keys.sig_group_size(CollectionParams.create("big").stored_bytes)
+    assert sig_group == 134
+    sig_keys = {key for keys in per_node for key in keys if key.startswith(k.sig_prefix.encode())}
+    assert sig_keys == {f"{k.sig_prefix}{n}".encode() for n in range(600 // sig_group + 1)}
+    for i in (100, 300, 599):  # read back where they were written: each copy finds its original
+        [again] = await index.check("big", [Document("again", text(5000 + i, 40))], insert=False)
+        assert again.duplicate_of == f"d{i}"
 
 
 def die_at_stamp(cstore: ClusterStore, monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
@@ -576,7 +586,9 @@ async def test_an_id_whose_ordinal_went_to_another_document_neither_returns_nor_
             holder.delete(key)
             if before[key]:
                 holder.hset(key, mapping=before[key])
-        for prefix, group in ((k.sig_prefix, keys.SIG_GROUP), (k.doc_prefix, keys.DOC_GROUP)):
+        sig_group = int(holder.hget(k.state, "sg") or 0)  # as the state says (keys.sig_group_size)
+        assert sig_group == keys.sig_group_size(CollectionParams.create("h", threshold=0.7).stored_bytes)
+        for prefix, group in ((k.sig_prefix, sig_group), (k.doc_prefix, keys.DOC_GROUP)):
             lost = 0
             for c in clients:
                 lost += (

@@ -1,12 +1,11 @@
 """The stored layout, pinned: a fixed sequence of writes (inserts sharing buckets, a replacement, a
-delete) on a real server, for a collection of each layout (3: 5-byte ordinals and ``sg`` sketches per
-signature hash; 2: a state without ``sg``, 120 per hash; 1: a state without ``ow`` either, 4-byte
-ordinals), must leave exactly the keyspace recorded in ``golden_layout.json``: key names,
-state fields, band bucket bytes, id table values, signature and record slots; and, for a collection
-with sites, each site layout's site keys (names, ids, pages, entries, shared counts, the link
-journal). The records' insertion times come from the server's clock and are masked. A release that
-changes any stored byte of an existing layout fails here; a new layout gets new vectors (regenerate with
-``NEARDUP_REGEN_GOLDEN=1 pytest tests/storage/test_layout_golden.py`` and say why in the commit)."""
+delete) on a real server must leave exactly the keyspace recorded in ``golden_layout.json``: key names,
+state fields, band bucket bytes (5-byte ordinals), id table values, signature slots (``sg`` per hash)
+and record slots; for a collection with sites, its site keys (names, ids, pages, entries, shared
+counts, the link journal); for a collection with passages, its passage index groups and stored blobs.
+The records' insertion times come from the server's clock and are masked. A change to any stored byte
+fails here: regenerate with ``NEARDUP_REGEN_GOLDEN=1 pytest tests/storage/test_layout_golden.py`` and
+say why in the commit."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 
+from neardup.domain import fingerprints
 from neardup.storage import RedisStore, keys
 from neardup.storage.keys import CollectionKeys
 from neardup.storage.store import CheckBatch, CheckReply, NeedOldBands
@@ -38,7 +38,7 @@ def signature(n: int) -> bytes:
 
 
 def batch(
-    docs: list[tuple[str, list[int], int]], old: dict[int, tuple[bytes, bytes]] | None = None
+    docs: list[tuple[str, list[int], int]], old: dict[int, tuple[int, bytes]] | None = None
 ) -> CheckBatch:
     """(id, its band numbers, signature number) per document."""
     ids = [d.encode() for d, _, _ in docs]
@@ -59,7 +59,7 @@ def dump(client: redis.Redis, k: CollectionKeys) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in sorted(client.scan_iter("nd:*")):
         name = key.decode()
-        if client.type(key) == b"string":  # a site's packed shared counts (site layout 2)
+        if client.type(key) == b"string":  # a site's packed shared counts, a passage index group
             out[name] = client.get(key).hex()
             continue
         fields = client.hgetall(key)
@@ -90,29 +90,26 @@ async def write_sequence(store: RedisStore, k: CollectionKeys) -> None:
     assert await store.delete(k, b"c", 3, b"".join(band_key(x) for x in [1, 7, 8, 9])) is True
 
 
-@pytest.mark.parametrize("layout", [3, 2, 1])
-async def test_the_stored_bytes_of_each_layout_are_pinned(
-    standalone_store: RedisStore, sync_redis: redis.Redis, layout: int
-) -> None:
+def check_golden(name: str, got: dict[str, Any]) -> None:
+    golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    if os.environ.get("NEARDUP_REGEN_GOLDEN"):
+        golden[name] = got
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+    assert got == golden[name]
+
+
+async def test_the_stored_bytes_are_pinned(standalone_store: RedisStore, sync_redis: redis.Redis) -> None:
     created = await standalone_store.create_collection(
         "golden", b'{"golden": true}', "g", sketch_bytes=4 * PERM
     )
     assert created is None
     k = CollectionKeys("golden", "g")
-    if layout <= 2:
-        sync_redis.hdel(k.state, "sg")  # what a layout-2 release created
-    if layout == 1:
-        sync_redis.hdel(k.state, "ow")  # what a layout-1 release created
     await write_sequence(standalone_store, k)
     got = dump(sync_redis, k)
-    width = keys.ORDINAL_WIDTH if layout >= 2 else keys.LEGACY_ORDINAL_WIDTH
-    assert got[k.state].get("ow", "4") == str(width)
-    assert got[k.state].get("sg", "120") == str(keys.sig_group_size(4 * PERM) if layout == 3 else 120)
-    golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
-    if os.environ.get("NEARDUP_REGEN_GOLDEN"):
-        golden[f"layout {layout}"] = got
-        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
-    assert got == golden[f"layout {layout}"]
+    assert "ow" not in got[k.state] and keys.ORDINAL_WIDTH == 5
+    assert got[k.state]["sg"] == str(keys.sig_group_size(4 * PERM))
+    assert all(len(v) == 2 * 5 * (len(v) // 10) for v in got[k.band_group(0)].values())  # hex of 5 bytes each
+    check_golden("layout", got)
 
 
 async def site_sequence(store: RedisStore, k: CollectionKeys) -> None:
@@ -132,24 +129,65 @@ async def site_sequence(store: RedisStore, k: CollectionKeys) -> None:
     assert await store.delete(k, b"b", 2, b"".join(band_key(x) for x in [1, 2, 5, 6])) is True
 
 
-@pytest.mark.parametrize("layout", [2, 1])
-async def test_the_stored_bytes_of_each_site_layout_are_pinned(
-    standalone_store: RedisStore, sync_redis: redis.Redis, layout: int
+async def test_the_stored_bytes_of_sites_are_pinned(
+    standalone_store: RedisStore, sync_redis: redis.Redis
 ) -> None:
-    """Site layout 2 (keys.SITE_LAYOUT: packed shared counts) and 1 (hashes), on top of layout 3."""
     created = await standalone_store.create_collection(
-        "golden", b'{"golden": true}', "g", sketch_bytes=4 * PERM, sites=True
+        "golden", b'{"golden": true}', "g", sketch_bytes=4 * PERM
     )
     assert created is None
     k = CollectionKeys("golden", "g")
-    if layout == 1:
-        assert sync_redis.hdel(k.state, "sx") == 1  # what a release before site layout 2 created
     await site_sequence(standalone_store, k)
     got = dump(sync_redis, k)
-    assert got[k.state].get("sx") == ("2" if layout == 2 else None)
-    assert all(isinstance(got[k.shared(site)], str) == (layout == 2) for site in (1, 3))
-    golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
-    if os.environ.get("NEARDUP_REGEN_GOLDEN"):
-        golden[f"site layout {layout}"] = got
-        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
-    assert got == golden[f"site layout {layout}"]
+    assert all(isinstance(got[k.shared(site)], str) for site in (1, 3))  # packed counts
+    check_golden("sites", got)
+
+
+#: Words of the passage texts: a text of 700 of them makes a blob stored in two parts (600 bytes each).
+WORDS = [f"w{i}" for i in range(2000)]
+
+
+async def test_the_stored_bytes_of_passages_are_pinned(
+    standalone_store: RedisStore, sync_redis: redis.Redis
+) -> None:
+    """Three documents, the second copying a passage of the first and replaced by a text of its own,
+    the third a long text (its blob in two parts), then the first deleted: the index groups (packed
+    records) and the blobs as stored."""
+    created = await standalone_store.create_collection(
+        "golden", b'{"golden": true}', "g", sketch_bytes=4 * PERM, passages=True
+    )
+    assert created is None
+    k = CollectionKeys("golden", "g")
+    texts = [
+        " ".join(WORDS[:120]),
+        " ".join(WORDS[500:560] + WORDS[30:90]),
+        " ".join(WORDS[1000:1700]),
+    ]
+    docs = [("a", [1, 2, 3, 4], 1), ("b", [1, 2, 5, 6], 2), ("c", [1, 7, 8, 9], 3)]
+    b = batch(docs)
+    b.passages = [fingerprints.blob(t) for t in texts]
+    reply = await standalone_store.check(k, "insert", b, max_candidates=256)
+    assert isinstance(reply, CheckReply) and reply.ordinals == [1, 2, 3]
+    found = await standalone_store.passages(k, fingerprints.wanted(fingerprints.features(texts[1]).keys), 8)
+    assert [o for o, _, _ in found.sources][:2] == [2, 1]  # its own keys, then the copied passage's
+    new_b = batch([("b", [2, 10, 11, 12], 4)], {0: (2, b"".join(band_key(x) for x in [1, 2, 5, 6]))})
+    new_b.passages = [fingerprints.blob(" ".join(WORDS[1800:1900]))]
+    reply = await standalone_store.check(k, "insert", new_b, max_candidates=256)
+    assert isinstance(reply, CheckReply) and reply.ordinals == [4]
+    assert await standalone_store.delete(k, b"a", 1, b"".join(band_key(x) for x in [1, 2, 3, 4])) is True
+    got = dump(sync_redis, k)
+    state = got[k.state]
+    assert (state["pL"], state["pS"]) == (str(keys.PASSAGE_INDEX_LEVEL), "0") and "pf" not in state
+    index_groups = [v for name, v in got.items() if name.startswith(k.passage_index_prefix)]
+    assert index_groups and all(
+        isinstance(v, str) and len(v) % 16 == 0 for v in index_groups
+    )  # 8-byte records
+    assert int(state["pN"]) == sum(len(v) // 16 for v in index_groups)
+    blobs = {
+        f: v
+        for name, fields in got.items()
+        if name.startswith(k.passage_blob_prefix)
+        for f, v in fields.items()
+    }
+    assert sorted(bytes.fromhex(f).decode() for f in blobs) == ["123", "3", "4"]  # c's in two parts
+    check_golden("passages", got)

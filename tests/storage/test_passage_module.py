@@ -1,14 +1,14 @@
-"""ND.PASSAGES (native/valkey/passages.cpp) against real servers: the same passage workload, on a server
-with neardup's module and on one without (the Lua passage step), ends in identical keyspaces (every
-hash, field for field, every string, and every key's encoding) and the same search answers, for
-collections of every passage format (protocol 1 for formats 1 and 2, protocol 2 for format 3's packed
-index); its writes replay from the append-only file; bad arguments get an error and leave the data
-alone; a blob of another format than the collection's is refused before anything is written."""
+"""ND.PASSAGES and ND.POSTINGS (native/valkey/passages.cpp) against real servers: the same passage
+workload, on a server with neardup's module and on one without (the Lua passage step and read), ends in
+identical keyspaces (every hash, field for field, every string, and every key's encoding) and the same
+search answers; its writes replay from the append-only file; bad arguments get an error and leave the
+data alone; a blob of another format is refused before anything is written."""
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 import redis
 
@@ -53,7 +53,7 @@ def contents(client: redis.Redis, key: bytes) -> dict[bytes, bytes]:
 
 
 def dump(url: str) -> dict[bytes, tuple[bytes, dict[bytes, bytes]]]:
-    """Every hash (and string: format 3's index groups, as {b"": value}) of the server with its
+    """Every hash (and string: the index groups, as {b"": value}) of the server with its
     encoding; the registry (each collection's random generation) and the records' insertion times (each
     server's own clock) left out, generations renamed."""
     client = redis.Redis.from_url(url)
@@ -79,19 +79,17 @@ def dump(url: str) -> dict[bytes, tuple[bytes, dict[bytes, bytes]]]:
     return renamed
 
 
-#: Format 3's index holds keys.PACKED_GROUP_TARGET records a group before it splits, far fewer than this
+#: The index holds keys.PASSAGE_GROUP_TARGET records a group before it splits, far fewer than this
 #: workload posts: its state is told of this many records more, so that it splits at most 4 groups a
 #: document (as a table far over target does), through a level and beyond.
 PACKED_HEADSTART = 256 * 512
 
 
-async def workload(store: RedisStore, passage_format: int) -> list[object]:
+async def workload(store: RedisStore, name: str = "texts", seed: int = 3) -> list[object]:
     index = Index(store)
-    name = f"f{passage_format}"
-    await index.create_collection(CollectionParams.create(name, passages=True, passage_format=passage_format))
-    if passage_format == 3:
-        await store.client.hincrby(f"nd:{{{name}}}:state", "pN", PACKED_HEADSTART)
-    docs = documents(seed=passage_format, n=260)
+    await index.create_collection(CollectionParams.create(name, passages=True))
+    await store.client.hincrby(f"nd:{{{name}}}:state", "pN", PACKED_HEADSTART)
+    docs = documents(seed=seed, n=260)
     answers: list[object] = []
     for start in range(0, len(docs), 40):
         answers.append(await index.check(name, docs[start : start + 40]))
@@ -103,50 +101,39 @@ async def workload(store: RedisStore, passage_format: int) -> list[object]:
     return answers
 
 
-@pytest.mark.parametrize("passage_format", [1, 2, 3])
 async def test_module_and_lua_passage_steps_write_the_same_data_and_answer_the_same(
-    servers: tuple[EmbeddedValkey, EmbeddedValkey], stores: tuple[RedisStore, RedisStore], passage_format: int
+    servers: tuple[EmbeddedValkey, EmbeddedValkey], stores: tuple[RedisStore, RedisStore]
 ) -> None:
     with_module, lua_only = stores
-    answers_module = await workload(with_module, passage_format)
-    answers_lua = await workload(lua_only, passage_format)
+    answers_module = await workload(with_module)
+    answers_lua = await workload(lua_only)
     assert with_module._scripts.uses_module and not lua_only._scripts.uses_module
     stats = await with_module.client.info("commandstats")
     assert stats["cmdstat_nd.passages"]["calls"] >= 260
-    assert "cmdstat_nd.passages" not in await lua_only.client.info("commandstats")
-    # format 3's searches read the index with one ND.POSTINGS each (formats 1 and 2: in Lua)
-    assert ("cmdstat_nd.postings" in stats) == (passage_format == 3)
+    assert stats["cmdstat_nd.postings"]["calls"] >= 8  # each search reads the index with one
+    lua_stats = await lua_only.client.info("commandstats")
+    assert "cmdstat_nd.passages" not in lua_stats and "cmdstat_nd.postings" not in lua_stats
     assert answers_module == answers_lua
     assert any(sources for sources in answers_module[7:-1])  # the searches found their sources
     a, b = dump(servers[0].url), dump(servers[1].url)
     assert a == b
-    state = a[b"nd:{f%d}:state" % passage_format][1]
-    assert state.get(b"pf") == (None if passage_format == 1 else b"%d" % passage_format)
-    if passage_format == 3:
-        assert_packed_index(a, int(state[b"pL"]), int(state[b"pN"]) - PACKED_HEADSTART)
-        # ND.PASSAGES posts in place, within a group's spare room: a group it had to move is written
-        # again at its size, never kept at the twice its length the server grows a string to
-        client = redis.Redis.from_url(servers[0].url)
-        usage = [
-            (client.memory_usage(k, samples=0), client.strlen(k)) for k in client.scan_iter(match="*:f:*")
-        ]
-        client.close()
-        assert len(usage) == sum(b":f:" in k for k in a)
-        assert all(used <= 1.3 * size + 64 for used, size in usage), sorted(usage)[-5:]
-        return
-    assert int(state[b"pL"]) >= 6  # the index split many times along the way
-    index_fields = [f for k, (_, fields) in a.items() if b":f:" in k for f in fields]
-    assert {len(f) for f in index_fields} == {fingerprints.KEY_BYTES[passage_format]}
-    postings = [v for k, (_, fields) in a.items() if b":f:" in k for v in fields.values()]
-    # the boilerplate's postings filled up (5-byte ordinals; replacements and a delete took a few out)
-    assert 60 * 5 <= max(len(v) for v in postings) <= 64 * 5
+    state = a[b"nd:{texts}:state"][1]
+    assert b"pf" not in state
+    assert_packed_index(a, int(state[b"pL"]), int(state[b"pN"]) - PACKED_HEADSTART)
+    # ND.PASSAGES posts in place, within a group's spare room: a group it had to move is written
+    # again at its size, never kept at the twice its length the server grows a string to
+    client = redis.Redis.from_url(servers[0].url)
+    usage = [(client.memory_usage(k, samples=0), client.strlen(k)) for k in client.scan_iter(match="*:f:*")]
+    client.close()
+    assert len(usage) == sum(b":f:" in k for k in a)
+    assert all(used <= 1.3 * size + 64 for used, size in usage), sorted(usage)[-5:]
 
 
 Keyspace = dict[bytes, tuple[bytes, dict[bytes, bytes]]]
 
 
 def assert_packed_index(keyspace: Keyspace, level: int, records: int) -> None:
-    """Format 3: every index group a string of 8-byte records in (key, ordinal) order, each in the group
+    """Every index group a string of 8-byte records in (key, ordinal) order, each in the group
     its key's low bits name; ``records`` of them in all; the boilerplate's postings full; long blobs in
     parts of 600 bytes, every blob group still a listpack."""
     assert level >= 9  # started at 8, split through a level
@@ -174,8 +161,8 @@ async def test_nd_passages_replays_from_the_append_only_file(
     servers: tuple[EmbeddedValkey, EmbeddedValkey], stores: tuple[RedisStore, RedisStore]
 ) -> None:
     server = servers[0]
-    await workload(stores[0], 2)
-    await workload(stores[0], 3)
+    await workload(stores[0], "texts", 3)
+    await workload(stores[0], "other", 4)
     before = dump(server.url)
     aof = b"".join(p.read_bytes() for p in (server.data_dir / "appendonlydir").glob("*.incr.aof"))
     assert b"nd.passages" in aof.lower()
@@ -189,59 +176,19 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
 ) -> None:
     client = redis.Redis.from_url(servers[0].url)
     try:
-        blob = fingerprints.blob(" ".join(VOCABULARY[:60]), 2)
-        ordinal = (1).to_bytes(5, "big")
-        ok = ["1", "f:", 0, 0, 0, 16, "p:0", "1", ordinal, blob, 64, 5]
-        cases = [
-            ("wrong number", ok[:-1]),
-            ("protocol version", ["3", *ok[1:]]),
-            ("out of range", [*ok[:3], 1, *ok[4:]]),  # S >= 2^L
-            ("out of range", [*ok[:2], 99, *ok[3:]]),
-            ("cap out of range", [*ok[:10], 0, 5]),
-            ("width not 4 or 5", [*ok[:11], 6]),
-            ("ordinal is <width> bytes", [*ok[:8], b"\0\0\0\1", *ok[9:]]),
-            ("too short", [*ok[:9], blob[:8], *ok[10:]]),
-            ("unknown passage blob format", [*ok[:9], b"\3" + blob[1:], *ok[10:]]),
-            ("truncated", [*ok[:9], blob[:20], *ok[10:]]),
-        ]
-        for message, args in cases:
-            with pytest.raises(redis.ResponseError, match=message):
-                client.execute_command("ND.PASSAGES", *args)
-        assert client.dbsize() == 0
-        client.set("p:0", "not a hash")
-        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            client.execute_command("ND.PASSAGES", *ok)
-        assert client.dbsize() == 1
-        client.delete("p:0")
-        m = int.from_bytes(blob[5:9], "little")
-        assert client.execute_command("ND.PASSAGES", *ok) == [0, 0, m]  # one field per key: no split at 16
-        assert client.hgetall("p:0") == {b"1": blob}
-        assert sorted(client.hgetall("f:0")) == sorted(blob[9 + 5 * e : 14 + 5 * e] for e in range(m))
-        ok[4], ok[8] = m, (2).to_bytes(5, "big")  # another document with the same keys, cap 1
-        ok[10] = 1
-        assert client.execute_command("ND.PASSAGES", *ok) == [0, 0, m]
-        assert set(client.hgetall("f:0").values()) == {(1).to_bytes(5, "big")}
-    finally:
-        client.close()
-
-
-def test_protocol_2_bad_arguments_get_an_error_and_leave_the_data_alone(
-    servers: tuple[EmbeddedValkey, EmbeddedValkey],
-) -> None:
-    client = redis.Redis.from_url(servers[0].url)
-    try:
-        blob = fingerprints.blob(" ".join(VOCABULARY[:700]), 3)
+        blob = fingerprints.blob(" ".join(VOCABULARY[:700]))
         assert 600 < len(blob) <= 1200
-        _, _, m, at = fingerprints.header(blob)
+        _, m, at = fingerprints.header(blob)
         ordinal = (1).to_bytes(5, "big")
-        ok = ["2", "f:", 8, 0, 0, 256, "p:0", "1", ordinal, blob, 64, 5, 120, 600]
+        ok = ["1", "f:", 8, 0, 0, 256, "p:0", "1", ordinal, blob, 64, 5, 120, 600]
         cases = [
             ("wrong number", ok[:-1]),
+            ("protocol version", ["2", *ok[1:]]),
             ("out of range", [*ok[:2], 7, *ok[3:]]),  # a packed index has at least 2^8 groups
             ("out of range", [*ok[:2], 24, *ok[3:]]),  # and at most 2^24 (a stored key's 24 bits)
             ("out of range", [*ok[:7], "120", *ok[8:]]),  # slot >= stride
             ("out of range", [*ok[:13], 8]),  # parts too small
-            ("width not 4 or 5", [*ok[:11], 6, *ok[12:]]),
+            ("width must be 5", [*ok[:11], 4, *ok[12:]]),
             ("ordinal is <width> bytes", [*ok[:8], b"\0\0\0\1", *ok[9:]]),
             ("too short", [*ok[:9], blob[:8], *ok[10:]]),
             ("unknown passage blob format", [*ok[:9], b"\2" + blob[1:], *ok[10:]]),
@@ -251,7 +198,7 @@ def test_protocol_2_bad_arguments_get_an_error_and_leave_the_data_alone(
             with pytest.raises(redis.ResponseError, match=message):
                 client.execute_command("ND.PASSAGES", *args)
         assert client.dbsize() == 0
-        keys = fingerprints.unpack_keys(blob[at : at + 4 * m], 3).tolist()
+        keys = fingerprints.unpack_keys(blob[at : at + 4 * m]).tolist()
         busy = f"f:{keys[0] % 256}"  # a group the blob posts to
         client.hset(busy, "a", "not a string")
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
@@ -266,15 +213,28 @@ def test_protocol_2_bad_arguments_get_an_error_and_leave_the_data_alone(
         assert len(records) == 8 * len(set(keys))
         expected = sorted((k % 256, (k >> 8).to_bytes(3, "big") + ordinal) for k in set(keys))
         assert records == b"".join(r for _, r in expected)
+        # ND.POSTINGS reads them back: per key its count (2 bytes) and ordinals
+        wanted = fingerprints.key_bytes(np.array(sorted(set(keys)), np.uint64))
+        read = ["1", "f:", 8, 0, 5, wanted]
+        assert client.execute_command("ND.POSTINGS", *read) == (b"\0\1" + ordinal) * len(set(keys))
+        for message, args in [
+            ("wrong number", read[:-1]),
+            ("protocol version", ["2", *read[1:]]),
+            ("out of range", [*read[:2], 7, *read[3:]]),
+            ("width must be 5", [*read[:4], 4, *read[5:]]),
+            ("4 bytes each", [*read[:5], wanted[:-1]]),
+        ]:
+            with pytest.raises(redis.ResponseError, match=message):
+                client.execute_command("ND.POSTINGS", *args)
     finally:
         client.close()
 
 
-async def test_a_blob_of_another_format_than_the_collections_is_refused_before_any_write(
+async def test_a_blob_of_another_format_is_refused_before_any_write(
     stores: tuple[RedisStore, RedisStore],
 ) -> None:
     for store in stores:
-        assert await store.create_collection("c", b"{}", "g", passages=2) is None
+        assert await store.create_collection("c", b"{}", "g", passages=True) is None
         k = CollectionKeys("c", "g")
         text = " ".join(VOCABULARY[:80])
         batch = CheckBatch(
@@ -286,10 +246,10 @@ async def test_a_blob_of_another_format_than_the_collections_is_refused_before_a
             records=[b"0:1:a"],
             expected=[b""],
             old_bands=[b""],
-            passages=[fingerprints.blob(text, 1)],
+            passages=[b"\2" + fingerprints.blob(text)[1:]],
         )
         keyspace = await store.client.dbsize()
-        with pytest.raises(StoreDown, match="passage blob format 1 in a collection of passage format 2"):
+        with pytest.raises(StoreDown, match="unknown passage blob format 2"):
             await store.check(k, "insert", batch, max_candidates=8)
         assert await store.client.dbsize() == keyspace
         assert await store.client.hget(k.state, "seq") == b"0"
@@ -298,7 +258,7 @@ async def test_a_blob_of_another_format_than_the_collections_is_refused_before_a
 async def test_a_packed_index_stops_splitting_where_stored_keys_name_its_groups(
     stores: tuple[RedisStore, RedisStore],
 ) -> None:
-    """Level 23 (2^24 groups) is format 3's last: a stored blob keeps 24 bits of each key, which must
+    """Level 23 (2^24 groups) is the index's last: a stored blob keeps 24 bits of each key, which must
     name the key's group for the document's removal; past it, groups only grow."""
     for store in stores:
         index = Index(store)
@@ -312,23 +272,3 @@ async def test_a_packed_index_stops_splitting_where_stored_keys_name_its_groups(
         found = await index.passages("top", docs[2].text)
         assert [s.id for s in found.sources] == ["d2"]
         assert (await index.passages("top", docs[1].text)).sources == []
-
-
-async def test_a_module_older_than_version_5_gets_the_lua_passage_step_and_read(
-    servers: tuple[EmbeddedValkey, EmbeddedValkey], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A server running the module of an earlier release (ND.PASSAGES without protocol 2, no
-    ND.POSTINGS), played by asking for a version above this module's: the passages of every format are
-    written and read in Lua, the band step still goes through the module."""
-    from neardup.storage import scripts
-
-    monkeypatch.setattr(scripts, "PACKED_PASSAGES_MODULE_VERSION", 99)
-    store = RedisStore.from_url(servers[0].url)
-    try:
-        answers = await workload(store, 3)
-        stats = await store.client.info("commandstats")
-        assert "cmdstat_nd.bands" in stats
-        assert "cmdstat_nd.passages" not in stats and "cmdstat_nd.postings" not in stats
-        assert any(sources for sources in answers[7:-1])
-    finally:
-        await store.close()

@@ -2,20 +2,23 @@
 --
 -- Shared ARGV head of check.lua, lookup.lua and delete.lua (built by store.py from keys.py):
 --   ARGV[1] gen of the collection the client computed for   ARGV[2..5] band, id, sig, record prefixes
---   ARGV[6] band group target   ARGV[7] id group target   ARGV[9] record group size
---   ARGV[8] sig group size of a collection whose state has no `sg` (layouts 1 and 2; load_state)
+--   ARGV[6] band group target   ARGV[7] id group target   ARGV[8] ordinal width in bytes
+--   (keys.ORDINAL_WIDTH)   ARGV[9] record group size
 -- KEYS[1] is always the collection's state hash. The group keys are derived from the prefixes (so the
 -- scripts touch undeclared keys: fine on a standalone server, which is the only place they run).
 
 local GEN, BAND, IDS, SIG, DOC = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local BAND_TARGET, ID_TARGET = tonumber(ARGV[6]), tonumber(ARGV[7])
-local SIG_GROUP, DOC_GROUP = tonumber(ARGV[8]), tonumber(ARGV[9])
--- The collection's ordinal width in bytes (the state's `ow`; 4 where a layout-1 state has none), set by
--- load_state: band values hold ordinals of OW bytes each, big-endian.
-local OW, OW_FORMAT, MAX_ORDINAL = 4, '>I4', 4294967295
--- Passages (keys.py: PASSAGE_GROUP_TARGET, POSTING_CAP, PASSAGE_GROUP): the index and blob prefixes sit
--- beside the band prefix ("nd:c:g:b:" -> "nd:c:g:f:", "nd:c:g:p:").
-local PASSAGE_TARGET, POSTING_CAP, PASSAGE_GROUP = 16, 64, 120
+local DOC_GROUP = tonumber(ARGV[9])
+-- Every stored ordinal (band values, postings, site entries) is OW bytes, big-endian.
+local OW = tonumber(ARGV[8])
+local OW_FORMAT, MAX_ORDINAL = '>I' .. OW, 2 ^ (8 * OW) - 1
+-- Sketches per signature hash: the state's `sg`, fixed at creation (keys.sig_group_size), set by
+-- load_state.
+local SIG_GROUP = 0
+-- Passages (keys.py: POSTING_CAP, PASSAGE_GROUP): the index and blob prefixes sit beside the band
+-- prefix ("nd:c:g:b:" -> "nd:c:g:f:", "nd:c:g:p:").
+local POSTING_CAP, PASSAGE_GROUP = 64, 120
 local PASSAGE_INDEX = string.sub(BAND, 1, #BAND - 2) .. 'f:'
 local PASSAGE_BLOBS = string.sub(BAND, 1, #BAND - 2) .. 'p:'
 
@@ -85,8 +88,8 @@ end
 -- Split groups until the table is back under its target fields per group, at most MAX_SPLITS per
 -- call. Each split rehashes one group (tens of fields), so the cost is spread evenly over the
 -- insertions; the bound keeps a call short when a table is far over target (e.g. after the target
--- was lowered): such a table catches up a few splits per document. `t.split` is the layout's split
--- (split_hash; passage format 3's index: split_packed, which stops at level t.top).
+-- was lowered): such a table catches up a few splits per document. `t.split` is the table's split
+-- (split_hash; the passage index: split_packed, which stops at level t.top).
 local MAX_SPLITS = 4
 local function grow(t)
   local splits = 0
@@ -103,13 +106,13 @@ local function grow(t)
   end
 end
 
--- Passage format 3's index (keys.py; native/valkey/packed_index.hpp writes the same bytes): a group is
--- one string of records sorted by (key, ordinal), each the fingerprint key's bits 8..31 (3 bytes,
+-- The passage index (keys.py; native/valkey/packed_index.hpp writes the same bytes): a group is one
+-- string of records sorted by (key, ordinal), each the fingerprint key's bits 8..31 (3 bytes,
 -- big-endian; its bits 0..7 are the group number's, the index starting with 2^8 groups) then an
 -- ordinal (OW bytes, big-endian). A key's posting is its run of records; N counts records.
-local PACKED_TARGET, PACKED_LEVEL = 128, 8
+local PASSAGE_TARGET, PASSAGE_LEVEL = 128, 8
 -- Its last level: a stored blob keeps 24 bits of each key, which must name the key's group (2^24).
-local PACKED_TOP = 23
+local PASSAGE_TOP = 23
 
 -- The record key of a fingerprint key (4 raw little-endian bytes): its bits 8..31, big-endian.
 local function record_key(key) return string.reverse(string.sub(key, 2, 4)) end
@@ -155,12 +158,10 @@ end
 -- Returns the state table, or nil and the status to return ('nocollection' or 'stale').
 local function load_state()
   local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'docs', 'bL', 'bS', 'bN', 'iL', 'iS', 'iN',
-    'ttl', 'maxd', 'low', 'ow', 'pL', 'pS', 'pN', 'sg', 'pf')
+    'ttl', 'maxd', 'low', 'pL', 'pS', 'pN', 'sg')
   if not v[1] then return nil, 'nocollection' end
   if v[1] ~= GEN then return nil, 'stale' end
-  OW = tonumber(v[13]) or 4
-  SIG_GROUP = tonumber(v[17]) or SIG_GROUP  -- sketches per signature hash, since layout 3
-  OW_FORMAT, MAX_ORDINAL = '>I' .. OW, 2 ^ (8 * OW) - 1
+  SIG_GROUP = tonumber(v[16])
   local st = {
     seq = tonumber(v[2]), docs = tonumber(v[3]),
     ttl = tonumber(v[10]) or 0, maxd = tonumber(v[11]) or 0, low = tonumber(v[12]) or 0,
@@ -169,13 +170,10 @@ local function load_state()
     id = {prefix = IDS, L = tonumber(v[7]), n = 2 ^ tonumber(v[7]), S = tonumber(v[8]),
           N = tonumber(v[9]), target = ID_TARGET, hash = id_hash, names = {}, split = split_hash},
     -- the passage index (keys.py): only in collections created with passages on (pL set at creation)
-    pas = {prefix = PASSAGE_INDEX, L = tonumber(v[14]) or 0, n = 2 ^ (tonumber(v[14]) or 0),
-           S = tonumber(v[15]) or 0, N = tonumber(v[16]) or 0, target = PASSAGE_TARGET, hash = band_hash,
-           names = {}, on = v[14] ~= false, format = tonumber(v[18]) or 1, split = split_hash},
+    pas = {prefix = PASSAGE_INDEX, L = tonumber(v[13]) or 0, n = 2 ^ (tonumber(v[13]) or 0),
+           S = tonumber(v[14]) or 0, N = tonumber(v[15]) or 0, target = PASSAGE_TARGET, names = {},
+           on = v[13] ~= false, split = split_packed, top = PASSAGE_TOP},
   }
-  if st.pas.format >= 3 then
-    st.pas.split, st.pas.target, st.pas.top = split_packed, PACKED_TARGET, PACKED_TOP
-  end
   return st
 end
 
@@ -325,19 +323,15 @@ local function remove_site_page(ord)
 end
 
 -- Passages (docs/design.md, "Passages"; keys.py): a collection created with passages on keeps each
--- document's passage blob (format 1, 2 or 3, the state's pf, 1 where absent; fingerprints.py: byte 1 =
--- version, then the word count and the entry count m, u32 each (formats 1, 2) or varints (format 3),
--- then m fingerprint keys of PASSAGE_KEY[version] raw bytes, then positions the scripts never read) in
--- p:<ord // 120> (format 3: in parts of PASSAGE_PART bytes, part j in the field slot + 120 j, so that
--- every part stays a listpack value), and an inverted index f:<group>: fingerprint key -> ordinals (OW
--- bytes each, big-endian), at most POSTING_CAP of them (a full posting takes no more: see the design
--- document for what is lost). The index has the band table's layout (a key's first 4 bytes pick its
--- group), with one hash field per key (formats 1, 2) or packed records (format 3, above);
+-- document's passage blob (fingerprints.py: byte 1 = PASSAGE_FORMAT, then the word count and the entry
+-- count m as varints, then m fingerprint keys of PASSAGE_KEY raw bytes, then positions the scripts
+-- never read), with the low STORED_KEY bytes of each key (passage_stored), in p:<ord // 120>, in parts
+-- of PASSAGE_PART bytes, part j in the field slot + 120 j, so that every part stays a listpack value;
+-- and the passage index (above): per fingerprint key, the ordinals of the documents that hold it, at
+-- most POSTING_CAP of them (a full posting takes no more: see the design document for what is lost).
 -- check.lua's passage_put (_passages_lua.lua, or ND.PASSAGES where the server has neardup's module)
 -- writes it and passages.lua reads it.
-local PASSAGE_KEY = {8, 5, 4}
--- Key bytes of a blob as stored: format 3 keeps the low 3 of each (passage_stored).
-local STORED_KEY = {8, 5, 3}
+local PASSAGE_FORMAT, PASSAGE_KEY, STORED_KEY = 3, 4, 3
 local PASSAGE_PART = 600
 local function passage_blob_key(ord) return PASSAGE_BLOBS .. string.format('%d', math.floor(ord / PASSAGE_GROUP)) end
 
@@ -357,29 +351,25 @@ end
 
 -- (m, position of the first key) of a blob at least 9 bytes long; m is nil when the header is cut short.
 local function passage_head(blob)
-  if string.byte(blob, 1) < 3 then return struct.unpack('<I4', blob, 6), 10 end
   local _, p = varint(blob, 2)
   return varint(blob, p)
 end
 
--- Why a blob cannot be stored in this collection (nil: it can; '' and short blobs are not stored).
-local function passage_problem(st, blob)
+-- Why a blob cannot be stored (nil: it can; '' and short blobs are not stored).
+local function passage_problem(blob)
   if not blob or #blob < 9 then return nil end
-  local version = string.byte(blob, 1)
-  if version ~= st.pas.format then
-    return 'passage blob format ' .. version .. ' in a collection of passage format ' .. st.pas.format
-  end
+  local format = string.byte(blob, 1)
+  if format ~= PASSAGE_FORMAT then return 'unknown passage blob format ' .. format end
   local m, at = passage_head(blob)
-  if not m or #blob < at - 1 + PASSAGE_KEY[version] * m then return 'truncated passage blob' end
+  if not m or #blob < at - 1 + PASSAGE_KEY * m then return 'truncated passage blob' end
   return nil
 end
 
--- The distinct fingerprint keys of a passage blob as sent (`widths` PASSAGE_KEY) or as stored
--- (STORED_KEY), in order, as a list.
-local function passage_keys(blob, widths)
+-- The distinct fingerprint keys of a passage blob as sent (`width` PASSAGE_KEY, the default) or as
+-- stored (STORED_KEY), in order, as a list.
+local function passage_keys(blob, width)
   if not blob or #blob < 9 then return {} end
-  local width = (widths or PASSAGE_KEY)[string.byte(blob, 1)]
-  if not width then error('unknown passage blob format ' .. string.byte(blob, 1)) end
+  width = width or PASSAGE_KEY
   local m, at = passage_head(blob)
   local seen, out = {}, {}
   for q = at, at - 1 + width * m, width do
@@ -392,34 +382,34 @@ local function passage_keys(blob, widths)
   return out
 end
 
--- The blob as stored (fingerprints.stored): format 3 keeps the low 3 bytes of each key.
+-- The blob as stored (fingerprints.stored): the low 3 bytes of each key.
 local function passage_stored(blob)
-  if string.byte(blob, 1) < 3 then return blob end
   local m, at = passage_head(blob)
   local out = {string.sub(blob, 1, at - 1)}
-  for q = at, at - 1 + 4 * m, 4 do out[#out + 1] = string.sub(blob, q, q + 2) end
-  out[#out + 1] = string.sub(blob, at + 4 * m)
+  for q = at, at - 1 + PASSAGE_KEY * m, PASSAGE_KEY do out[#out + 1] = string.sub(blob, q, q + 2) end
+  out[#out + 1] = string.sub(blob, at + PASSAGE_KEY * m)
   return table.concat(out)
 end
 
--- Document ord's blob: stored whole (formats 1, 2), or in parts (format 3) that passage_blob_parts
--- names; read back whole (nil: none stored).
-local function passage_blob_parts(st, ord, size)
+-- Document ord's stored blob in parts: the fields that hold them (passage_blob_parts), written, and
+-- read back whole (nil: none stored).
+local function passage_blob_parts(ord, size)
   local base, out = ord % PASSAGE_GROUP, {}
-  local parts = st.pas.format >= 3 and math.max(1, math.ceil(size / PASSAGE_PART)) or 1
-  for j = 0, parts - 1 do out[#out + 1] = string.format('%d', base + j * PASSAGE_GROUP) end
+  for j = 0, math.max(1, math.ceil(size / PASSAGE_PART)) - 1 do
+    out[#out + 1] = string.format('%d', base + j * PASSAGE_GROUP)
+  end
   return out
 end
-local function passage_blob_set(st, ord, blob)
-  local key, size = passage_blob_key(ord), st.pas.format >= 3 and PASSAGE_PART or #blob
-  for j, field in ipairs(passage_blob_parts(st, ord, #blob)) do
-    redis.call('HSET', key, field, string.sub(blob, (j - 1) * size + 1, j * size))
+local function passage_blob_set(ord, blob)
+  local key = passage_blob_key(ord)
+  for j, field in ipairs(passage_blob_parts(ord, #blob)) do
+    redis.call('HSET', key, field, string.sub(blob, (j - 1) * PASSAGE_PART + 1, j * PASSAGE_PART))
   end
 end
-local function passage_blob_get(st, ord)
+local function passage_blob_get(ord)
   local key = passage_blob_key(ord)
   local part = redis.call('HGET', key, slot(ord, PASSAGE_GROUP))
-  if not part or st.pas.format < 3 then return part end
+  if not part then return nil end
   local parts = {part}
   while #part == PASSAGE_PART do
     part = redis.call('HGET', key, string.format('%d', ord % PASSAGE_GROUP + #parts * PASSAGE_GROUP))
@@ -429,8 +419,8 @@ local function passage_blob_get(st, ord)
   return table.concat(parts)
 end
 
--- Take ordinal o4 out of the bucket `key` of table t (the band table or the passage index of formats
--- 1, 2: the same layout); a bucket left empty is deleted and the table's field count goes down.
+-- Take ordinal o4 out of the bucket `key` of the band table t; a bucket left empty is deleted and the
+-- table's field count goes down.
 local function unbucket(t, key, o4)
   local group = group_of(t, band_hash(key))
   local value = redis.call('HGET', group, key)
@@ -449,7 +439,7 @@ local function unbucket(t, key, o4)
   end
 end
 
--- Format 3: append ordinal o4 (larger than any posted) to the posting of `key`, unless it is full.
+-- Append ordinal o4 (larger than any posted) to the posting of `key`, unless it is full.
 local function packed_post(t, key, o4)
   local group = group_of(t, band_hash(key))
   local v = redis.call('GET', group) or ''
@@ -461,8 +451,8 @@ local function packed_post(t, key, o4)
   t.N = t.N + 1
 end
 
--- Format 3: take ordinal o4's records out of the index group that a stored key (its low 3 bytes) names:
--- every record of that ordinal in the group is the document's own.
+-- Take ordinal o4's records out of the index group that a stored key (its low 3 bytes) names: every
+-- record of that ordinal in the group is the document's own.
 local function packed_unpost(t, stored_key, o4)
   local a, b, c = string.byte(stored_key, 1, 3)
   local group = group_of(t, a + b * 256 + c * 65536)
@@ -485,24 +475,18 @@ local function packed_unpost(t, stored_key, o4)
   end
 end
 
--- The postings of a text's keys (`wanted`: `width` raw bytes each), in Lua: visit(key, value, first,
--- stop, stride, size) for each key that has one, its `size` ordinals in `value` from byte `first` to
--- `stop`, `stride` apart (a hash field of ordinals; format 3: its run of records). passages.lua reads
--- through read_postings: this, or one ND.POSTINGS for format 3 (_postings_module.lua).
-local function lua_postings(st, wanted, width, visit)
-  local packed, rw = st.pas.format >= 3, 3 + OW
-  for q = 1, #wanted - width + 1, width do
-    local key = string.sub(wanted, q, q + width - 1)
-    local group = group_of(st.pas, band_hash(key))
-    if packed then
-      local value = redis.call('GET', group)
-      if value then
-        local lo, hi = posting_range(value, record_key(key))
-        if hi > lo then visit(key, value, lo * rw + 4, (hi - 1) * rw + 4, rw, hi - lo) end
-      end
-    else
-      local value = redis.call('HGET', group, key)
-      if value then visit(key, value, 1, #value, OW, #value / OW) end
+-- The postings of a text's keys (`wanted`: PASSAGE_KEY raw bytes each), in Lua: visit(key, value,
+-- first, stop, stride, size) for each key that has one, its `size` ordinals in `value` from byte
+-- `first` to `stop`, `stride` apart (its run of records). passages.lua reads through read_postings:
+-- this, or one ND.POSTINGS (_postings_module.lua).
+local function lua_postings(st, wanted, visit)
+  local rw = 3 + OW
+  for q = 1, #wanted - PASSAGE_KEY + 1, PASSAGE_KEY do
+    local key = string.sub(wanted, q, q + PASSAGE_KEY - 1)
+    local value = redis.call('GET', group_of(st.pas, band_hash(key)))
+    if value then
+      local lo, hi = posting_range(value, record_key(key))
+      if hi > lo then visit(key, value, lo * rw + 4, (hi - 1) * rw + 4, rw, hi - lo) end
     end
   end
 end
@@ -510,12 +494,11 @@ end
 -- Remove a document's postings and its passage blob (none stored: nothing to do).
 local function remove_passages(st, ord)
   if not st.pas.on then return end
-  local blob = passage_blob_get(st, ord)
+  local blob = passage_blob_get(ord)
   if not blob then return end
   local o4 = ordinal_bytes(ord)
-  local unpost = st.pas.format >= 3 and packed_unpost or unbucket
-  for _, key in ipairs(passage_keys(blob, STORED_KEY)) do unpost(st.pas, key, o4) end
-  redis.call('HDEL', passage_blob_key(ord), unpack(passage_blob_parts(st, ord, #blob)))
+  for _, key in ipairs(passage_keys(blob, STORED_KEY)) do packed_unpost(st.pas, key, o4) end
+  redis.call('HDEL', passage_blob_key(ord), unpack(passage_blob_parts(ord, #blob)))
 end
 
 -- Remove a stored document's band entries, signature and record (the id field is the caller's).

@@ -6,20 +6,8 @@
 -- holds fewer than POSTING_CAP ordinals (a new key gets a posting of its own), in the blob's order,
 -- then split the index as needed.
 local function passage_put(st, ord, o4, blob)
-  passage_blob_set(st, ord, passage_stored(blob))
-  local t, full = st.pas, OW * POSTING_CAP
-  for _, key in ipairs(passage_keys(blob)) do
-    if t.format >= 3 then
-      packed_post(t, key, o4)
-    else
-      local group = group_of(t, band_hash(key))
-      if redis.call('HSETNX', group, key, o4) == 1 then
-        t.N = t.N + 1
-      else
-        local value = redis.call('HGET', group, key)
-        if #value < full then redis.call('HSET', group, key, value .. o4) end
-      end
-    end
-  end
+  passage_blob_set(ord, passage_stored(blob))
+  local t = st.pas
+  for _, key in ipairs(passage_keys(blob)) do packed_post(t, key, o4) end
   grow(t)
 end

@@ -1,16 +1,10 @@
 -- _passages_module.lua: check.lua's passage step as one call of ND.PASSAGES, the command of neardup's
--- Valkey module (native/valkey/passages.cpp; version 5 or later: protocol 2 for passage format 3).
--- Same contract and the same data as _passages_lua.lua, in one command that reads the blob itself
--- instead of one to three commands per fingerprint key.
+-- Valkey module (native/valkey/passages.cpp). Same contract and the same data as _passages_lua.lua, in
+-- one command that reads the blob itself instead of one to three commands per fingerprint key.
 local function passage_put(st, ord, o4, blob)
-  local t, r = st.pas, nil
-  if t.format >= 3 then
-    r = redis.call('ND.PASSAGES', '2', t.prefix, t.L, t.S, t.N, t.target, passage_blob_key(ord),
-      slot(ord, PASSAGE_GROUP), o4, blob, POSTING_CAP, OW, PASSAGE_GROUP, PASSAGE_PART)
-  else
-    r = redis.call('ND.PASSAGES', '1', t.prefix, t.L, t.S, t.N, t.target, passage_blob_key(ord),
-      slot(ord, PASSAGE_GROUP), o4, blob, POSTING_CAP, OW)
-  end
+  local t = st.pas
+  local r = redis.call('ND.PASSAGES', '1', t.prefix, t.L, t.S, t.N, t.target, passage_blob_key(ord),
+    slot(ord, PASSAGE_GROUP), o4, blob, POSTING_CAP, OW, PASSAGE_GROUP, PASSAGE_PART)
   t.L, t.S, t.N = r[1], r[2], r[3]
   t.n = 2 ^ t.L
 end

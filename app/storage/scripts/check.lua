@@ -89,14 +89,8 @@ if writes then
     end
   end
   if #missing > 0 then return {'replace', missing} end
-  for i = 1, n do  -- and ND.BANDS's protocol 5, where it counts the pages (_site_page_module.lua)
-    if SITE_PAGE_IN_BANDS and arg(i, 4) ~= '' then
-      site_page_ready(st)
-      break
-    end
-  end
   for i = 1, st.pas.on and n or 0 do
-    local problem = passage_problem(st, ARGV[19 + 5 * n + i])
+    local problem = passage_problem(ARGV[19 + 5 * n + i])
     if problem then return redis.error_reply(problem) end
   end
 end

@@ -9,7 +9,7 @@
 --   appends:  add the ordinal to the bucket (group, band key), unless already there or the bucket
 --             holds ARGV[4] ordinals already (keys.BUCKET_CAP)
 --   removals: take the ordinal out of the bucket; delete the field when it empties
--- ARGV[4] most ordinals a bucket keeps; ARGV[5] W, the collection's ordinal width (its state's `ow`);
+-- ARGV[4] most ordinals a bucket keeps; ARGV[5] W, the ordinal width in bytes (keys.ORDINAL_WIDTH);
 -- then sections from ARGV[6], each a count then its tuples,
 -- applied in this order after the band records:
 --   sets     (key, field, value):    HSET (signatures, records)

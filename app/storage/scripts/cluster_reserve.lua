@@ -12,13 +12,13 @@
 -- Returns {'ok', first ordinal, band groups, id groups, this server's time in ms (the batch's records
 -- carry it as their insertion time)} or {'nocollection'} / {'stale'}
 
-local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'bG', 'iG', 'ow')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'bG', 'iG')
 if not v[1] then return {'nocollection'} end
 if v[1] ~= ARGV[1] then return {'stale'} end
 local n, seq = tonumber(ARGV[2]), tonumber(v[2])
 if ARGV[3] and tonumber(ARGV[3]) > seq then seq = tonumber(ARGV[3]) end
 if #ARGV > 3 then redis.call('HDEL', KEYS[2], unpack(ARGV, 4)) end
-local last = 2 ^ (8 * (tonumber(v[5]) or 4)) - 1  -- the state's ordinal width (4 bytes without `ow`)
+local last = 2 ^ 40 - 1  -- the last ordinal of keys.ORDINAL_WIDTH bytes (keys.max_ordinal)
 if seq + n > last then
   return redis.error_reply(string.format('ordinals of this collection exhausted (last %d)', last))
 end

@@ -1,7 +1,7 @@
 -- cluster_stamp.lua: (Redis Cluster) phase 2 of a check: stamp the batch's ordinals, in batch order,
 -- after their band entries were appended (docs/design.md, "Why first seen wins").
 --
--- Stamps only grow. They reach 2^52 (keys.stamp_scale), past the 14 digits Lua keeps when it turns a
+-- Stamps only grow. They reach 2^52 (keys.STAMP_SCALE), past the 14 digits Lua keeps when it turns a
 -- number into a string: every stamp is written with string.format('%d'), never joined with '..'.
 -- An ordinal whose implicit stamp (ordinal * SCALE) is above the last stamp issued
 -- (`top`) takes it and nothing is recorded; one that was overtaken by a larger ordinal gets top + 1,

@@ -5,12 +5,9 @@
 -- ARGV[4] retention in ms (0: none)   ARGV[5] max documents (0: no limit)
 -- ARGV[6..9] initial L and S of the band table, then of the id table (2^L + S groups, sized for the
 --   collection's capacity; all 0: one group each, grown by splits)
--- ARGV[10] ordinal width in bytes (keys.ORDINAL_WIDTH), fixed for the collection's life
--- ARGV[11] passages: '0' off, else the passage format (fingerprints.py): the passage index's shape pL, pS,
---   pN is created with the state, and formats 2 and 3 also write pf (a state without pf has format 1);
---   format 3's packed index starts with 2^8 groups (pL 8: keys.PACKED_INDEX_LEVEL, _common.lua's
---   PACKED_LEVEL)
--- ARGV[12] sketches per signature hash (keys.sig_group_size), fixed for the collection's life
+-- ARGV[10] passages: '1' on (the passage index's shape pL, pS, pN is created with the state: 2^8 groups,
+--   pL 8: keys.PASSAGE_INDEX_LEVEL, _common.lua's PASSAGE_LEVEL), '0' off
+-- ARGV[11] sketches per signature hash (keys.sig_group_size), fixed for the collection's life
 -- Returns {'created'} or {'exists', stored parameters JSON}
 
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
@@ -20,9 +17,6 @@ redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'gen', ARGV[3], 'seq', 0, 'docs', 0,
   'bL', tonumber(ARGV[6]) or 0, 'bS', tonumber(ARGV[7]) or 0, 'bN', 0,
   'iL', tonumber(ARGV[8]) or 0, 'iS', tonumber(ARGV[9]) or 0, 'iN', 0,
-  'ttl', tonumber(ARGV[4]) or 0, 'maxd', tonumber(ARGV[5]) or 0, 'low', 0, 'ow', ARGV[10],
-  'sg', ARGV[12])
-if ARGV[11] == '1' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0) end
-if ARGV[11] == '2' then redis.call('HSET', KEYS[2], 'pL', 0, 'pS', 0, 'pN', 0, 'pf', 2) end
-if ARGV[11] == '3' then redis.call('HSET', KEYS[2], 'pL', 8, 'pS', 0, 'pN', 0, 'pf', 3) end
+  'ttl', tonumber(ARGV[4]) or 0, 'maxd', tonumber(ARGV[5]) or 0, 'low', 0, 'sg', ARGV[11])
+if ARGV[10] == '1' then redis.call('HSET', KEYS[2], 'pL', 8, 'pS', 0, 'pN', 0) end
 return {'created'}

@@ -2,9 +2,8 @@
 -- their passage blobs and records (docs/design.md, "Passages").
 --
 -- KEYS[1]  collection state hash
--- ARGV[1..9] shared head (see _common.lua), then ARGV[10] the text's distinct fingerprint keys (raw, of
---   the collection's passage format's width: 8 bytes in format 1, 5 in format 2, 4 in format 3),
---   ARGV[11] most documents to return
+-- ARGV[1..9] shared head (see _common.lua), then ARGV[10] the text's distinct fingerprint keys (raw,
+--   4 bytes each: PASSAGE_KEY), ARGV[11] most documents to return
 -- A document scores sum over the keys it shares of 1 / (documents in that key's posting): a key in
 -- every template page counts little, a rare one fully. Documents evicted by max_documents are left
 -- out (expiry by time is the caller's check, with the returned time).
@@ -18,7 +17,7 @@ local out = {}
 if not st.pas.on then return {'ok', out, server_ms()} end
 local floor = floor_of(st)
 local score, order = {}, {}
-read_postings(st, wanted, PASSAGE_KEY[st.pas.format], function(key, value, first, stop, stride, size)
+read_postings(st, wanted, function(key, value, first, stop, stride, size)
   local weight = 1 / size
   for p = first, stop, stride do
     local ord = struct.unpack(OW_FORMAT, value, p)
@@ -39,7 +38,7 @@ end)
 for j = 1, math.min(limit, #order) do
   local ord = order[j]
   out[#out + 1] = ord
-  out[#out + 1] = passage_blob_get(st, ord) or ''
+  out[#out + 1] = passage_blob_get(ord) or ''
   out[#out + 1] = redis.call('HGET', doc_key(ord), slot(ord, DOC_GROUP)) or ''
 end
 return {'ok', out, server_ms()}
