@@ -262,10 +262,9 @@ async def test_collections_without_passages_refuse_the_search(standalone_store: 
         await index.passages("plain", "x", min_words=0)
 
 
-async def test_old_registry_entries_read_without_passages() -> None:
-    params = CollectionParams.create("old").to_dict()
-    assert "passages" not in params  # an entry without passages is written as before they existed
-    assert CollectionParams.from_dict(params).passages is False
+async def test_passages_are_a_parameter_of_the_entry() -> None:
+    params = CollectionParams.create("off").to_dict()
+    assert params["passages"] is False and CollectionParams.from_dict(params).passages is False
     on = CollectionParams.create("on", passages=True)
     assert CollectionParams.from_dict(on.to_dict()) == on
     with pytest.raises(InvalidParameters, match="passages"):

@@ -59,7 +59,7 @@ async def test_a_collection_spreads_over_every_shard(
     assert len(tagged) == 1  # the state (sequence and stamps) lives on one slot, nothing else does
     assert all(b"{" not in key for keys in per_node for key in keys if b"{big}" not in key)
     # signatures are grouped by the state's sg, as on one server (keys.sig_group_size)
-    k = (await index._collection("big")).keys
+    k = (await index.registry.get("big")).keys
     sig_group = keys.sig_group_size(CollectionParams.create("big").stored_bytes)
     assert sig_group == 134
     sig_keys = {key for keys in per_node for key in keys if key.startswith(k.sig_prefix.encode())}
