@@ -2,8 +2,7 @@
 -- keys, named from the returned shape (no keyspace scan).
 --
 -- KEYS[1] state hash   KEYS[2] pending hash   KEYS[3] late hash
--- Returns {gen, seq, band groups, id groups, registry entry ('' in states written before it was kept)}
--- or {} if there was no state
+-- Returns {gen, seq, band groups, id groups, registry entry} or {} if there was no state
 
 local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'bG', 'iG', 'params')
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])

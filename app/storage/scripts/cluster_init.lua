@@ -8,8 +8,7 @@
 -- ARGV[1] gen   ARGV[2] retention ms (0: none)   ARGV[3] max documents (0: none)
 -- ARGV[4] band groups   ARGV[5] id groups   ARGV[6] the registry entry (parameters JSON)
 -- ARGV[7] sketches per signature hash (keys.sig_group_size), fixed for the collection's life
--- Returns {'created'} or {'exists', gen, registry entry ('' for a state written before entries were
--- kept in it)}
+-- Returns {'created'} or {'exists', gen, registry entry}
 
 local cur = redis.call('HMGET', KEYS[1], 'gen', 'params')
 if cur[1] then

@@ -1,7 +1,7 @@
 -- cluster_unregister.lua: (Redis Cluster) remove a collection's registry entry, but only the entry of
 -- the generation being dropped (the entry its state kept): a creation that raced the drop (a new
--- state, then its own entry) keeps its entry. With '' (no state was found, or a state written before
--- it kept its entry) any entry of the name goes.
+-- state, then its own entry) keeps its entry. With '' (no state was found: a drop that died after
+-- deleting it) any entry of the name goes.
 --
 -- KEYS[1] registry hash
 -- ARGV[1] name   ARGV[2] the dropped state's registry entry, or ''
