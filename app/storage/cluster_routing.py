@@ -404,7 +404,7 @@ class ClusterRouting:
 
         return await self.retrying(attempt)
 
-    # --- collections ----------------------------------------------------------------------------------
+    # --- layouts, the state node's clock, health ------------------------------------------------------
 
     async def groups(self, k: keys.CollectionKeys) -> KeyGroups:
         """The key names of this collection generation, its layout read from its state once."""
