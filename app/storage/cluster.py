@@ -25,18 +25,27 @@ same id replaces it (the id swap makes the old ordinal dead; its entries are rem
 
 With ``min_replicas`` (NEARDUP_MIN_REPLICAS) every write round waits for that many replicas
 (ClusterRouting._synced); see docs/design.md, "Replication".
+
+How the parts fit: ``ClusterStore`` (here: collections and the check protocol's steps) has a
+``ClusterRouting`` (cluster_routing.py: the client, slot routing, script calls, replica waits) and a
+``ClusterRetention`` (cluster_retention.py: due, reclaim) over that same routing; both name keys
+with cluster_layout.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
+from redis.asyncio.cluster import RedisCluster
+
 from neardup.storage import keys, records
-from neardup.storage.cluster_layout import _bytes, _Groups, _split
+from neardup.storage.cluster_layout import KeyGroups, OpsFor, unpack_band_keys
 from neardup.storage.cluster_retention import ClusterRetention
+from neardup.storage.cluster_routing import ClusterRouting, as_bytes, cluster_client, raise_for_status
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
 from neardup.storage.store import (
     DROP_SWEEP_AGE_MS,
@@ -58,9 +67,9 @@ _UNLINK_CHUNK = 5000
 _CLAIM_TRIES = 12
 
 
-class ClusterStore(ClusterRetention):
-    """The store on a Redis Cluster: collections and the check protocol here, retention in
-    ``ClusterRetention``, routing and failure handling in ``ClusterRouting``. Build with
+class ClusterStore:
+    """The store on a Redis Cluster: collections and the check protocol here, retention in its
+    ``ClusterRetention``, routing and failure handling in its ``ClusterRouting``. Build with
     :meth:`from_url`."""
 
     #: Passages are not supported on a cluster yet: the domain refuses such collections (a 4xx).
@@ -69,6 +78,46 @@ class ClusterStore(ClusterRetention):
     #: Sites are not counted here (yet): the domain refuses a site_field at creation on a cluster, so
     #: the methods below are never called.
     supports_sites = False
+
+    def __init__(self, client: RedisCluster, *, timeout: float = 5.0, min_replicas: int = 0) -> None:
+        self._routing = ClusterRouting(client, timeout=timeout, min_replicas=min_replicas)
+        self._retention = ClusterRetention(self._routing)
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, timeout: float = 5.0, max_connections: int = 64, min_replicas: int = 0
+    ) -> ClusterStore:
+        """URL of any node of the cluster (``redis://`` or ``rediss://``, password as usual); the
+        client discovers the others. More seed nodes may follow, comma-separated, as ``host:port``
+        (``redis://:pw@node1:7000,node2:7000,node3:7000``): any one that answers is enough.
+        ``timeout`` bounds connecting and each command; a whole store
+        call is bounded by a few times it, then the caller gets StoreDown. ``min_replicas`` > 0: a
+        write the caller is told succeeded was applied by that many replicas of its shard (WAIT, at
+        most half the timeout each), else StoreDown."""
+        client = cluster_client(url, timeout=timeout, max_connections=max_connections)
+        return cls(client, timeout=timeout, min_replicas=min_replicas)
+
+    @property
+    def client(self) -> RedisCluster:
+        return self._routing.client
+
+    async def close(self) -> None:
+        await self._routing.close()
+
+    async def ping(self) -> None:
+        await self._routing.ping()
+
+    async def now_ms(self, k: keys.CollectionKeys) -> int:
+        """TIME of the node that holds the collection's state (the clock its scripts use)."""
+        return await self._routing.now_ms(k)
+
+    async def due(self, k: keys.CollectionKeys, *, now_ms: int, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` of the oldest expired or evicted documents: (ordinal, signature)."""
+        return await self._retention.due(k, now_ms=now_ms, limit=limit)
+
+    async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int:
+        """Remove these (ordinal, band keys) documents everywhere (see ``ClusterRetention.reclaim``)."""
+        return await self._retention.reclaim(k, items)
 
     async def link(
         self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]], settles: Sequence[int] = ()
@@ -103,38 +152,40 @@ class ClusterStore(ClusterRetention):
         exists), then the registry entry, written again by any later creation that finds it missing
         (a creation that died between the two). ``sketch_bytes`` sets how many sketches share a hash
         (``keys.sig_group_size``), as on one server."""
-        async with self._guard():
+        async with self._routing.guard():
             band_groups, id_groups = keys.cluster_groups(capacity, bands)
             sig_group = keys.sig_group_size(sketch_bytes)
-            reply = await self._state_call(
+            reply = await self._routing.run_state_script(
                 "cluster_init",
                 name,
                 [gen, ttl_ms, max_documents, band_groups, id_groups, params_json, sig_group],
             )
             if reply[0] == b"created":
-                await self._keyed_write(keys.REGISTRY, "HSET", keys.REGISTRY, name, params_json)
+                await self._routing.keyed_write(keys.REGISTRY, "HSET", keys.REGISTRY, name, params_json)
                 return None
-            existing = _bytes(reply[2]) or _bytes(await self._client.hget(keys.REGISTRY, name) or b"")
+            existing = as_bytes(reply[2]) or as_bytes(await self.client.hget(keys.REGISTRY, name) or b"")
             if existing:
-                await self._keyed_write(keys.REGISTRY, "HSETNX", keys.REGISTRY, name, existing)
+                await self._routing.keyed_write(keys.REGISTRY, "HSETNX", keys.REGISTRY, name, existing)
                 return existing
             raise StoreDown("the collection's state has no parameters and no registry entry")
 
     async def get_collection(self, name: str) -> tuple[bytes, int] | None:
-        async with self._guard():
+        async with self._routing.guard():
             params, docs = await asyncio.gather(
-                self._client.hget(keys.REGISTRY, name), self._client.hget(keys.state(name), "docs")
+                self.client.hget(keys.REGISTRY, name), self.client.hget(keys.state(name), "docs")
             )
-        return None if params is None else (_bytes(params), max(0, int(docs or 0)))
+        return None if params is None else (as_bytes(params), max(0, int(docs or 0)))
 
     async def list_collections(self) -> list[tuple[bytes, int]]:
-        async with self._guard():
-            registry: dict[Any, Any] = await self._client.hgetall(keys.REGISTRY)
-            names = sorted(_bytes(name) for name in registry)
+        async with self._routing.guard():
+            registry: dict[Any, Any] = await self.client.hgetall(keys.REGISTRY)
+            names = sorted(as_bytes(name) for name in registry)
             counts = await asyncio.gather(
-                *(self._client.hget(keys.state(name.decode()), "docs") for name in names)
+                *(self.client.hget(keys.state(name.decode()), "docs") for name in names)
             )
-        return [(_bytes(registry[name]), max(0, int(c or 0))) for name, c in zip(names, counts, strict=True)]
+        return [
+            (as_bytes(registry[name]), max(0, int(c or 0))) for name, c in zip(names, counts, strict=True)
+        ]
 
     async def drop_collection(self, name: str) -> bool:
         """The generation into the dropped ones (keys.DROPPED) first, so a drop that dies later is
@@ -143,31 +194,33 @@ class ClusterStore(ClusterRetention):
         own), then the data keys, named from the state's shape. The entry stays for the sweep: checks
         that were in flight can still write keys of the generation for a while, and the sweep unlinks
         those too."""
-        async with self._guard(30):
-            before = await self._retrying(
-                lambda: self._client.hmget(keys.state(name), ["gen", "seq", "bG", "iG"])
+        async with self._routing.guard(30):
+            before = await self._routing.retrying(
+                lambda: self.client.hmget(keys.state(name), ["gen", "seq", "bG", "iG"])
             )
             if before[0] is not None:
-                gen = _bytes(before[0]).decode()
+                gen = as_bytes(before[0]).decode()
                 now = await self.now_ms(keys.CollectionKeys(name, gen))
                 seq, band_groups, id_groups = (int(v or 0) for v in before[1:])
                 shape_text = keys.dropped_shape(seq, band_groups, id_groups, now)
-                await self._client.hset(keys.DROPPED, keys.dropped_entry(name, gen), shape_text)
-            shape = await self._state_call("cluster_drop", name, [])
-            gen = _bytes(shape[0]).decode() if shape else ""
-            entry = _bytes(shape[4]) if shape else b""
-            unregistered = await self._retrying(
-                lambda: self._eval("cluster_unregister", [keys.REGISTRY], [name, entry], touch=keys.REGISTRY)
+                await self.client.hset(keys.DROPPED, keys.dropped_entry(name, gen), shape_text)
+            shape = await self._routing.run_state_script("cluster_drop", name, [])
+            gen = as_bytes(shape[0]).decode() if shape else ""
+            entry = as_bytes(shape[4]) if shape else b""
+            unregistered = await self._routing.retrying(
+                lambda: self._routing.run_script(
+                    "cluster_unregister", [keys.REGISTRY], [name, entry], touch=keys.REGISTRY
+                )
             )
             if not shape and not unregistered:
                 return False
             if shape and int(shape[1]) > 0:  # seq 0: nothing was ever written
                 seq, band_groups, id_groups = map(int, shape[1:4])
-                self._layouts.pop((name, gen), None)
-                if before[0] is None or _bytes(before[0]).decode() != gen:  # created meanwhile
+                self._routing.forget_layout(name, gen)
+                if before[0] is None or as_bytes(before[0]).decode() != gen:  # created meanwhile
                     now = await self.now_ms(keys.CollectionKeys(name, gen))
                     shape_text = keys.dropped_shape(seq, band_groups, id_groups, now)
-                    await self._client.hset(keys.DROPPED, keys.dropped_entry(name, gen), shape_text)
+                    await self.client.hset(keys.DROPPED, keys.dropped_entry(name, gen), shape_text)
                 await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
         return True
 
@@ -176,19 +229,21 @@ class ClusterStore(ClusterRetention):
         left alone (its drop is still unlinking, checks in flight may still write); an entry whose
         generation is still the collection's (the drop died before it deleted the state) is forgotten
         once old enough."""
-        async with self._guard(30):
-            entries = await self._retrying(lambda: self._client.hgetall(keys.DROPPED))
+        async with self._routing.guard(30):
+            entries = await self._routing.retrying(lambda: self.client.hgetall(keys.DROPPED))
             done = 0
             for entry, shape in entries.items():
-                name, gen = _bytes(entry).decode().split(":", 1)
-                seq, band_groups, id_groups, ms = map(int, _bytes(shape).split(b":"))
+                name, gen = as_bytes(entry).decode().split(":", 1)
+                seq, band_groups, id_groups, ms = map(int, as_bytes(shape).split(b":"))
                 k = keys.CollectionKeys(name, gen)
-                if await self.now_ms(k) - ms < max(min_age_ms, self._abandon_ms()):
+                if await self.now_ms(k) - ms < max(min_age_ms, self._routing.abandon_ms()):
                     continue
-                live = await self._retrying(lambda n=name: self._client.hget(keys.state(n), "gen"))
-                if live is None or _bytes(live).decode() != gen:
+                live = await self._routing.retrying(
+                    functools.partial(self.client.hget, keys.state(name), "gen")
+                )
+                if live is None or as_bytes(live).decode() != gen:
                     await self._unlink_generation(k, seq, band_groups, id_groups)
-                await self._client.hdel(keys.DROPPED, _bytes(entry))
+                await self.client.hdel(keys.DROPPED, as_bytes(entry))
                 done += 1
         return done
 
@@ -197,23 +252,23 @@ class ClusterStore(ClusterRetention):
     ) -> None:
         """As RedisStore's: by name, or by a scan of every node when there are fewer keys than names."""
         names: AsyncIterator[Any] | Iterator[str]
-        if k.named_cost(seq, band_groups, id_groups) > int(await self._client.dbsize()):
-            names = self._client.scan_iter(match=k.data_pattern, count=_UNLINK_CHUNK)
+        if k.named_cost(seq, band_groups, id_groups) > int(await self.client.dbsize()):
+            names = self.client.scan_iter(match=k.data_pattern, count=_UNLINK_CHUNK)
         else:
             names = k.data_keys(seq, band_groups, id_groups)
         chunk: list[str] = []
 
-        def build(ops_for: Any) -> None:
+        def build(ops_for: OpsFor) -> None:
             for key in chunk:
                 ops_for(key).unlinks.append(key)
 
         async for key in each(names):
             chunk.append(key.decode() if isinstance(key, bytes) else key)
             if len(chunk) >= _UNLINK_CHUNK:
-                await self._write(build)
+                await self._routing.write(build)
                 chunk = []
         if chunk:
-            await self._write(build)
+            await self._routing.write(build)
 
     # --- documents ------------------------------------------------------------------------------------
 
@@ -221,7 +276,7 @@ class ClusterStore(ClusterRetention):
         self, k: keys.CollectionKeys, mode: Mode, batch: CheckBatch, *, max_candidates: int
     ) -> CheckReply | NeedOldBands:
         """The same contract as RedisStore.check, in the round trips of the module docstring."""
-        async with self._guard():
+        async with self._routing.guard():
             return await self._check(k, mode, batch, max_candidates)
 
     async def _check(
@@ -232,10 +287,11 @@ class ClusterStore(ClusterRetention):
         n = len(ids)
         if n == 0:
             return CheckReply([], [], {})
-        layout = await self._layout(k)
-        g = _Groups(k, layout)
+        g = await self._routing.groups(k)
         fields = [
-            [] if empties[i : i + 1] == b"1" else _split(band_keys[i * bands * 8 : (i + 1) * bands * 8])
+            []
+            if empties[i : i + 1] == b"1"
+            else unpack_band_keys(band_keys[i * bands * 8 : (i + 1) * bands * 8])
             for i in range(n)
         ]
         if mode == "restore":
@@ -248,17 +304,17 @@ class ClusterStore(ClusterRetention):
         for i, doc_id in enumerate(ids):
             first.setdefault(doc_id, i)
         firsts = sorted(first.values())
-        current = await self._get([(g.ids(ids[i]), ids[i]) for i in firsts])
+        current = await self._routing.read_fields([(g.ids(ids[i]), ids[i]) for i in firsts])
         stale = [(i, cur) for i, cur in zip(firsts, current, strict=True) if cur and cur != expected[i]]
         if stale:
-            sigs = await self._get([g.sig(int(cur)) for _, cur in stale])
+            sigs = await self._routing.read_fields([g.sig(int(cur)) for _, cur in stale])
             return NeedOldBands({i: (int(cur), sig) for (i, cur), sig in zip(stale, sigs, strict=True)})
         stored = dict(zip(firsts, current, strict=True))
         # A replaced version whose record names another id is not this id's to remove: the ordinal
         # went to another document after a failover lost this one's claim (NEARDUP_MIN_REPLICAS=0,
         # docs/design.md "Fencing"); only the id is moved.
         replaced = [(i, int(cur)) for i, cur in stored.items() if cur]
-        held = await self._get([g.doc(o) for _, o in replaced])
+        held = await self._routing.read_fields([g.doc(o) for _, o in replaced])
         foreign = {
             o for (i, o), r in zip(replaced, held, strict=True) if r and records.record_id(r) != ids[i]
         }
@@ -283,7 +339,7 @@ class ClusterStore(ClusterRetention):
                 cur = stored.get(i, b"")
                 if cur:
                     if int(cur) not in foreign:
-                        removed.append((int(cur), _split(old_bands[i])))
+                        removed.append((int(cur), unpack_band_keys(old_bands[i])))
                     forget.append(int(cur))
                 else:
                     new_docs += 1
@@ -291,7 +347,7 @@ class ClusterStore(ClusterRetention):
             last_of[doc_id] = i
             swaps.append((i, g.ids(doc_id), doc_id, before, str(ordinals[i]).encode()))
 
-        def build(ops_for: Any) -> None:
+        def build(ops_for: OpsFor) -> None:
             for i in range(n):
                 o4 = g.ordinal(ordinals[i])
                 for f in fields[i]:
@@ -303,30 +359,30 @@ class ClusterStore(ClusterRetention):
                 ops.swaps.extend((id_key, doc_id, before, new))
                 ops.swap_index.append(i)
 
-        failed = sorted(i for i, answer in await self._write(build) if answer not in (1, 2))
+        failed = sorted(i for i, answer in await self._routing.write(build) if answer not in (1, 2))
         if failed:
             # Another client changed these ids meanwhile: undo our versions of them, then the caller
             # looks again (the ids we did swap are replaced on that next call, like any stored id).
 
-            def undo(ops_for: Any) -> None:
+            def undo(ops_for: OpsFor) -> None:
                 for i in failed:
                     g.remove_document(ops_for, ordinals[i], fields[i])
 
-            await self._write(undo, sync=False)
-            current = await self._get([(g.ids(ids[i]), ids[i]) for i in failed])
+            await self._routing.write(undo, sync=False)
+            current = await self._routing.read_fields([(g.ids(ids[i]), ids[i]) for i in failed])
             named = [(i, int(c)) for i, c in zip(failed, current, strict=True) if c]
-            sigs = await self._get([g.sig(o) for _, o in named])
+            sigs = await self._routing.read_fields([g.sig(o) for _, o in named])
             need = {i: (0, b"") for i in failed}
             need.update({i: (o, s) for (i, o), s in zip(named, sigs, strict=True)})
             return NeedOldBands(need)
 
         # 3. stamp
-        reply = await self._state_call(
+        reply = await self._routing.run_state_script(
             "cluster_stamp",
             k,
-            [k.gen, ordinal0, n, 0, self._abandon_ms(), new_docs, keys.STAMP_SCALE, *forget],
+            [k.gen, ordinal0, n, 0, self._routing.abandon_ms(), new_docs, keys.STAMP_SCALE, *forget],
         )
-        self._status(reply)
+        raise_for_status(reply)
         own_stamps = {o: int(s) for o, s in zip(ordinals, reply[1], strict=True)}
         if mode == "put":
             return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps, now_ms=server_ms)
@@ -336,7 +392,7 @@ class ClusterStore(ClusterRetention):
         return read if read.now_ms else dataclasses.replace(read, now_ms=server_ms)
 
     async def _reserve(
-        self, k: keys.CollectionKeys, g: _Groups, n: int, sketches: Sequence[bytes], packed: Sequence[bytes]
+        self, k: keys.CollectionKeys, g: KeyGroups, n: int, sketches: Sequence[bytes], packed: Sequence[bytes]
     ) -> tuple[int, int, list[bytes]]:
         """Reserve n ordinals (pending), then claim their signature and record slots (one call per
         node, before anything else names them): a slot that holds another value means the ordinal was
@@ -344,13 +400,13 @@ class ClusterStore(ClusterRetention):
         did succeed are undone and the reservation is made again past the clash (the sequence jumps
         over it, further each time). Returns (first ordinal, the state node's time, the records
         restamped with it)."""
-        reply = await self._state_call("cluster_reserve", k, [k.gen, n])
+        reply = await self._routing.run_state_script("cluster_reserve", k, [k.gen, n])
         for attempt in range(_CLAIM_TRIES):
-            self._status(reply)
+            raise_for_status(reply)
             ordinal0, server_ms = int(reply[1]), int(reply[4])
             stamped = [records.restamp(record, server_ms) for record in packed]  # the server's clock
 
-            def claim(ops_for: Any, first: int = ordinal0, values: list[bytes] = stamped) -> None:
+            def claim(ops_for: OpsFor, first: int = ordinal0, values: list[bytes] = stamped) -> None:
                 for i in range(n):
                     for tag, (key, slot), value in (
                         (2 * i, g.sig(first + i), sketches[i]),
@@ -360,7 +416,7 @@ class ClusterStore(ClusterRetention):
                         ops.claims.extend((key, slot, value))
                         ops.claim_index.append(tag)
 
-            answers = dict(await self._write(claim, claims=True))
+            answers = dict(await self._routing.write(claim, claims=True))
             clashed = [i for i in range(n) if answers[2 * i] == 0 or answers[2 * i + 1] == 0]
             if not clashed:
                 return ordinal0, server_ms, stamped
@@ -375,20 +431,20 @@ class ClusterStore(ClusterRetention):
                 if answers[2 * i] == 1 or (mine and answers[2 * i] == 2):
                     undo.append(g.sig(ordinal0 + i))
 
-            def build(ops_for: Any, pairs: list[tuple[str, str]] = undo) -> None:
+            def build(ops_for: OpsFor, pairs: list[tuple[str, str]] = undo) -> None:
                 for key, slot in pairs:
                     ops_for(key).deletes.extend((key, slot))
 
             if undo:
-                await self._write(build, sync=False)
+                await self._routing.write(build, sync=False)
             past = ordinal0 + max(clashed) + n * ((1 << attempt) - 1)
             ours = range(ordinal0, ordinal0 + n)
-            reply = await self._state_call("cluster_reserve", k, [k.gen, n, past, *ours])
+            reply = await self._routing.run_state_script("cluster_reserve", k, [k.gen, n, past, *ours])
         raise StoreDown(
             f"the data shards hold ordinals this collection's state had not reserved, past {past}"
         )
 
-    async def _restore_bands(self, g: _Groups, fields: list[list[bytes]], expected: list[bytes]) -> None:
+    async def _restore_bands(self, g: KeyGroups, fields: list[list[bytes]], expected: list[bytes]) -> None:
         """Append each stored copy's ordinal (``expected``) to every bucket of its band keys, where it
         is missing: a check that died between its appends leaves a copy in some buckets only, and a
         retry that keeps that copy (unchanged) completes it here. Idempotent; full buckets stay full. If
@@ -397,17 +453,17 @@ class ClusterStore(ClusterRetention):
         if not wanted:
             return
 
-        def build(ops_for: Any) -> None:
+        def build(ops_for: OpsFor) -> None:
             for ordinal, doc_fields in wanted:
                 for f in doc_fields:
                     g.add_band(ops_for, f, g.ordinal(ordinal))
 
-        await self._write(build)
+        await self._routing.write(build)
 
     async def _read(
         self,
         k: keys.CollectionKeys,
-        g: _Groups,
+        g: KeyGroups,
         fields: list[list[bytes]],
         ordinals: list[int],
         own_stamps: dict[int, int],
@@ -417,7 +473,7 @@ class ClusterStore(ClusterRetention):
     ) -> CheckReply:
         n = len(fields)
         # 4. the buckets
-        values = await self._get_bands(g, [f for i in range(n) for f in fields[i]])
+        values = await self._routing.read_buckets(g, [f for i in range(n) for f in fields[i]])
         # candidate -> how many of the document's buckets hold it, per document
         found: list[dict[int, int]] = [{} for _ in range(n)]
         where: dict[int, list[bytes]] = {}  # candidate -> band fields it was found in (for cleanup)
@@ -437,8 +493,8 @@ class ClusterStore(ClusterRetention):
             return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps)
 
         # 5. stamps, then signatures and records of the earliest ones
-        reply = await self._state_call("cluster_status", k, [k.gen, keys.STAMP_SCALE, *every])
-        self._status(reply)
+        reply = await self._routing.run_state_script("cluster_status", k, [k.gen, keys.STAMP_SCALE, *every])
+        raise_for_status(reply)
         stamp_of = dict(zip(every, (int(s) for s in reply[1]), strict=True))
         seq, max_docs, server_ms = int(reply[2]), int(reply[3] or 0), int(reply[5])
         floor = seq - max_docs if max_docs > 0 else 0
@@ -460,44 +516,43 @@ class ClusterStore(ClusterRetention):
             earlier.sort(key=lambda c: (-shared[c], stamp_of[c]))
             chosen.append(earlier[:max_candidates])
         outside = sorted({c for cs in chosen for c in cs if c not in own_set})
-        got = await self._get([p for c in outside for p in (g.sig(c), g.doc(c))])
+        got = await self._routing.read_fields([p for c in outside for p in (g.sig(c), g.doc(c))])
         fetched = {c: (got[2 * j], got[2 * j + 1]) for j, c in enumerate(outside)}
 
         # 6. verify: the id in the record must still name this ordinal
         with_record = [c for c in outside if fetched[c][0] and fetched[c][1]]
         named = [records.record_id(fetched[c][1]) for c in with_record]
-        names = await self._get([(g.ids(name), name) for name in named])
+        names = await self._routing.read_fields([(g.ids(name), name) for name in named])
         live = {c for c, name in zip(with_record, names, strict=True) if name == str(c).encode()}
         dead = [c for c in outside if c not in live]
         if dead:
             # Entries of replaced, deleted or abandoned versions: drop them from the buckets they
             # were found in, so the next reader does not pay for them again.
 
-            def build(ops_for: Any) -> None:
+            def build(ops_for: OpsFor) -> None:
                 for c in dead:
                     for f in where[c]:
                         g.add_band(ops_for, f, g.ordinal(c), remove=True)
 
-            await self._write(build, sync=False)
+            await self._routing.write(build, sync=False)
         candidates = [[c for c in cs if c in live or c in own_set] for cs in chosen]
         stamps = {c: stamp_of[c] for cs in candidates for c in cs}
         stamps.update(own_stamps)
         return CheckReply(ordinals, candidates, {c: fetched[c] for c in live}, stamps, now_ms=server_ms)
 
     async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]:
-        async with self._guard():
-            layout = await self._layout(k)
-            g = _Groups(k, layout)
-            state = await self._client.hmget(k.state, ["gen", "seq", "maxd"])
+        async with self._routing.guard():
+            g = await self._routing.groups(k)
+            state = await self.client.hmget(k.state, ["gen", "seq", "maxd"])
             if state[0] is None:
                 raise CollectionMissing()
-            if _bytes(state[0]).decode() != k.gen:
+            if as_bytes(state[0]).decode() != k.gen:
                 raise GenerationChanged()
             max_docs = int(state[2] or 0)
-            floor = int(_bytes(state[1]) or 0) - max_docs if max_docs > 0 else 0
-            current = await self._get([(g.ids(i), i) for i in ids])
+            floor = int(as_bytes(state[1]) or 0) - max_docs if max_docs > 0 else 0
+            current = await self._routing.read_fields([(g.ids(i), i) for i in ids])
             ords = [int(c) if c else 0 for c in current]
-            got = await self._get([p for o in ords if o for p in (g.sig(o), g.doc(o))])
+            got = await self._routing.read_fields([p for o in ords if o for p in (g.sig(o), g.doc(o))])
         out: list[StoredVersion | None] = []
         j = 0
         for doc_id, o in zip(ids, ords, strict=True):
@@ -517,30 +572,30 @@ class ClusterStore(ClusterRetention):
     ) -> bool | StoredVersion:
         """Data first, then the id (compare-and-set): a failure in between leaves an id naming a
         version without record, which reads as absent, and a retry finishes the job."""
-        async with self._guard():
-            g = _Groups(k, await self._layout(k))
+        async with self._routing.guard():
+            g = await self._routing.groups(k)
             id_key = g.ids(doc_id)
-            [cur] = await self._get([(id_key, doc_id)])
+            [cur] = await self._routing.read_fields([(id_key, doc_id)])
             if not cur:
                 return False
             if int(cur) != ordinal:
-                [sig] = await self._get([g.sig(int(cur))])
+                [sig] = await self._routing.read_fields([g.sig(int(cur))])
                 return StoredVersion(int(cur), sig, b"")
 
-            def build(ops_for: Any) -> None:
-                g.remove_document(ops_for, ordinal, _split(old_bands))
+            def build(ops_for: OpsFor) -> None:
+                g.remove_document(ops_for, ordinal, unpack_band_keys(old_bands))
                 ops = ops_for(id_key)
                 ops.swaps.extend((id_key, doc_id, cur, b""))
                 ops.swap_index.append(0)
 
-            [(_, answer)] = await self._write(build)
+            [(_, answer)] = await self._routing.write(build)
             if answer == 2 or answer == b"":  # deleted by someone else meanwhile
                 return False
             if answer != 1:
-                [sig] = await self._get([g.sig(int(answer))])
+                [sig] = await self._routing.read_fields([g.sig(int(answer))])
                 return StoredVersion(int(answer), sig, b"")
-            reply = await self._state_call("cluster_advance", k, [k.gen, 0, 1, ordinal])
-            self._status([reply])
+            reply = await self._routing.run_state_script("cluster_advance", k, [k.gen, 0, 1, ordinal])
+            raise_for_status([reply])
         return True
 
     async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
@@ -20,19 +20,16 @@ def _id_hash(doc_id: bytes) -> int:
     return int(hashlib.sha1(doc_id).hexdigest()[:8], 16)
 
 
-def _bytes(value: Any) -> bytes:
-    return value.encode() if isinstance(value, str) else bytes(value)
-
-
 _GROUP = struct.Struct(">I")
 
 
-def _split(band_bytes: bytes) -> list[bytes]:
+def unpack_band_keys(band_bytes: bytes) -> list[bytes]:
+    """The 8-byte band keys packed one after another in ``band_bytes``."""
     return [band_bytes[p : p + 8] for p in range(0, len(band_bytes), 8)]
 
 
 @dataclass
-class _Ops:
+class NodeOps:
     """One node's share of a write (see cluster_ops.lua)."""
 
     band_prefix: str = ""
@@ -59,17 +56,23 @@ class _Ops:
         return out
 
 
+#: Where a write's builder puts the ops of a key: the ops of the node that serves its slot.
+OpsFor = Callable[[str], NodeOps]
+
+
 @dataclass(frozen=True)
-class _Layout:
+class Layout:
+    """A collection generation's group counts, as its state holds them (``bG``, ``iG``, ``sg``)."""
+
     band_groups: int
     id_groups: int
     sig_group: int  # the state's ``sg``: sketches per signature hash
 
 
-class _Groups:
+class KeyGroups:
     """Key names of one collection generation on a cluster (fixed group counts, see keys.py)."""
 
-    def __init__(self, k: keys.CollectionKeys, layout: _Layout) -> None:
+    def __init__(self, k: keys.CollectionKeys, layout: Layout) -> None:
         self.k = k
         self.band_mask = layout.band_groups - 1
         self.id_mask = layout.id_groups - 1
@@ -96,13 +99,13 @@ class _Groups:
         group = int.from_bytes(field_[:4], "little") & self.band_mask
         return f"{self.k.band_prefix}{group}", _GROUP.pack(group) + field_
 
-    def add_band(self, ops_for: Any, field_: bytes, o4: bytes, *, remove: bool = False) -> None:
+    def add_band(self, ops_for: OpsFor, field_: bytes, o4: bytes, *, remove: bool = False) -> None:
         key, record = self.band_record(field_)
         ops = ops_for(key)
         ops.band_prefix = self.k.band_prefix
         (ops.removals if remove else ops.appends).extend(record + o4)
 
-    def remove_document(self, ops_for: Any, ordinal: int, band_fields: list[bytes]) -> None:
+    def remove_document(self, ops_for: OpsFor, ordinal: int, band_fields: list[bytes]) -> None:
         """Take a stored version out: its band entries, signature and record (the id is the caller's)."""
         o4 = self.ordinal(ordinal)
         for f in band_fields:

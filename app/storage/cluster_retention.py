@@ -6,27 +6,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from neardup.storage import keys, records
-from neardup.storage.cluster_layout import _bytes, _Groups, _split
-from neardup.storage.cluster_routing import ClusterRouting
+from neardup.storage.cluster_layout import OpsFor, unpack_band_keys
+from neardup.storage.cluster_routing import ClusterRouting, as_bytes, raise_for_status
 from neardup.storage.errors import CollectionMissing, GenerationChanged
 
 
-class ClusterRetention(ClusterRouting):
-    """The retention half of the cluster store (see ``ClusterStore``)."""
+class ClusterRetention:
+    """The cluster store's ``due`` and ``reclaim``, over the store's routing (see ``ClusterStore``)."""
+
+    def __init__(self, routing: ClusterRouting) -> None:
+        self._routing = routing
 
     async def _window(self, k: keys.CollectionKeys) -> tuple[int, int, int, int, int]:
         """(low, end, floor, ttl ms, seq): ordinals (low, end] may be reclaimed; end stops below the
         first pending ordinal (its record may not be written yet)."""
+        client = self._routing.client
         state, pending = await asyncio.gather(
-            self._client.hmget(k.state, ["gen", "low", "seq", "maxd", "ttl"]),
-            self._client.hkeys(k.pending),
+            client.hmget(k.state, ["gen", "low", "seq", "maxd", "ttl"]),
+            client.hkeys(k.pending),
         )
         if state[0] is None:
             raise CollectionMissing()
-        if _bytes(state[0]).decode() != k.gen:
+        if as_bytes(state[0]).decode() != k.gen:
             raise GenerationChanged()
         low, seq, max_docs, ttl = (int(v or 0) for v in state[1:])
         end = min([seq, *(int(p) - 1 for p in pending)])
@@ -35,11 +38,12 @@ class ClusterRetention(ClusterRouting):
 
     async def due(self, k: keys.CollectionKeys, *, now_ms: int, limit: int) -> list[tuple[int, bytes]]:
         """Up to ``limit`` of the oldest expired or evicted documents: (ordinal, signature)."""
-        async with self._guard():
-            g = _Groups(k, await self._layout(k))
+        routing = self._routing
+        async with routing.guard():
+            g = await routing.groups(k)
             low, end, floor, ttl, _ = await self._window(k)
             span = list(range(low + 1, min(end, low + 4 * limit) + 1))
-            got = await self._get([p for o in span for p in (g.doc(o), g.sig(o))])
+            got = await routing.read_fields([p for o in span for p in (g.doc(o), g.sig(o))])
         out: list[tuple[int, bytes]] = []
         holes_to = low  # the last of the holes before anything due
         for j, o in enumerate(span):
@@ -57,21 +61,22 @@ class ClusterRetention(ClusterRouting):
             # Holes (deleted, replaced, abandoned ordinals) are reclaimed already: step over them now,
             # or a window of nothing but holes would return nothing, forever (reclaim moves low too,
             # but only runs when something is due).
-            async with self._guard():
-                self._status([await self._state_call("cluster_advance", k, [k.gen, holes_to, 0])])
+            async with routing.guard():
+                raise_for_status([await routing.run_state_script("cluster_advance", k, [k.gen, holes_to, 0])])
         return out
 
     async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int:
         """Remove these (ordinal, band keys) documents everywhere, then move ``low`` over every
         reclaimed ordinal and hole."""
-        async with self._guard():
-            g = _Groups(k, await self._layout(k))
-            stored = await self._get([g.doc(o) for o, _ in items])
+        routing = self._routing
+        async with routing.guard():
+            g = await routing.groups(k)
+            stored = await routing.read_fields([g.doc(o) for o, _ in items])
             present = [(o, b, r) for (o, b), r in zip(items, stored, strict=True) if r]
 
-            def build(ops_for: Any) -> None:
+            def build(ops_for: OpsFor) -> None:
                 for o, band_bytes, record in present:
-                    g.remove_document(ops_for, o, _split(band_bytes))
+                    g.remove_document(ops_for, o, unpack_band_keys(band_bytes))
                     doc_id = records.record_id(record)
                     id_key = g.ids(doc_id)
                     ops = ops_for(id_key)
@@ -80,17 +85,17 @@ class ClusterRetention(ClusterRouting):
 
             removed_ids = 0
             if present:
-                removed_ids = sum(1 for _, answer in await self._write(build) if answer == 1)
+                removed_ids = sum(1 for _, answer in await routing.write(build) if answer == 1)
             low, end, _, _, _ = await self._window(k)
             span = list(range(low + 1, min(end, low + 4 * max(len(items), 64)) + 1))
-            exists = await self._get([g.doc(o) for o in span])
+            exists = await routing.read_fields([g.doc(o) for o in span])
             new_low = low
             for o, record in zip(span, exists, strict=True):
                 if record:
                     break
                 new_low = o
-            reply = await self._state_call(
+            reply = await routing.run_state_script(
                 "cluster_advance", k, [k.gen, new_low, removed_ids, *(o for o, _, _ in present)]
             )
-            self._status([reply])
+            raise_for_status([reply])
         return len(present)

@@ -1,12 +1,12 @@
 """The plumbing of the cluster store: one redis-py ``RedisCluster`` client, script calls routed by slot
-(a node's keys go in one call), the retry after a slot-map change, and the guard that turns every
-failure into ``StoreDown`` within a deadline."""
+(a node's keys go in one call), the retry after a slot-map change, the replication wait, and the guard
+that turns every failure into ``StoreDown`` within a deadline."""
 
 from __future__ import annotations
 
 import asyncio
 from binascii import crc_hqx
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -17,12 +17,12 @@ from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
 from neardup.storage import keys
-from neardup.storage.cluster_layout import _bytes, _Groups, _Layout, _Ops
+from neardup.storage.cluster_layout import KeyGroups, Layout, NodeOps, OpsFor
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown, permanent
 from neardup.storage.scripts import MODULE_NAME, Script, uses_module
 
 #: A pending ordinal older than this belongs to a check that died between append and stamp. It must
-#: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see _guard;
+#: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see guard;
 #: each client passes max(ABANDON_MS, 20 x its timeout)).
 ABANDON_MS = 60_000
 #: Keys whose node is remembered (group keys repeat from batch to batch).
@@ -33,7 +33,40 @@ _RESHARD = (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, r
 #: shards instead, docs/design.md "Fencing"; the stamp's replication wait covers it too).
 _UNSYNCED = frozenset({"cluster_reserve", "cluster_status", "cluster_get", "cluster_bands"})
 
-_Store = TypeVar("_Store", bound="ClusterRouting")
+_T = TypeVar("_T")
+
+
+def as_bytes(value: Any) -> bytes:
+    """A reply value (``str`` where a reply parser decoded it, else bytes-like) as bytes."""
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def cluster_client(url: str, *, timeout: float, max_connections: int) -> RedisCluster:
+    """The client of ``ClusterStore.from_url``: ``url`` and the seed nodes after it, comma-separated."""
+    first, *others = url.split(",")
+    seeds = [_seed(other) for other in others if other.strip()]
+    return RedisCluster.from_url(
+        first,
+        startup_nodes=seeds or None,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        max_connections=max_connections,
+        retry=Retry(ConstantBackoff(0.05), 1),
+    )
+
+
+def raise_for_status(reply: Any) -> None:
+    """The errors a state script answers with: the collection is gone, is another generation, or lost
+    this reservation."""
+    status = reply[0] if isinstance(reply, list) and reply else reply
+    if status == b"nocollection":
+        raise CollectionMissing()
+    if status == b"stale":
+        raise GenerationChanged()
+    if status == b"lost":
+        raise StoreDown(
+            "the collection's state lost this reservation (a failover to a replica that missed it)"
+        )
 
 
 def _deadline(seconds: float) -> AbstractAsyncContextManager[Any]:
@@ -44,15 +77,16 @@ def _deadline(seconds: float) -> AbstractAsyncContextManager[Any]:
 
 class ClusterRouting:
     """Wraps one ``redis.asyncio.cluster.RedisCluster`` (never subclassed): routes keys and script calls
-    to the nodes that own their slots, batches per-node writes, and turns every failure into StoreDown.
-    The store's operations are in its subclasses (``ClusterRetention``, then ``ClusterStore``)."""
+    to the nodes that own their slots, batches per-node writes, remembers each collection generation's
+    layout, and turns every failure into StoreDown (inside :meth:`guard`). The store and its retention
+    each hold this one object."""
 
     def __init__(self, client: RedisCluster, *, timeout: float = 5.0, min_replicas: int = 0) -> None:
         self._client = client
         self._timeout = timeout
         #: NEARDUP_MIN_REPLICAS: every write a 2xx depends on waits for this many replicas (WAIT)
         self._min_replicas = min_replicas
-        self._layouts: dict[tuple[str, str], _Layout] = {}
+        self._layouts: dict[tuple[str, str], Layout] = {}
         self._init_lock = asyncio.Lock()
         #: key -> node that serves its slot, until the slot map is learned again
         self._nodes: dict[str, ClusterNode] = {}
@@ -68,38 +102,19 @@ class ClusterRouting:
         #: after a node answers "unknown command" (restarted without it)
         self._modules: dict[str, bool] = {}
 
-    @classmethod
-    def from_url(
-        cls: type[_Store], url: str, *, timeout: float = 5.0, max_connections: int = 64, min_replicas: int = 0
-    ) -> _Store:
-        """URL of any node of the cluster (``redis://`` or ``rediss://``, password as usual); the
-        client discovers the others. More seed nodes may follow, comma-separated, as ``host:port``
-        (``redis://:pw@node1:7000,node2:7000,node3:7000``): any one that answers is enough.
-        ``timeout`` bounds connecting and each command; a whole store
-        call is bounded by a few times it, then the caller gets StoreDown. ``min_replicas`` > 0: a
-        write the caller is told succeeded was applied by that many replicas of its shard (WAIT, at
-        most half the timeout each), else StoreDown."""
-        first, *others = url.split(",")
-        seeds = [_seed(other) for other in others if other.strip()]
-        client = RedisCluster.from_url(
-            first,
-            startup_nodes=seeds or None,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            max_connections=max_connections,
-            retry=Retry(ConstantBackoff(0.05), 1),
-        )
-        return cls(client, timeout=timeout, min_replicas=min_replicas)
-
     @property
     def client(self) -> RedisCluster:
         return self._client
+
+    def abandon_ms(self) -> int:
+        """How old a pending ordinal must be to count as abandoned (``ABANDON_MS``, at least)."""
+        return max(ABANDON_MS, int(self._timeout * 20_000))
 
     async def close(self) -> None:
         await self._client.aclose()
 
     @asynccontextmanager
-    async def _guard(self, round_trips: int = 8) -> AsyncIterator[None]:
+    async def guard(self, round_trips: int = 8) -> AsyncIterator[None]:
         # Every failure (node down, timeout, resharding that did not settle) leaves as StoreDown; the
         # whole call has a deadline so a hung node turns into a prompt 503, not a pile of requests.
         try:
@@ -111,7 +126,7 @@ class ClusterRouting:
         except (rx.RedisError, rx.RedisClusterException, OSError, TimeoutError) as error:
             raise StoreDown(f"{type(error).__name__}: {error}") from error
 
-    # --- plumbing -------------------------------------------------------------------------------------
+    # --- routing --------------------------------------------------------------------------------------
 
     def _node(self, key: str) -> ClusterNode:
         cached = self._nodes.get(key)
@@ -128,7 +143,7 @@ class ClusterRouting:
         self._nodes[key] = node
         return node
 
-    async def _eval(
+    async def run_script(
         self,
         name: str,
         keys_: list[str],
@@ -139,7 +154,8 @@ class ClusterRouting:
     ) -> Any:
         """One script call: routed by its keys (one slot), or on ``node`` when its keys are in ARGV.
         With ``touch`` (a key of that node's) and ``min_replicas``, the call waits for replicas
-        (:meth:`_synced`)."""
+        (:meth:`_synced`). Not retried: callers that may meet a slot-map change go through
+        :meth:`retrying`."""
         script = self._scripts[name]
         target = node if node is not None else self._node(keys_[0])
         if touch and self._min_replicas:
@@ -159,11 +175,13 @@ class ClusterRouting:
                 "EVALSHA", script.sha, len(keys_), *keys_, *args, target_nodes=target
             )
 
-    async def _state_call(self, name: str, k: keys.CollectionKeys | str, args: Sequence[Any]) -> Any:
+    async def run_state_script(self, name: str, k: keys.CollectionKeys | str, args: Sequence[Any]) -> Any:
+        """One script call on the collection's state slot (its state, pending and late keys), retried
+        once after a slot-map change; a script that writes waits for replicas."""
         collection = k if isinstance(k, str) else k.collection
         slot_keys = [keys.state(collection), keys.pending(collection), keys.late(collection)]
         touch = "" if name in _UNSYNCED else slot_keys[0]
-        return await self._retrying(lambda: self._eval(name, slot_keys, args, touch=touch))
+        return await self.retrying(lambda: self.run_script(name, slot_keys, args, touch=touch))
 
     async def _synced(self, node: ClusterNode, commands: Sequence[Sequence[Any]], touch: str) -> list[Any]:
         """Send ``commands`` on one connection of ``node``, then WAIT until ``min_replicas``
@@ -207,7 +225,7 @@ class ClusterRouting:
             )
         return replies[: len(commands)]
 
-    async def _keyed_write(self, key: str, *command: Any) -> Any:
+    async def keyed_write(self, key: str, *command: Any) -> Any:
         """One plain write command on ``key``, waiting for replicas like the scripts' writes."""
         if not self._min_replicas:
             return await self._client.execute_command(*command)
@@ -215,9 +233,11 @@ class ClusterRouting:
         async def attempt() -> Any:
             return (await self._synced(self._node(key), [command], key))[0]
 
-        return await self._retrying(attempt)
+        return await self.retrying(attempt)
 
-    async def _retrying(self, call: Any) -> Any:
+    async def retrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call()``, and once more after learning the slot map again if it met a slot-map change or a
+        lost connection."""
         try:
             return await call()
         except (*_RESHARD, rx.ConnectionError):
@@ -231,9 +251,6 @@ class ClusterRouting:
             await self._client.nodes_manager.initialize()
             self._nodes.clear()
         return await call()
-
-    def _abandon_ms(self) -> int:
-        return max(ABANDON_MS, int(self._timeout * 20_000))
 
     async def _ensure_initialized(self) -> None:
         # redis-py initializes the cluster client on its first command; many first commands at once
@@ -272,11 +289,13 @@ class ClusterRouting:
                 self._modules.pop(node.name, None)
             raise
 
-    async def _ops(self, per_node: dict[str, tuple[ClusterNode, _Ops]], sync: bool = True) -> dict[str, Any]:
+    async def _ops(
+        self, per_node: dict[str, tuple[ClusterNode, NodeOps]], sync: bool = True
+    ) -> dict[str, Any]:
         names = list(per_node)
 
-        def run(node: ClusterNode, ops: _Ops) -> Any:
-            return lambda uses: self._eval(
+        def run(node: ClusterNode, ops: NodeOps) -> Any:
+            return lambda uses: self.run_script(
                 "cluster_ops_module" if uses else "cluster_ops",
                 [],
                 ops.args(),
@@ -287,14 +306,16 @@ class ClusterRouting:
         replies = await asyncio.gather(*(self._on_node(per_node[n][0], run(*per_node[n])) for n in names))
         return dict(zip(names, replies, strict=True))
 
-    def _group(self, ops: dict[str, tuple[ClusterNode, _Ops]], key: str) -> _Ops:
+    def _group(self, ops: dict[str, tuple[ClusterNode, NodeOps]], key: str) -> NodeOps:
         node = self._node(key)
         entry = ops.get(node.name)
         if entry is None:
-            entry = ops[node.name] = (node, _Ops(touch=key))
+            entry = ops[node.name] = (node, NodeOps(touch=key))
         return entry[1]
 
-    async def _get(self, pairs: Sequence[tuple[str, bytes | str]]) -> list[bytes]:
+    # --- reads and writes of the data shards ----------------------------------------------------------
+
+    async def read_fields(self, pairs: Sequence[tuple[str, bytes | str]]) -> list[bytes]:
         """HGET of every (key, field), one script call per node, values in order (b'' if absent)."""
         if not pairs:
             return []
@@ -314,7 +335,7 @@ class ClusterRouting:
                 return out
 
             replies = await asyncio.gather(
-                *(self._eval("cluster_get", [], flat(by_node[n][1]), by_node[n][0]) for n in names)
+                *(self.run_script("cluster_get", [], flat(by_node[n][1]), by_node[n][0]) for n in names)
             )
             values: list[bytes] = [b""] * len(pairs)
             for name, reply in zip(names, replies, strict=True):
@@ -322,10 +343,9 @@ class ClusterRouting:
                     values[i] = bytes(value)
             return values
 
-        result: list[bytes] = await self._retrying(attempt)
-        return result
+        return await self.retrying(attempt)
 
-    async def _get_bands(self, g: _Groups, band_fields: Sequence[bytes]) -> list[bytes]:
+    async def read_buckets(self, g: KeyGroups, band_fields: Sequence[bytes]) -> list[bytes]:
         """The buckets of these band keys, one packed call per node (see cluster_bands.lua)."""
         if not band_fields:
             return []
@@ -347,7 +367,7 @@ class ClusterRouting:
                     if uses:
                         command = ("ND.BUCKETSGET", "1", g.k.band_prefix, blob)
                         return await self._client.execute_command(*command, target_nodes=node)
-                    return await self._eval("cluster_bands", [], [g.k.band_prefix, blob], node)
+                    return await self.run_script("cluster_bands", [], [g.k.band_prefix, blob], node)
 
                 return self._on_node(node, call)
 
@@ -358,17 +378,18 @@ class ClusterRouting:
                     values[i] = value
             return values
 
-        result: list[bytes] = await self._retrying(attempt)
-        return result
+        return await self.retrying(attempt)
 
-    async def _write(self, build: Any, *, sync: bool = True, claims: bool = False) -> list[tuple[int, Any]]:
+    async def write(
+        self, build: Callable[[OpsFor], None], *, sync: bool = True, claims: bool = False
+    ) -> list[tuple[int, Any]]:
         """Build the per-node ops (again after a slot-map refresh) and run them; returns the swap
         answers as (swap_index tag, answer) pairs (with ``claims``, the claim answers as
         (claim_index tag, answer)). ``sync``: wait for ``min_replicas`` on every node written (pass
         False only for writes no answer depends on: cleanups, undos)."""
 
         async def attempt() -> list[tuple[int, Any]]:
-            per_node: dict[str, tuple[ClusterNode, _Ops]] = {}
+            per_node: dict[str, tuple[ClusterNode, NodeOps]] = {}
             build(lambda key: self._group(per_node, key))
             results = await self._ops(per_node, sync)
             return [
@@ -381,48 +402,42 @@ class ClusterRouting:
                 )
             ]
 
-        result: list[tuple[int, Any]] = await self._retrying(attempt)
-        return result
+        return await self.retrying(attempt)
 
-    async def _layout(self, k: keys.CollectionKeys) -> _Layout:
+    # --- layouts, the state node's clock, health ------------------------------------------------------
+
+    async def groups(self, k: keys.CollectionKeys) -> KeyGroups:
+        """The key names of this collection generation, its layout read from its state once."""
         cached = self._layouts.get((k.collection, k.gen))
-        if cached is not None:
-            return cached
-        gen, band_groups, id_groups, sig_group = await self._retrying(
-            lambda: self._client.hmget(k.state, ["gen", "bG", "iG", "sg"])
-        )
-        if gen is None:
-            raise CollectionMissing()
-        if _bytes(gen).decode() != k.gen:
-            raise GenerationChanged()
-        layout = _Layout(int(band_groups), int(id_groups), int(sig_group))
-        self._layouts[(k.collection, k.gen)] = layout
-        return layout
-
-    @staticmethod
-    def _status(reply: Any) -> None:
-        status = reply[0] if isinstance(reply, list) and reply else reply
-        if status == b"nocollection":
-            raise CollectionMissing()
-        if status == b"stale":
-            raise GenerationChanged()
-        if status == b"lost":
-            raise StoreDown(
-                "the collection's state lost this reservation (a failover to a replica that missed it)"
+        if cached is None:
+            state: list[Any] = await self.retrying(
+                lambda: self._client.hmget(k.state, ["gen", "bG", "iG", "sg"])
             )
+            gen, band_groups, id_groups, sig_group = state
+            if gen is None:
+                raise CollectionMissing()
+            if as_bytes(gen).decode() != k.gen:
+                raise GenerationChanged()
+            cached = Layout(int(band_groups), int(id_groups), int(sig_group))
+            self._layouts[(k.collection, k.gen)] = cached
+        return KeyGroups(k, cached)
+
+    def forget_layout(self, name: str, gen: str) -> None:
+        """Forget a dropped generation's layout."""
+        self._layouts.pop((name, gen), None)
 
     async def now_ms(self, k: keys.CollectionKeys) -> int:
         """TIME of the node that holds the collection's state (the clock its scripts use)."""
-        async with self._guard(2):
+        async with self.guard(2):
             node = self._node(k.state)
-            answer = await self._retrying(lambda: self._client.execute_command("TIME", target_nodes=node))
+            answer = await self.retrying(lambda: self._client.execute_command("TIME", target_nodes=node))
         if isinstance(answer, dict):  # {node name: answer} in some redis-py versions
             answer = next(iter(answer.values()))
         seconds, micros = answer
         return int(seconds) * 1000 + int(micros) // 1000
 
     async def ping(self) -> None:
-        async with self._guard(2):
+        async with self.guard(2):
             await self._client.ping(target_nodes=RedisCluster.PRIMARIES)
 
 

@@ -72,15 +72,15 @@ async def test_a_collection_spreads_over_every_shard(
 def die_at_stamp(cstore: ClusterStore, monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     """Every check dies between append and stamp (as if the service were killed there) until the
     returned function is called."""
-    real = cstore._state_call
+    real = cstore._routing.run_state_script
 
     async def dies_at_stamp(name: str, k: Any, args: Any) -> Any:
         if name == "cluster_stamp":
             raise StoreDown("killed between append and stamp")
         return await real(name, k, args)
 
-    monkeypatch.setattr(cstore, "_state_call", dies_at_stamp)
-    return lambda: monkeypatch.setattr(cstore, "_state_call", real)
+    monkeypatch.setattr(cstore._routing, "run_state_script", dies_at_stamp)
+    return lambda: monkeypatch.setattr(cstore._routing, "run_state_script", real)
 
 
 async def test_a_put_that_dies_between_append_and_stamp_is_written_again_by_its_retry(
@@ -162,7 +162,7 @@ async def test_an_abandoned_reservation_is_stamped_later(
     client = redis.RedisCluster.from_url(cluster_url)
     try:
         assert client.hlen(k.pending) == 1
-        monkeypatch.setattr(cstore, "_abandon_ms", lambda: 0)
+        monkeypatch.setattr(cstore._routing, "abandon_ms", lambda: 0)
         time.sleep(1.05)  # the sweep runs at most once a second
         await index.check("c", [Document("next", text(32))])
         assert client.hlen(k.pending) == 0
@@ -297,7 +297,7 @@ async def test_a_creation_that_died_before_its_registry_entry_is_completed_by_th
     params = CollectionParams.create("half", threshold=0.7)
     entry = encode_entry(params, "g0000000000a")
     assert await cstore.list_collections() == []  # (connects the client)
-    reply = await cstore._state_call(
+    reply = await cstore._routing.run_state_script(
         "cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry, keys.ORDINAL_WIDTH]
     )
     assert reply == [b"created"]  # ... and the process died here
@@ -385,7 +385,7 @@ async def test_a_retry_that_keeps_a_half_written_copy_completes_its_band_entries
     with pytest.raises(StoreUnavailable):
         await index.check("c", [Document("a", text(80))])
     restore()
-    monkeypatch.setattr(cstore, "_abandon_ms", lambda: 0)
+    monkeypatch.setattr(cstore._routing, "abandon_ms", lambda: 0)
     time.sleep(1.05)
     await index.check("c", [Document("other", text(81))])  # its stamp call sweeps: "a" is stamped
     collection = await index.registry.get("c")

@@ -145,7 +145,7 @@ async def test_a_node_that_lost_the_module_is_a_503_once_then_served_through_lua
             await index.create_collection(CollectionParams.create("c", threshold=0.7))
             primaries = [node.name for node in store.client.get_primaries()]
             for name in primaries:
-                store._modules[name] = True  # what it was told before the restart
+                store._routing._modules[name] = True  # what it was told before the restart
                 with redis.Redis.from_url(f"redis://{name}") as node:
                     node.config_resetstat()
             with pytest.raises(StoreUnavailable):
@@ -161,9 +161,9 @@ async def test_a_node_that_lost_the_module_is_a_503_once_then_served_through_lua
                     stats = node.info("commandstats")
                 if any(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("evalsha", "eval")):
                     touched.append(name)
-            assert touched and not any(store._modules.get(name) for name in touched), (
+            assert touched and not any(store._routing._modules.get(name) for name in touched), (
                 touched,
-                store._modules,
+                store._routing._modules,
             )
         finally:
             await store.close()
@@ -187,7 +187,7 @@ async def test_nodes_with_a_module_of_another_version_are_served_through_lua(
             [a] = await index.check("c", [Document("a", text(1))])
             [b] = await index.check("c", [Document("b", variant(text(1), 1))])
             assert a.inserted and b.duplicate_of == "a"
-            assert store._modules and not any(store._modules.values())
+            assert store._routing._modules and not any(store._routing._modules.values())
             assert calls(cluster, "nd.buckets") == 0 and calls(cluster, "nd.bucketsget") == 0
         finally:
             await store.close()

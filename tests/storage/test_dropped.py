@@ -54,8 +54,8 @@ async def die_half_way_through_a_drop(store: Store, name: str, k: keys.Collectio
         state = await store.client.hmget(keys.state(name), ["seq", "bG", "iG"])
         shape = keys.dropped_shape(*(int(v) for v in state), await store.now_ms(k))
         await store.client.hset(keys.DROPPED, keys.dropped_entry(name, k.gen), shape)
-        dropped = await store._state_call("cluster_drop", name, [])
-        await store._eval("cluster_unregister", [keys.REGISTRY], [name, dropped[4]])
+        dropped = await store._routing.run_state_script("cluster_drop", name, [])
+        await store._routing.run_script("cluster_unregister", [keys.REGISTRY], [name, dropped[4]])
     else:
         assert isinstance(store, RedisStore)
         await store._call("drop_collection", [keys.REGISTRY, keys.state(name), keys.DROPPED], [name])
@@ -80,7 +80,7 @@ async def test_a_drop_that_died_half_way_is_finished_by_the_sweep(
     assert await store.sweep_dropped() == 0
     assert data_keys(store_target, k) > 0
     if isinstance(store, ClusterStore):
-        monkeypatch.setattr(store, "_abandon_ms", lambda: 0)
+        monkeypatch.setattr(store._routing, "abandon_ms", lambda: 0)
     assert await store.sweep_dropped(min_age_ms=0) == 1
     assert data_keys(store_target, k) == 0 and dropped_entries(store_target) == {}
     [kept] = await index.check("kept", [Document("k2", text(999))], insert=False)
@@ -117,7 +117,7 @@ async def test_an_entry_whose_generation_is_still_live_is_forgotten_without_touc
     finally:
         client.close()
     if isinstance(store, ClusterStore):
-        monkeypatch.setattr(store, "_abandon_ms", lambda: 0)
+        monkeypatch.setattr(store._routing, "abandon_ms", lambda: 0)
     assert await store.sweep_dropped(min_age_ms=0) == 1
     assert dropped_entries(store_target) == {}
     assert (await index.get_document("alive", "a")).id == "a"
