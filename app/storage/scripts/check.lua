@@ -81,8 +81,8 @@ end
 local function passage_arg(batch, i) return ARGV[19 + 5 * batch.n + i] end
 
 -- Read the id table for each distinct id (batch.hashes, batch.current). Returns {i, ordinal,
--- signature, ...} for the stored versions to remove whose band keys the client did not send (it
--- expected another ordinal).
+-- signature, ...} for the stored versions to remove whose band keys the client did not send (its
+-- expected ordinal for the id is '' or another one).
 local function find_stored_versions(st, batch)
   local missing = {}
   for i = 1, batch.n do
@@ -154,7 +154,7 @@ end
 
 -- Stamp and store document i: its ordinal (seq + 1: ordinals are the first-seen stamps), the id
 -- pointed at it, its signature, its record (its insertion time `now`), its page of a site and its
--- passages. Returns the ordinal, as OW bytes, and the page for the band step (or nil).
+-- passages. Returns the ordinal, the ordinal as OW bytes, and the page for the band step (or nil).
 local function store_document(st, batch, i, now)
   st.seq = st.seq + 1
   local ord = st.seq
