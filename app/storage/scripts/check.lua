@@ -29,58 +29,69 @@
 --     of the stored version (needed to remove it): nothing was written, call again with them
 --   {'nocollection'} / {'stale'} (the collection was dropped / recreated)
 
-local st, status = load_state()
-if not st then return {status} end
+-- Document i's arguments: k = 0 id, 1 record, 2 expected stored ordinal, 3 band keys of the stored
+-- version, 4 site.
+local function doc_arg(i, k) return ARGV[19 + 5 * (i - 1) + k] end
 
-local mode = ARGV[10]
-local n, bands, max_candidates = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
-local band_blob, sig_blob, empties = ARGV[14], ARGV[15], ARGV[16]
-local bucket_cap = tonumber(ARGV[17])
-local sig_bytes = #sig_blob / math.max(n, 1)
-local sig_offsets = ARGV[19 + 5 * n]
-if sig_offsets == '' then sig_offsets = nil end
-local function sig_of(i)
-  if sig_offsets then
-    local from = struct.unpack('<I4', sig_offsets, 4 * (i - 1) + 1)
-    local to = struct.unpack('<I4', sig_offsets, 4 * i + 1)
-    return string.sub(sig_blob, from + 1, to)
-  end
-  return string.sub(sig_blob, (i - 1) * sig_bytes + 1, i * sig_bytes)
-end
-local writes = mode ~= 'read'
--- The settle (ARGV[18]): parsed here, run after every check that can refuse the batch.
-local settle = nil
-if mode == 'insert' and ARGV[18] ~= '' then
+-- The settle (ARGV[18]), or nil: parsed with the batch, run after every check that can refuse it.
+local function read_settle(mode)
+  if mode ~= 'insert' or ARGV[18] == '' then return nil end
   local nl = string.find(ARGV[18], '\n', 1, true)
   local f = {}
   for w in string.gmatch(string.sub(ARGV[18], 1, nl - 1), '%S+') do f[#f + 1] = w end
-  settle = {partners = tonumber(f[1]), others = tonumber(f[2]), fields = {unpack(f, 3)},
+  return {partners = tonumber(f[1]), others = tonumber(f[2]), fields = {unpack(f, 3)},
     pairs = string.sub(ARGV[18], nl + 1)}
 end
 
-local function arg(i, k) return ARGV[19 + 5 * (i - 1) + k] end
-local function bands_of(i)
-  if string.sub(empties, i, i) == '1' then return '' end
-  return string.sub(band_blob, (i - 1) * bands * 8 + 1, i * bands * 8)
+-- The batch: its arguments (ARGV[10..18]), and what the steps below gather in it.
+--   hashes[id]: the id's group hash (a sha1: computed once); current[id]: the ordinal the id names,
+--   false if none, kept up to date through the batch (one HGET per id, not two);
+--   index[ord]: the batch position of a document this call stored; seen[ord]: a candidate fetched;
+--   ordinals, candidates, blobs (the band step's candidates as bytes, where it gives them) per document;
+--   fetched: the reply's {ordinal, signature, record, ...}.
+local function read_batch()
+  local n = tonumber(ARGV[11])
+  local batch = {
+    mode = ARGV[10], n = n, bands = tonumber(ARGV[12]), max_candidates = tonumber(ARGV[13]),
+    band_blob = ARGV[14], sig_blob = ARGV[15], empties = ARGV[16], bucket_cap = tonumber(ARGV[17]),
+    sig_bytes = #ARGV[15] / math.max(n, 1), sig_offsets = ARGV[19 + 5 * n],
+    hashes = {}, current = {}, index = {}, seen = {},
+    ordinals = {}, candidates = {}, blobs = {}, fetched = {},
+  }
+  if batch.sig_offsets == '' then batch.sig_offsets = nil end
+  batch.writes = batch.mode ~= 'read'
+  batch.settle = read_settle(batch.mode)
+  return batch
 end
 
--- hashes[id]: the id's group hash (a sha1: computed once); current[id]: the ordinal the id names,
--- false if none, kept up to date through the batch (one HGET per id, not two).
-local hashes, current = {}, {}
-if writes then
-  band_step_ready(st)
-  if st.seq + n > MAX_ORDINAL then
-    return redis.error_reply(string.format('ordinals of this collection exhausted (last %d)', MAX_ORDINAL))
+local function sig_of(batch, i)
+  if batch.sig_offsets then
+    local from = struct.unpack('<I4', batch.sig_offsets, 4 * (i - 1) + 1)
+    local to = struct.unpack('<I4', batch.sig_offsets, 4 * i + 1)
+    return string.sub(batch.sig_blob, from + 1, to)
   end
-  -- Before any write: every stored version we must remove has to come with its band keys.
+  return string.sub(batch.sig_blob, (i - 1) * batch.sig_bytes + 1, i * batch.sig_bytes)
+end
+
+local function bands_of(batch, i)
+  if string.sub(batch.empties, i, i) == '1' then return '' end
+  return string.sub(batch.band_blob, (i - 1) * batch.bands * 8 + 1, i * batch.bands * 8)
+end
+
+local function passage_arg(batch, i) return ARGV[19 + 5 * batch.n + i] end
+
+-- Read the id table for each distinct id (batch.hashes, batch.current). Returns {i, ordinal,
+-- signature, ...} for the stored versions to remove whose band keys the client did not send (its
+-- expected ordinal for the id is '' or another one).
+local function find_stored_versions(st, batch)
   local missing = {}
-  for i = 1, n do
-    local id = arg(i, 0)
-    if current[id] == nil then
-      hashes[id] = id_hash(id)
-      local cur = redis.call('HGET', group_of(st.id, hashes[id]), id)
-      current[id] = cur and tonumber(cur) or false
-      if cur and cur ~= arg(i, 2) then
+  for i = 1, batch.n do
+    local id = doc_arg(i, 0)
+    if batch.current[id] == nil then
+      batch.hashes[id] = id_hash(id)
+      local cur = redis.call('HGET', group_of(st.id, batch.hashes[id]), id)
+      batch.current[id] = cur and tonumber(cur) or false
+      if cur and cur ~= doc_arg(i, 2) then
         local ord = tonumber(cur)
         missing[#missing + 1] = i
         missing[#missing + 1] = ord
@@ -88,106 +99,148 @@ if writes then
       end
     end
   end
-  if #missing > 0 then return {'replace', missing} end
-  for i = 1, st.pas.on and n or 0 do
-    local problem = passage_problem(ARGV[19 + 5 * n + i])
-    if problem then return redis.error_reply(problem) end
-  end
+  return missing
 end
 
-local now = server_ms()
--- The settle first: earlier batches' verified cross-site matches, linked as link.lua would (what is
--- live is what it would see now), and their journal fields gone with them.
-if settle then
+-- Every check that can refuse a batch with writes, all before its first write: the reply that refuses
+-- it, or nil.
+local function refusal_before_writes(st, batch)
+  band_step_ready(st)
+  if st.seq + batch.n > MAX_ORDINAL then
+    return redis.error_reply(string.format('ordinals of this collection exhausted (last %d)', MAX_ORDINAL))
+  end
+  -- Every stored version we must remove has to come with its band keys.
+  local missing = find_stored_versions(st, batch)
+  if #missing > 0 then return {'replace', missing} end
+  for i = 1, st.pas.on and batch.n or 0 do
+    local problem = passage_problem(passage_arg(batch, i))
+    if problem then return redis.error_reply(problem) end
+  end
+  return nil
+end
+
+-- Earlier batches' verified cross-site matches, linked as link.lua would (what is live is what it
+-- would see now), and their journal fields gone with them.
+local function settle_earlier_matches(st, settle, now)
   local cutoff = -1
   if st.ttl > 0 then cutoff = tonumber(now) - st.ttl end
   if #settle.pairs > 0 then link_step(st, floor_of(st), cutoff, settle.partners, settle.others, settle.pairs) end
   if #settle.fields > 0 then redis.call('HDEL', LINK_JOURNAL, unpack(settle.fields)) end
 end
-local ordinals, candidates, fetched = {}, {}, {}
-local batch_index, seen_fetched, blobs = {}, {}, {}
-for i = 1, n do
-  local ord = 0
-  local o4, page
-  if writes then
-    local id = arg(i, 0)
-    st.seq = st.seq + 1
-    ord = st.seq
-    o4 = ordinal_bytes(ord)
-    local id_key = group_of(st.id, hashes[id])
-    local cur = current[id]
-    current[id] = ord
-    if cur then
-      local earlier = batch_index[cur]
-      remove_document(st, cur, earlier and bands_of(earlier) or arg(i, 3))
-    else
-      st.id.N = st.id.N + 1
-    end
-    redis.call('HSET', id_key, id, string.format('%d', ord))
-    redis.call('HSET', sig_key(ord), slot(ord, SIG_GROUP),
-      sig_of(i))
-    redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(arg(i, 1), now))
-    local site = arg(i, 4)
-    if site ~= '' then
-      if SITE_PAGE_IN_BANDS then  -- counted by the band step's command (_site_page_module.lua)
-        page = {KEYS[1], SITE_BASE, EDGE_GROUP, site}
-      else
-        add_site_page(ord, site)
-      end
-    end
-    local blob = ARGV[19 + 5 * n + i]
-    if st.pas.on and blob and #blob >= 9 then passage_put(st, ord, o4, blob) end
-    st.docs = st.docs + 1
-    batch_index[ord] = i
-  end
-  ordinals[i] = ord
 
-  -- The candidates above the eviction floor; at most max_candidates: those that share the most of
-  -- this document's buckets (a near-duplicate shares most of them, a crowd of template pages one or
-  -- two), then the earliest (ordinals are stamps here), so a crowd cannot push a real near-duplicate
-  -- out of the verified ones.
-  local found, blob = band_step(st, bands_of(i), o4, mode, bucket_cap, floor_of(st), max_candidates, page)
-  blobs[i] = blob
+-- Point document i's id at ord, removing the version the id named (with its band keys from the batch
+-- when that version is earlier in this batch, else those the client sent).
+local function replace_stored_version(st, batch, i, id, ord)
+  local id_key = group_of(st.id, batch.hashes[id])
+  local cur = batch.current[id]
+  batch.current[id] = ord
+  if cur then
+    local earlier = batch.index[cur]
+    remove_document(st, cur, earlier and bands_of(batch, earlier) or doc_arg(i, 3))
+  else
+    st.id.N = st.id.N + 1
+  end
+  redis.call('HSET', id_key, id, string.format('%d', ord))
+end
+
+-- Count a stored document's page of its site ('' = none): returns the page for the band step's
+-- command where that counts it (_site_page_module.lua), else counts it here and returns nil.
+local function count_site_page(ord, site)
+  if site == '' then return nil end
+  if SITE_PAGE_IN_BANDS then return {KEYS[1], SITE_BASE, EDGE_GROUP, site} end
+  add_site_page(ord, site)
+  return nil
+end
+
+-- Stamp and store document i: its ordinal (seq + 1: ordinals are the first-seen stamps), the id
+-- pointed at it, its signature, its record (its insertion time `now`), its page of a site and its
+-- passages. Returns the ordinal, the ordinal as OW bytes, and the page for the band step (or nil).
+local function store_document(st, batch, i, now)
+  st.seq = st.seq + 1
+  local ord = st.seq
+  local o4 = ordinal_bytes(ord)
+  replace_stored_version(st, batch, i, doc_arg(i, 0), ord)
+  redis.call('HSET', sig_key(ord), slot(ord, SIG_GROUP), sig_of(batch, i))
+  redis.call('HSET', doc_key(ord), slot(ord, DOC_GROUP), restamp(doc_arg(i, 1), now))
+  local page = count_site_page(ord, doc_arg(i, 4))
+  local blob = passage_arg(batch, i)
+  if st.pas.on and blob and #blob >= 9 then passage_put(st, ord, o4, blob) end
+  st.docs = st.docs + 1
+  batch.index[ord] = i
+  return ord, o4, page
+end
+
+-- The band step of document i: append its ordinal o4 (nil in read mode) to its buckets and read the
+-- candidates already there, above the eviction floor; at most max_candidates: those that share the
+-- most of this document's buckets (a near-duplicate shares most of them, a crowd of template pages
+-- one or two), then the earliest (ordinals are stamps here), so a crowd cannot push a real
+-- near-duplicate out of the verified ones. Each candidate that is not a document of this batch is
+-- fetched once (its signature and record).
+local function append_and_read(st, batch, i, o4, page)
+  local found, blob = band_step(st, bands_of(batch, i), o4, batch.mode, batch.bucket_cap, floor_of(st),
+    batch.max_candidates, page)
+  batch.blobs[i] = blob
+  local fetched = batch.fetched
   for _, c in ipairs(found) do
-    if not batch_index[c] and not seen_fetched[c] then
-      seen_fetched[c] = true
+    if not batch.index[c] and not batch.seen[c] then
+      batch.seen[c] = true
       fetched[#fetched + 1] = c
       fetched[#fetched + 1] = redis.call('HGET', sig_key(c), slot(c, SIG_GROUP)) or ''
       fetched[#fetched + 1] = redis.call('HGET', doc_key(c), slot(c, DOC_GROUP)) or ''
     end
   end
-  candidates[i] = found
-  -- Split after every document, not once per batch (band_step splits its table): a group that
-  -- outgrows the listpack limits is converted to a hashtable, and the server never converts it back.
-  if writes then grow(st.id) end
+  batch.candidates[i] = found
 end
-
-if writes then save_state(st) end
 
 -- The link journal (a collection with a site_field, insert mode): this batch's documents of a site
 -- that have candidates, each with its candidates (OW bytes each, as the band step gave them), under
 -- the batch's first ordinal. The service verifies them anyway for its answer; it settles the entry
 -- (links the cross-site matches and deletes the field) with a later check or link.lua call, and a
 -- site read settles whatever is left (a service that died first), so no verified match is lost and
--- the server never verifies twice.
-local journal = 0
-if mode == 'insert' then
+-- the server never verifies twice. Returns the field written, else 0.
+local function write_journal(batch)
   local parts = {}
-  for i = 1, n do
-    if arg(i, 4) ~= '' and #candidates[i] > 0 then
-      local c = blobs[i]
+  for i = 1, batch.n do
+    local found = batch.candidates[i]
+    if doc_arg(i, 4) ~= '' and #found > 0 then
+      local c = batch.blobs[i]
       if not c then
         local t = {}
-        for k, o in ipairs(candidates[i]) do t[k] = ordinal_bytes(o) end
+        for k, o in ipairs(found) do t[k] = ordinal_bytes(o) end
         c = table.concat(t)
       end
-      parts[#parts + 1] = ordinal_bytes(ordinals[i]) .. struct.pack('>I4', #candidates[i]) .. c
+      parts[#parts + 1] = ordinal_bytes(batch.ordinals[i]) .. struct.pack('>I4', #found) .. c
     end
   end
-  if #parts > 0 then
-    journal = ordinals[1]
-    redis.call('HSET', LINK_JOURNAL, string.format('%d', journal), table.concat(parts))
-  end
+  if #parts == 0 then return 0 end
+  local journal = batch.ordinals[1]
+  redis.call('HSET', LINK_JOURNAL, string.format('%d', journal), table.concat(parts))
+  return journal
 end
 
-return {'ok', ordinals, candidates, fetched, now, journal}
+-- The protocol. Each document, in batch order, takes its stamp (its ordinal: ordinals are stamps
+-- here) and is stored; then the band step appends it to its buckets and reads them in one go, so its
+-- candidates are the documents appended before it (earlier batches, earlier documents of this one)
+-- and the first seen wins.
+local st, status = load_state()
+if not st then return {status} end
+local batch = read_batch()
+if batch.writes then
+  local refused = refusal_before_writes(st, batch)
+  if refused then return refused end
+end
+local now = server_ms()
+if batch.settle then settle_earlier_matches(st, batch.settle, now) end
+for i = 1, batch.n do
+  local ord, o4, page = 0, nil, nil
+  if batch.writes then ord, o4, page = store_document(st, batch, i, now) end
+  batch.ordinals[i] = ord
+  append_and_read(st, batch, i, o4, page)
+  -- Split after every document, not once per batch (band_step splits its table): a group that
+  -- outgrows the listpack limits is converted to a hashtable, and the server never converts it back.
+  if batch.writes then grow(st.id) end
+end
+if batch.writes then save_state(st) end
+local journal = 0
+if batch.mode == 'insert' then journal = write_journal(batch) end
+return {'ok', batch.ordinals, batch.candidates, batch.fetched, now, journal}
