@@ -593,7 +593,7 @@ class Service:
         self.close()
 
 
-#: More fields of the collection creation body (--create): the sketch format, exact mode.
+#: More fields of the collection creation body (--create), e.g. exact mode.
 CREATE: dict[str, Any] = {}
 
 
@@ -1274,7 +1274,7 @@ def main() -> None:
         "--create",
         default="{}",
         metavar="JSON",
-        help='more fields of neardup\'s collection creation body, e.g. {"sketch_format": 1}',
+        help='more fields of neardup\'s collection creation body, e.g. {"verify": "exact"}',
     )
     args = parser.parse_args()
     global EXPECTED_DOCUMENTS, VALKEY_MALLOC, CREATE

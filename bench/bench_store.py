@@ -22,7 +22,7 @@ batch at a time. Printed as JSON:
     python bench/bench_store.py --docs 1500 --callgrind --profile-out cg.out   # callgrind_annotate cg.out
     python bench/bench_store.py --valkey-config rdbcompression=yes   # compare ``aof_rewrite``
     python bench/bench_store.py --no-module          # the band step in Lua, as on an external server
-    python bench/bench_store.py --docs 10000 --passages 0,1,2 --repeats 3   # passages off / format 1 / 2
+    python bench/bench_store.py --docs 10000 --passages 0,1 --repeats 3   # passages off / on
     LD_PRELOAD=/path/to/libmimalloc.so python bench/bench_store.py   # the server with another malloc
 
 After the run the server rewrites its append-only file once more, timed (``aof_rewrite``: seconds and
@@ -61,7 +61,7 @@ async def run(
     passages: int = 0,
     name: str = "bench",
 ) -> dict[str, Any]:
-    """``passages``: 0 off, else the collection's passage format."""
+    """``passages``: 0 off, 1 on (the collection indexes its documents for passage search)."""
     assert server.pid is not None
     store = RedisStore.from_url(server.url, timeout=600)
     index = Index(store)
@@ -71,7 +71,6 @@ async def run(
             threshold=bench_service.THRESHOLD,
             expected_documents=expected,
             passages=passages > 0,
-            passage_format=passages or None,
         )
         memory0 = (await store.client.info("memory"))["used_memory"]
         await index.create_collection(params)
@@ -266,8 +265,8 @@ def main() -> None:
         "--passages",
         default="0",
         metavar="LIST",
-        help="comma-separated passage settings to compare in one server, interleaved: 0 off, 1 or 2 the "
-        "passage format (e.g. 0,1,2); each a collection of its own, dropped after its run",
+        help="comma-separated passage settings to compare in one server, interleaved: 0 off, 1 on "
+        "(e.g. 0,1); each a collection of its own, dropped after its run",
     )
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the --passages settings (medians)")
     parser.add_argument(
@@ -297,6 +296,8 @@ def main() -> None:
         )
         server.start(timeout=120)
         settings_list = [int(x) for x in args.passages.split(",")]
+        if not set(settings_list) <= {0, 1}:
+            parser.error("--passages takes 0 (off) and 1 (on)")
         try:
             if settings_list == [0] and args.repeats == 1:
                 report = asyncio.run(run(server, docs, args.batch, args.expected_documents))
