@@ -149,6 +149,8 @@ def main() -> None:
         "documents": len(texts),
         "threshold": t,
         "pairs": {k: len(v) for k, v in sets.items()},
+        "per_bucket": args.per_bucket,
+        "speed_documents": len(speed_texts),
         "service": {
             "bands": params.bands,
             "rows": params.rows,

@@ -965,41 +965,18 @@ def replace_section(markdown_path: Path, section: str, title_prefix: str | None 
     markdown_path.write_text(text)
 
 
-def verification_section(results: Path) -> str:
-    """What verification decides on, from the runs saved in ``results``: estimators.json
-    (bench_estimators.py), quality_{even,natural}_{estimate,exact}.json (quality.py --no-libraries
-    --no-curves --thresholds 0.8, with ``--create '{"verify": "exact"}'`` for exact mode) and merge.json
-    (bench_merge.py)."""
-
-    def load(name: str) -> Any:
-        path = results / name
-        return json.loads(path.read_text()) if path.exists() else None
-
-    est = load("estimators.json")
-    if est is None or "service" not in est:
-        return ""
+def estimators_lines(est: dict[str, Any]) -> list[str]:
+    """The estimators at equal bytes (bench_estimators.py's JSON), as lines of markdown."""
     svc = est["service"]
     lines = [
-        "## Verification: what a match is decided on",
-        "",
-        "Every candidate (a stored document sharing a band key with the text) is verified on the sketch "
-        "stored with it before the service answers. By default (`verify: estimate`) that sketch is "
-        f"{svc['bins']:,} one-permutation bins of 2 bits (code 0: empty bin; else 1 + the bin's minimum "
-        "mod 3), estimating J from the bins filled on either side; a document of at most bins / 4 "
-        "shingles keeps a filled-bin bitmap and every shingle's code there instead (w = bins / shingles "
-        "- 1 bits each), so that two short documents are compared shingle by shingle. With "
-        "`verify: exact` the service keeps the sorted 32-bit shingle hashes and decides on the exact "
-        f"Jaccard. The band keys come from a 128-slot MinHash either way ({svc['stored_bytes']} bytes per "
-        "document at the defaults, band keys included).",
-        "",
         f"### Estimators at (about) equal bytes: `python bench/bench_estimators.py` ({est['documents']:,} "
         f"documents; {est['pairs']['natural']:,} natural truth pairs; {est['pairs']['even']:,} even-spread "
-        "pairs, 1,500 per 0.05 bucket of true Jaccard from 0.5 to 1.0)",
+        f"pairs, {est['per_bucket']:,} per 0.05 bucket of true Jaccard from 0.5 to 1.0)",
         "",
         "Standard error (std of estimate - J) per bucket of true J on the even-spread pairs; P/R at "
         f"threshold {est['threshold']} with the service's banding (b={svc['bands']}, r={svc['rows']}) "
-        "and floor t; sketch speed one thread on the corpus's first 3,000 documents, each estimator "
-        "timed apart while other work ran: read them as rough.",
+        f"and floor t; sketch speed one thread on the corpus's first {est['speed_documents']:,} documents, "
+        "each estimator timed apart while other work ran: read them as rough.",
         "",
     ]
     buckets = ["0.50", "0.60", "0.70", "0.75", "0.80", "0.85", "0.90", "0.95"]
@@ -1045,6 +1022,39 @@ def verification_section(results: Path) -> str:
             ]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
+    return lines
+
+
+def verification_section(results: Path) -> str:
+    """What verification decides on, from the runs saved in ``results``: estimators.json
+    (bench_estimators.py), quality_{even,natural}_{estimate,exact}.json (quality.py --no-libraries
+    --no-curves --thresholds 0.8, with ``--create '{"verify": "exact"}'`` for exact mode) and merge.json
+    (bench_merge.py)."""
+
+    def load(name: str) -> Any:
+        path = results / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    est = load("estimators.json")
+    if est is not None and "service" not in est:
+        est = None  # a run of an older bench_estimators.py
+    params = CollectionParams.create("x")
+    lines = [
+        "## Verification: what a match is decided on",
+        "",
+        "Every candidate (a stored document sharing a band key with the text) is verified on the sketch "
+        "stored with it before the service answers. By default (`verify: estimate`) that sketch is "
+        f"{params.bins:,} one-permutation bins of 2 bits (code 0: empty bin; else 1 + the bin's minimum "
+        "mod 3), estimating J from the bins filled on either side; a document of at most bins / 4 "
+        "shingles keeps a filled-bin bitmap and every shingle's code there instead (w = bins / shingles "
+        "- 1 bits each), so that two short documents are compared shingle by shingle. With "
+        "`verify: exact` the service keeps the sorted 32-bit shingle hashes and decides on the exact "
+        f"Jaccard. The band keys come from a 128-slot MinHash either way ({params.stored_bytes} bytes per "
+        "document at the defaults, band keys included).",
+        "",
+    ]
+    if est:
+        lines += estimators_lines(est)
     rows = []
     for corpus in ("even", "natural"):
         for mode in ("estimate", "exact"):
