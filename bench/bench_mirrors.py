@@ -1,4 +1,4 @@
-"""Mirror detection (issue 17): a synthetic crawl from the real corpus, checked online through the HTTP
+"""Mirror detection: a synthetic crawl from the real corpus, checked online through the HTTP
 API of a real ``neardup serve``, against the exact truth.
 
 The crawl (seeded): ``--originals`` sites of 10 to 300 pages (log-uniform), each page a distinct corpus
@@ -20,7 +20,7 @@ p90, max); documents/s of the same stream into a collection with ``site_field`` 
 of the service and of Valkey per document; the memory of the site keys (MEMORY USAGE) per page and per
 site; and, in process on an embedded Valkey, the server's time per document in the check scripts with
 and without site_field (``server_cost``), interleaved: each check links the pairs the service verified
-for the one before in its own script (ND.LINK), or with the Lua link loop (pages counted in ND.BANDS).
+for the one before in its own script (ND.LINK with neardup's module; on a server without it, in Lua).
 
     python bench/bench_mirrors.py                  # ~3-4 minutes on 2 cores
     python bench/bench_mirrors.py --originals 60 --full 10 --partial 10 --rounds 1   # quick
@@ -197,60 +197,59 @@ def site_keys_memory(service: Service, collection: str) -> dict[str, int]:
 
 
 async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dict[str, Any]:
-    """The store's share of the counting, in process on an embedded Valkey (no HTTP): Valkey's own time
-    in EVALSHA (INFO commandstats) per document for the checks of a collection without and with
+    """The store's share of the counting, in process on embedded Valkey servers (no HTTP): Valkey's own
+    time in EVALSHA (INFO commandstats) per document for the checks of a collection without and with
     site_field, the settling of the last links included (each check links the pairs the service
-    verified for the one before, in its own script; a site read settles the rest), in the current site
-    layout (packed shared counts) and in layout 1 (hashes: a collection of an earlier release); on a
-    second store that takes the module as version 1 for the link step, the same with the Lua link
-    loop. Also ``ND.LINK``'s own time per document (the link step inside those scripts)."""
+    verified for the one before, in its own script; a site read settles the rest), on a server with
+    neardup's module (the link step is ``ND.LINK``) and on one without it (every step in Lua, as on a
+    managed Redis service). Also ``ND.LINK``'s own time per document (the link step inside those
+    scripts)."""
     import tempfile
 
     import redis as redis_sync
 
     from neardup.domain import CollectionParams, Document, Index
-    from neardup.storage import EmbeddedValkey, RedisStore, scripts
+    from neardup.storage import EmbeddedValkey, RedisStore
 
     out: dict[str, list[float]] = {
-        "check_without": [], "check_with_site_field": [], "check_with_site_field_layout_1": [],
+        "check_without": [], "check_with_site_field": [], "check_without_lua": [],
         "check_with_site_field_lua": [],
     }  # fmt: skip
-    link: dict[str, list[float]] = {"check_with_site_field": [], "check_with_site_field_layout_1": []}
+    link: list[float] = []
     aof: dict[str, list[float]] = {label: [] for label in out}  # append-only file bytes per document
     with tempfile.TemporaryDirectory() as tmp:
-        server = EmbeddedValkey(Path(tmp) / "valkey", fsync="everysec")
-        url = server.start()
-        store = RedisStore.from_url(url, timeout=600)
-        # A store on the same server that takes the module as version 1 for the link step (the Lua
-        # loop, as a server without the module runs it): both link steps in the same run.
-        lua_store = RedisStore.from_url(url, timeout=600)
-        version = scripts.LINK_MODULE_VERSION
-        scripts.LINK_MODULE_VERSION = 99
-        await lua_store._scripts.ensure_loaded(lua_store.client)
-        scripts.LINK_MODULE_VERSION = version
-        sync = redis_sync.Redis.from_url(url)
-        sync.config_set("auto-aof-rewrite-percentage", 0)  # the file only grows: its size is the measure
-
-        def usec(command: str) -> float:
-            return float(sync.info("commandstats").get(f"cmdstat_{command}", {}).get("usec", 0))
-
-        variants = (
-            ("check_without", None, store),
-            ("check_with_site_field", "url", store),
-            ("check_with_site_field_layout_1", "url", store),
-            ("check_with_site_field_lua", "url", lua_store),
-        )
+        servers = {
+            "module": EmbeddedValkey(Path(tmp) / "module", fsync="everysec"),
+            "lua": EmbeddedValkey(Path(tmp) / "lua", fsync="everysec", module=False),
+        }
+        stores: dict[str, RedisStore] = {}
+        syncs: dict[str, redis_sync.Redis] = {}
         try:
+            for kind, server in servers.items():
+                url = server.start()
+                stores[kind] = RedisStore.from_url(url, timeout=600)
+                syncs[kind] = redis_sync.Redis.from_url(url)
+                # the file only grows: its size is the measure
+                syncs[kind].config_set("auto-aof-rewrite-percentage", 0)
+
+            def usec(kind: str, command: str) -> float:
+                stats = syncs[kind].info("commandstats")
+                return float(stats.get(f"cmdstat_{command}", {}).get("usec", 0))
+
+            variants = (
+                ("check_without", None, "module"),
+                ("check_with_site_field", "url", "module"),
+                ("check_without_lua", None, "lua"),
+                ("check_with_site_field_lua", "url", "lua"),
+            )
             for rep in range(reps):
-                for label, site_field, on in variants:
-                    index = Index(on)
-                    name = f"cost{rep}{label.rsplit('_', 1)[-1]}"
+                for label, site_field, kind in variants:
+                    index = Index(stores[kind])
+                    sync = syncs[kind]
+                    name = f"cost{rep}{'site' if site_field else 'plain'}"
                     await index.create_collection(
                         CollectionParams.create(name, threshold=THRESHOLD, site_field=site_field)
                     )
-                    if label.endswith("layout_1"):  # what a release before site layout 2 created
-                        state = (await index._collection(name)).keys.state
-                        assert sync.hdel(state, "sx") == 1
                     sync.config_resetstat()
                     aof_before = sync.info("persistence")["aof_current_size"]
                     for start in range(0, len(crawl), batch):
@@ -261,30 +260,31 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
                         await index.check(name, docs)
                     if site_field:
                         await index.settle_links(name)
-                    out[label].append(usec("evalsha") / len(crawl))
+                    out[label].append(usec(kind, "evalsha") / len(crawl))
                     aof_after = sync.info("persistence")["aof_current_size"]
                     aof[label].append((aof_after - aof_before) / len(crawl))
-                    if label in link:
-                        link[label].append(usec("nd.link") / len(crawl))
+                    if label == "check_with_site_field":
+                        link.append(usec(kind, "nd.link") / len(crawl))
                     await index.close()
                     await index.delete_collection(name)
         finally:
-            await store.close()
-            await lua_store.close()
-            sync.close()
-            server.stop()
+            for store in stores.values():
+                await store.close()
+            for sync in syncs.values():
+                sync.close()
+            for server in servers.values():
+                server.stop()
     median = {k: round(statistics.median(v), 1) for k, v in out.items()}
     return {
         "valkey_us_per_doc": median,
         "runs": {k: [round(x, 1) for x in v] for k, v in out.items()},
-        "nd_link_us_per_doc": {k: round(statistics.median(v), 1) for k, v in link.items()},
+        "nd_link_us_per_doc": round(statistics.median(link), 1),
+        "nd_link_runs": [round(x, 1) for x in link],
         "aof_bytes_per_doc": {k: round(statistics.median(v), 1) for k, v in aof.items()},
-        "nd_link_runs": {k: [round(x, 1) for x in v] for k, v in link.items()},
         "counting_us_per_doc": round(median["check_with_site_field"] - median["check_without"], 1),
-        "counting_us_per_doc_layout_1": round(
-            median["check_with_site_field_layout_1"] - median["check_without"], 1
+        "counting_us_per_doc_lua": round(
+            median["check_with_site_field_lua"] - median["check_without_lua"], 1
         ),
-        "counting_us_per_doc_lua": round(median["check_with_site_field_lua"] - median["check_without"], 1),
     }
 
 

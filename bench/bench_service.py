@@ -13,7 +13,7 @@ On the corpus of ``bench/corpus.py`` cut into passages of a few KB, this starts 
   documents/s with and without its MinHash computation, and Redis bytes per document.
 
 Prints one JSON object. Benchmarks are not tests: nothing here asserts; ``targets`` says which of the
-issue-3 targets were met. The load generator runs in this process on the same 2 cores as the service:
+service's speed targets were met. The load generator runs in this process on the same 2 cores as the service:
 its CPU time is reported next to the service's, the Valkey server's and other processes' (a shared
 machine: ``--wait-quiet`` waits for the others to go idle before each part).
 
@@ -71,7 +71,7 @@ MAX_OPEN_LOOP_LAG = 5.0
 #: Open loop below capacity: this fraction of the closed-loop throughput.
 SUSTAINABLE_FRACTION = 0.7
 
-#: Issue 3, "Storage and speed". Minimums unless the name ends in _max.
+#: The service's speed and storage targets. Minimums unless the name ends in _max.
 TARGETS = {
     "batch_docs_per_s": 10_000.0,
     "batch_vs_datasketch": 15.0,

@@ -12,7 +12,7 @@ measures memory that way): that also counts memory outside the collection's keys
 keyspace's own table.
 
     python bench/passage_memory.py                       # 10,000 documents of ~2,600 bytes
-    python bench/passage_memory.py --chunk-bytes 4000     # the issue's ~4 KB documents
+    python bench/passage_memory.py --chunk-bytes 4000     # ~4 KB documents
     python bench/passage_memory.py --valkey-config hash-max-listpack-value=2048   # blobs kept in listpacks
 """
 

@@ -782,37 +782,18 @@ def mirrors_section(results: Path) -> str:
 
 
 def server_time_row(cost: dict[str, Any]) -> str:
-    """The mirrors table's row of the counting's server time: with the check's own link step
-    (ND.MATCHLINK), after the check with ND.LINK and with the Lua link loop; in older runs with ND.LINK
-    and, where they measured it, the Lua link step beside it."""
+    """The mirrors table's row of the counting's server time, with neardup's module (the link step is
+    ``ND.LINK``) and on a server without it (every step in Lua)."""
     us = cost["valkey_us_per_doc"]
-    if "link_after" in us:  # runs since the check's own link step (ND.MATCHLINK)
-        repeats = len(cost["runs"]["link_after"])
-        return (
-            f"| the counting's server time (in process, embedded Valkey, medians of {repeats} interleaved "
-            "repeats): the link step in the check's own script (`ND.MATCHLINK`) / after the check with the "
-            f"module's `ND.LINK` / with the Lua link loop | check script {us['check_with_site_field']} / "
-            f"{us['check_with_site_field_after']} / {us['check_with_site_field_lua']} vs "
-            f"{us['check_without']} us per document without `site_field`; link script none / "
-            f"{us['link_after']} / {us['link_lua']} "
-            f"us per document ({cost['link_pairs_per_doc']} pairs per document); the counting in all "
-            f"**{cost['counting_us_per_doc']}** / {cost['counting_us_per_doc_after']} / "
-            f"{cost['counting_us_per_doc_lua']} us per document | a small constant per check |"
-        )
-    repeats = len(cost["runs"]["link"])
-    head = f"| the counting's server time (in process, embedded Valkey, medians of {repeats}"
-    if "link_lua" not in us:  # runs before the Lua link step was measured beside the module's
-        return (
-            f"{head}) | check script {us['check_with_site_field']} vs {us['check_without']} us per document; "
-            f"link script {us['link']} us per document ({cost['link_pairs_per_doc']} pairs per document, "
-            f"{cost['link_us_per_pair']} us per pair) | a small constant per check |"
-        )
+    if "check_without_lua" not in us:
+        return "| the counting's server time | not in this run: rerun `bench/bench_mirrors.py` | |"
+    repeats = len(cost["runs"]["check_without"])
     return (
-        f"{head} interleaved repeats), with neardup's module (`ND.LINK`) / with the Lua link step | check "
-        f"script {us['check_with_site_field']} / {us['check_with_site_field_lua']} vs {us['check_without']} "
-        f"us per document without `site_field`; link step **{us['link']} / {us['link_lua']}** us per "
-        f"document ({cost['link_pairs_per_doc']} pairs per document: {cost['link_us_per_pair']} / "
-        f"{cost['link_us_per_pair_lua']} us per pair); the counting in all {cost['counting_us_per_doc']} / "
+        f"| the counting's server time (in process, embedded Valkey, medians of {repeats} interleaved "
+        "repeats), with neardup's module / without it (every step in Lua) | check script "
+        f"{us['check_with_site_field']} / {us['check_with_site_field_lua']} us per document against "
+        f"{us['check_without']} / {us['check_without_lua']} without `site_field` (`ND.LINK`'s share: "
+        f"{cost['nd_link_us_per_doc']}); the counting **{cost['counting_us_per_doc']}** / "
         f"{cost['counting_us_per_doc_lua']} us per document | a small constant per check |"
     )
 
