@@ -189,17 +189,17 @@ def compare(
             drop(server.url, name)
             print(f"round {r} passages {setting}: {found['valkey_cpu_us_per_doc']}", file=sys.stderr)
     out: dict[str, Any] = {"documents": len(docs), "repeats": args.repeats, "settings": {}}
-    for setting, found in runs.items():
+    for setting, measured in runs.items():
         out["settings"][str(setting)] = {
-            "valkey_cpu_us_per_doc": statistics.median(x["valkey_cpu_us_per_doc"]["all"] for x in found),
-            "docs_per_s_one_client": statistics.median(x["docs_per_s_one_client"] for x in found),
-            "collection_memory_per_doc": statistics.median(x["collection_memory_per_doc"] for x in found),
-            "commands_per_doc": found[-1]["commands_per_doc"],
+            "valkey_cpu_us_per_doc": statistics.median(x["valkey_cpu_us_per_doc"]["all"] for x in measured),
+            "docs_per_s_one_client": statistics.median(x["docs_per_s_one_client"] for x in measured),
+            "collection_memory_per_doc": statistics.median(x["collection_memory_per_doc"] for x in measured),
+            "commands_per_doc": measured[-1]["commands_per_doc"],
             "usec_per_doc": {
-                command: statistics.median(x["usec_per_doc"].get(command, 0.0) for x in found)
-                for command in found[-1]["usec_per_doc"]
+                command: statistics.median(x["usec_per_doc"].get(command, 0.0) for x in measured)
+                for command in measured[-1]["usec_per_doc"]
             },
-            "runs_cpu_us_per_doc": [x["valkey_cpu_us_per_doc"]["all"] for x in found],
+            "runs_cpu_us_per_doc": [x["valkey_cpu_us_per_doc"]["all"] for x in measured],
         }
     first = out["settings"][str(settings[0])]
     for setting in settings[1:]:
@@ -212,13 +212,20 @@ def compare(
 
 
 def drop(url: str, name: str) -> None:
-    """The collection's keys (a bench server holds nothing else), then lazy freeing waited for."""
+    """The collection dropped (every key of it), then lazy freeing waited for."""
+
+    async def delete() -> None:
+        store = RedisStore.from_url(url, timeout=600)
+        index = Index(store)
+        try:
+            await index.delete_collection(name)
+        finally:
+            await index.close()
+            await store.close()
+
+    asyncio.run(delete())
     client = redis.Redis.from_url(url)
     try:
-        for key in client.scan_iter(match=f"nd:{name}:*", count=1000):
-            client.unlink(key)
-        client.unlink(f"nd:{{{name}}}:state")
-        client.hdel("nd:collections", name)
         bench_service.wait_for_lazyfree(client)
     finally:
         client.close()
