@@ -52,7 +52,7 @@ import truth as truth_module  # noqa: E402
 from bench_service import CpuMeter, HttpConnection, Service, run_async, wait_until_quiet  # noqa: E402
 from machine import cpu_model, git_commit  # noqa: E402
 
-from neardup.storage.keys import SITE_OTHERS, SITE_PARTNERS  # noqa: E402
+from neardup.storage.keys import REGISTRY, SITE_OTHERS, SITE_PARTNERS, CollectionKeys  # noqa: E402
 
 THRESHOLD = 0.8
 HOST = "127.0.0.1"
@@ -179,19 +179,17 @@ async def ingest(
 
 
 def site_keys_memory(service: Service, collection: str) -> dict[str, int]:
+    """MEMORY USAGE of the collection's site keys (names, ids, pages, shared counts, edges)."""
     client = service.redis()
-    registry = orjson.loads(client.hget("nd:collections", collection))
-    base = f"nd:{collection}:{registry['gen']}"
+    entry = client.hget(REGISTRY, collection)
+    assert entry is not None, f"no collection {collection}"
+    names = CollectionKeys(collection, orjson.loads(entry)["gen"])
     total = keys = 0
-    for pattern in (f"{base}:s?", f"{base}:x:*", f"{base}:e:*"):
+    singles = [names.site_names, names.site_ids, names.site_pages]
+    for pattern in (*singles, names.shared_prefix + "*", names.edge_prefix + "*"):
         for key in client.scan_iter(match=pattern, count=1000):
-            if (
-                key.decode().rsplit(":", 1)[-1] in ("sn", "si", "sp")
-                or ":x:" in key.decode()
-                or ":e:" in key.decode()
-            ):
-                total += int(client.memory_usage(key, samples=0) or 0)
-                keys += 1
+            total += int(client.memory_usage(key, samples=0) or 0)
+            keys += 1
     client.close()
     return {"bytes": total, "keys": keys}
 
@@ -356,11 +354,11 @@ def main() -> None:
                 meter.start()
                 timed = ingest(service.port, name, bodies, args.clients, settle=bool(extra))
                 seconds, read = run_async(timed)
-                cpu = meter.stop(len(crawl))
+                used = meter.stop(len(crawl))
                 runs[label].append({
                     "seconds": round(seconds, 2), "last_read_seconds": round(read, 3),
                     "docs_per_s": round(len(crawl) / seconds),
-                    "cpu_us_per_doc": cpu["cpu_us_per_doc"], "busy_cores_before": quiet["busy_cores_before"],
+                    "cpu_us_per_doc": used["cpu_us_per_doc"], "busy_cores_before": quiet["busy_cores_before"],
                 })  # fmt: skip
                 print(f"round {r} {label}: {len(crawl) / seconds:.0f} docs/s", file=sys.stderr)
                 if r == args.rounds - 1 and extra:
@@ -372,7 +370,7 @@ def main() -> None:
     cost = run_async(server_cost(crawl, args.batch, args.rounds))
 
     def median(label: str, key: str) -> float:
-        return statistics.median(run[key] for run in runs[label])
+        return float(statistics.median(run[key] for run in runs[label]))
 
     # Each round ran both, one after the other: the ratio of a round is the least disturbed by the
     # machine's other work (a shared machine), and their median is the figure.
@@ -383,8 +381,11 @@ def main() -> None:
     ratio = statistics.median(paired)
 
     def cpu(label: str) -> float:
-        return statistics.median(
-            run["cpu_us_per_doc"]["service_python"] + run["cpu_us_per_doc"]["valkey"] for run in runs[label]
+        return float(
+            statistics.median(
+                run["cpu_us_per_doc"]["service_python"] + run["cpu_us_per_doc"]["valkey"]
+                for run in runs[label]
+            )
         )
 
     memory = result.pop("site_keys_memory")
