@@ -45,7 +45,7 @@ import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import redis
@@ -65,7 +65,7 @@ HOST = "127.0.0.1"
 EXPECTED_DOCUMENTS: int | None = None
 #: The embedded Valkey's malloc (``--valkey-malloc``): auto (the service's default: mimalloc where it is
 #: installed), mimalloc or libc.
-VALKEY_MALLOC = "auto"
+VALKEY_MALLOC: Literal["auto", "mimalloc", "libc"] = "auto"
 #: Open loop: when a request can only be sent this many seconds after it was due, stop sending.
 MAX_OPEN_LOOP_LAG = 5.0
 #: Open loop below capacity: this fraction of the closed-loop throughput.
@@ -1443,7 +1443,7 @@ def main() -> None:
             }
 
     def met(entry: dict[str, Any], value: float) -> bool:
-        return value >= entry["target"] if "target" in entry else value <= entry["target_max"]
+        return bool(value >= entry["target"] if "target" in entry else value <= entry["target_max"])
 
     for entry in targets.values():
         entry["met"] = met(entry, entry["value"])
