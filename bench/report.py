@@ -526,8 +526,8 @@ def markdown(summary: dict[str, Any], q: dict[str, Any], results_rel: str) -> st
         "```",
         "",
         f"Machine: {summary['machine']['cpu']}, {summary['machine']['cores']} cores, Python "
-        f"{summary['machine']['python']}, kernels `{summary['machine']['active_isa']}`, commit "
-        f"`{summary['machine']['commit']}`; load average during the quality run "
+        f"{summary['machine']['python']}, kernels `{summary['machine']['active_isa']}`; "
+        "load average during the quality run "
         f"{q.get('load_average_at_start')} -> {q.get('load_average_at_end')}.",
         "",
         "## Corpus and truth",
@@ -679,7 +679,7 @@ def crowds_section(results: Path) -> str:
     lines = [
         "## Crowded buckets",
         "",
-        f"`python bench/bench_crowds.py` (commit `{first['git_commit']}`): {first['variants']:,} light "
+        f"`python bench/bench_crowds.py`: {first['variants']:,} light "
         "variants of one 400-word template page checked with insert in batches of "
         f"{first['batch']}, then {first['pairs']} pairs (P shares 60% of the template, P2 is P with one word "
         f"changed). A band bucket keeps at most {first['bucket_cap']} ordinals and candidates are ranked by "
@@ -736,7 +736,7 @@ def mirrors_section(results: Path) -> str:
     lines = [
         "## Mirror detection",
         "",
-        f"`python bench/bench_mirrors.py --rounds {run['args']['rounds']}` (commit `{run['git_commit']}`): a "
+        f"`python bench/bench_mirrors.py --rounds {run['args']['rounds']}`: a "
         f"synthetic crawl from the corpus, {crawl['sites']} sites and {crawl['pages']:,} pages "
         f"({crawl['text_mb']} MB): {crawl['originals']} sites of 10 to 300 distinct corpus documents "
         "(log-uniform), most with the same license page and the same error page (one line naming the site "
@@ -815,7 +815,7 @@ def growth_section(results: Path) -> str:
     lines = [
         "## Cost as a collection grows",
         "",
-        f"`python bench/bench_growth.py` (commit `{run['machine']['neardup_commit']}`): "
+        "`python bench/bench_growth.py`: "
         f"{run['settings']['documents']:,} generated ~2 KB documents into one collection through a real "
         "`neardup serve` (defaults, 1 worker, no capacity hint, embedded Valkey with `appendfsync always`), "
         f"check/batch of {run['settings']['batch']}, {run['settings']['in_flight']} in flight. Per step of "
@@ -856,8 +856,8 @@ def passages_section(results: Path) -> str:
     lines = [
         "## Passages",
         "",
-        f"`{run.get('command', 'python bench/bench_passages.py')}` (commit `{run['machine']['commit']}`, "
-        f"{run['machine']['cores']} cores): {run['corpus']['stored_documents']:,} stored documents of "
+        f"`{run.get('command', 'python bench/bench_passages.py')}` ({run['machine']['cores']} cores): "
+        f"{run['corpus']['stored_documents']:,} stored documents of "
         f"~{run['corpus']['stored_mean_bytes']:,} bytes "
         "(the corpus cut into passages, as bench_service.py does) in a collection with `passages: true`, "
         "through a real `neardup serve` (1 worker, embedded Valkey). Submitted texts built the way PAN "
