@@ -9,10 +9,12 @@ recall at the threshold with every pair a candidate ("banding aside") and with t
 banding (a pair must share a band key); verification floors t + 0, 1, 2 standard errors; sketching
 speed in MB/s of text (one thread, after the run's first pass warmed the caches).
 
-Estimators: format 1 (num_perm 32-bit MinHash slots, the fraction of equal slots), format 2 (b-bit
-one-permutation hashing, ``bins`` x ``bits``, empty bins kept apart), format 3 (format 2's 2-bit bins,
-or for a document of at most bins / 4 shingles a filled-bin bitmap and every shingle's code), exact
-(sorted 32-bit shingle hashes, merge).
+Estimators: MinHash 128 x 32 bits (the fraction of equal slots: what datasketch and rensa keep),
+b-bit minwise hashing (the low bits of more MinHash slots), the service's estimate sketch (2-bit
+one-permutation bins, or for a document of at most bins / 4 shingles a filled-bin bitmap and every
+shingle's code; at the service's bins and at the most that fit in MinHash's 512 bytes), and exact mode
+(sorted 32-bit shingle hashes, merge). Every estimator is scored with the service's banding (its band
+keys come from a 128-slot MinHash whatever verifies the candidates).
 
     python bench/bench_estimators.py --output bench/results/estimators.json      # ~2-4 minutes
 """
@@ -37,17 +39,16 @@ import corpus as corpus_module  # noqa: E402
 import truth as truth_module  # noqa: E402
 
 from neardup import sketch  # noqa: E402
-from neardup.domain.index import collection_floor, verification_floor  # noqa: E402
+from neardup.domain.index import collection_floor  # noqa: E402
 from neardup.domain.models import CollectionParams  # noqa: E402
 
 BUCKETS = np.round(np.arange(0.5, 1.0001, 0.05), 2)
-#: (label, bins, bits) of the format-2 candidates tried; bytes per document = bins * bits / 8 + band keys.
-OPH = [(1024, 2), (1408, 2), (1536, 2), (960, 3), (704, 4), (1024, 4)]
 #: (slots, bits) of b-bit minwise hashing over k permutations tried (bytes: slots * bits / 8, and band
 #: keys beside them, since b bits of a slot cannot make a band key).
 BBIT_MINHASH = [(320, 12), (256, 16)]
-#: Bins of the format-3 candidates tried (2-bit bins; bytes per document = 1 + bins / 4 + band keys).
-ADAPTIVE = [1408, 1472]
+#: Bins of the estimate sketches tried beside the service's own (2-bit bins; bytes per document =
+#: 1 + bins / 4 + band keys): 1,472 is the most that fit beside the band keys in MinHash's 512 bytes.
+EXTRA_BINS = [1472]
 
 
 def even_spread(jac: npt.NDArray[np.float64], per_bucket: int, seed: int = 0) -> npt.NDArray[np.int64]:
@@ -77,7 +78,8 @@ def per_bucket(est: npt.NDArray[np.float64], jac: npt.NDArray[np.float64]) -> di
     return out
 
 
-#: Shingles in a pair's union: the groups of ``by_union_size`` (format 3 is exact-ish below ~200).
+#: Shingles in a pair's union: the groups of ``by_union_size`` (the estimate sketch compares short
+#: documents shingle by shingle, up to ~200 shingles at the default bins).
 UNION_SIZES = [(0, 200), (200, 400), (400, 700), (700, 10**9)]
 
 
@@ -142,16 +144,20 @@ def main() -> None:
     speed_texts = texts[: args.speed_docs]
     mb = sum(len(x.encode("utf-8", "surrogatepass")) for x in speed_texts) / 1e6
 
-    v1 = CollectionParams.create("v1", threshold=t, sketch_format=1)
-    v2 = CollectionParams.create("v2", threshold=t, sketch_format=2)
-    v3 = CollectionParams.create("v3", threshold=t, sketch_format=3)
+    params = CollectionParams.create("estimators", threshold=t)
     report: dict[str, Any] = {
         "documents": len(texts),
         "threshold": t,
         "pairs": {k: len(v) for k, v in sets.items()},
-        "v1": {"bands": v1.bands, "rows": v1.rows},
-        "v2": {"bands": v2.bands, "rows": v2.rows, "bins": v2.bins, "stored_bytes": v2.stored_bytes},
-        "v3": {"bands": v3.bands, "rows": v3.rows, "bins": v3.bins, "stored_bytes": v3.stored_bytes},
+        "per_bucket": args.per_bucket,
+        "speed_documents": len(speed_texts),
+        "service": {
+            "bands": params.bands,
+            "rows": params.rows,
+            "bins": params.bins,
+            "stored_bytes": params.stored_bytes,
+            "floor": round(collection_floor(params), 5),
+        },
         "estimators": {},
     }
 
@@ -165,18 +171,15 @@ def main() -> None:
         return float(np.median(runs))
 
     sigs = sketch.signatures(texts)
-    keys = {
-        1: sketch.band_keys(sigs, v1.bands, v1.rows),
-        2: sketch.band_keys(sigs, v2.bands, v2.rows, sketch_format=2),
-        3: sketch.band_keys(sigs, v3.bands, v3.rows, sketch_format=3),
-    }
-    estimators: dict[str, tuple[int, Any, float, float, int]] = {}
-    # label -> (bytes per document, estimates of the pairs, sketch seconds, floor, band format)
+    # the service's band keys: which pairs share one does not depend on the verification
+    keys = sketch.band_keys(sigs, params.bands, params.rows)
+    estimators: dict[str, tuple[int, Any, float, float]] = {}
+    # label -> (bytes per document, estimates of the pairs, sketch seconds, floor)
     est1 = np.empty(len(pi))
     for s in range(0, len(pi), 20000):
         est1[s : s + 20000] = (sigs[pi[s : s + 20000]] == sigs[pj[s : s + 20000]]).mean(axis=1)
     seconds = timed(lambda: sketch.signatures(speed_texts))
-    estimators["v1 minhash 128x32"] = (512, est1, seconds, verification_floor(t, 128), 1)
+    estimators["minhash 128x32 (datasketch, rensa)"] = (512, est1, seconds, t)
     # b-bit minwise hashing over k permutations (Li and Koenig): the low b bits of k MinHash slots, the
     # fraction of equal ones corrected for chance (2^-b); more slots of fewer bits in about the bytes
     for slots, bits in BBIT_MINHASH:
@@ -187,25 +190,18 @@ def main() -> None:
         chance = 2.0**-bits
         est_b = np.clip((equal - chance) / (1 - chance), 0, 1)
         seconds = timed(lambda k=slots: sketch.signatures(speed_texts, num_perm=k))
-        estimators[f"b-bit minhash {slots}x{bits}"] = (slots * bits // 8, est_b, seconds, t, 2)
-    for bins, bits in OPH:
-        _, packed = sketch.estimate_sketches(texts, bins=bins, bits=bits)
-        est = np.empty(len(pi))
-        for a in np.unique(pi):
-            rows = np.flatnonzero(pi == a)
-            est[rows] = sketch.bbit_similarity(packed[a], packed, pj[rows], bins=bins, bits=bits)
-        seconds = timed(lambda b=bins, w=bits: sketch.estimate_sketches(speed_texts, bins=b, bits=w))
-        floor = t if (bins, bits) != (v2.bins, 2) else collection_floor(v2)
-        estimators[f"v2 oph {bins}x{bits}"] = (bins * bits // 8, est, seconds, floor, 2)
-    for bins in ADAPTIVE:
+        estimators[f"b-bit minhash {slots}x{bits}"] = (slots * bits // 8, est_b, seconds, t)
+    for bins in [params.bins, *EXTRA_BINS]:
         _, packed = sketch.adaptive_sketches(texts, bins=bins)
         est = np.empty(len(pi))
         for a in np.unique(pi):
             rows = np.flatnonzero(pi == a)
             est[rows] = sketch.adaptive_similarity(packed[a], packed, pj[rows], bins=bins)
         seconds = timed(lambda b=bins: sketch.adaptive_sketches(speed_texts, bins=b))
-        floor = collection_floor(v3) if bins == v3.bins else t
-        estimators[f"v3 adaptive {bins}x2"] = (1 + bins // 4, est, seconds, floor, 3)
+        own = bins == params.bins
+        floor = collection_floor(params) if own else t
+        label = f"estimate sketch {bins}x2" + (" (the service's)" if own else "")
+        estimators[label] = (1 + bins // 4, est, seconds, floor)
     _, flat, offsets = sketch.exact_sketches(texts)
     est = np.empty(len(pi))
     merge_started = time.perf_counter()
@@ -215,7 +211,7 @@ def main() -> None:
     merge_seconds = time.perf_counter() - merge_started
     seconds = timed(lambda: sketch.exact_sketches(speed_texts))
     exact_bytes = int(4 * len(flat) / len(texts))
-    estimators["exact sorted u32"] = (exact_bytes, est, seconds, t, 2)
+    estimators["exact sorted u32 (verify: exact)"] = (exact_bytes, est, seconds, t)
     report["exact_merge"] = {
         "pairs": len(pi),
         "seconds": round(merge_seconds, 3),
@@ -223,12 +219,12 @@ def main() -> None:
         "mean_set_size": round(float(len(flat) / len(texts)), 1),
         "note": "whole merges (floor 0: no early abort) over every truth pair, one thread",
     }
-    for label, (nbytes, est, seconds, floor, fmt) in estimators.items():
+    for label, (nbytes, est, seconds, floor) in estimators.items():
         entry: dict[str, Any] = {"bytes_per_document": nbytes, "sketch_mb_per_s": round(mb / seconds, 1)}
         for name, sel in sets.items():
             e, jj, idn = est[sel], jac[sel], ident[sel]
             found_all = np.ones(len(sel), bool)
-            banded = shared_band(keys[fmt], pi[sel], pj[sel])
+            banded = shared_band(keys, pi[sel], pj[sel])
             entry[name] = {
                 "mean_abs_error": round(float(np.abs(e - jj).mean()), 4),
                 "buckets": per_bucket(e, jj) if name == "even" else None,

@@ -36,7 +36,7 @@ For each step of ``--step`` documents the JSON has:
   outside those seconds; ``latest_fork_ms`` (``INFO stats``);
 - ``request_ms``: p50/p99 of the batch requests of the step.
 
-``targets`` holds the issue's target: the rate of the last step (ending at ``--documents``) at least
+``targets`` holds the target: the rate of the last step (ending at ``--documents``) at least
 85% of the first step's.
 
     python bench/bench_growth.py --quick              # 200,000 documents in steps of 50,000 (~30 s)

@@ -1,4 +1,4 @@
-"""Mirror detection (issue 17): a synthetic crawl from the real corpus, checked online through the HTTP
+"""Mirror detection: a synthetic crawl from the real corpus, checked online through the HTTP
 API of a real ``neardup serve``, against the exact truth.
 
 The crawl (seeded): ``--originals`` sites of 10 to 300 pages (log-uniform), each page a distinct corpus
@@ -20,7 +20,7 @@ p90, max); documents/s of the same stream into a collection with ``site_field`` 
 of the service and of Valkey per document; the memory of the site keys (MEMORY USAGE) per page and per
 site; and, in process on an embedded Valkey, the server's time per document in the check scripts with
 and without site_field (``server_cost``), interleaved: each check links the pairs the service verified
-for the one before in its own script (ND.LINK), or with the Lua link loop (pages counted in ND.BANDS).
+for the one before in its own script (ND.LINK with neardup's module; on a server without it, in Lua).
 
     python bench/bench_mirrors.py                  # ~3-4 minutes on 2 cores
     python bench/bench_mirrors.py --originals 60 --full 10 --partial 10 --rounds 1   # quick
@@ -52,7 +52,7 @@ import truth as truth_module  # noqa: E402
 from bench_service import CpuMeter, HttpConnection, Service, run_async, wait_until_quiet  # noqa: E402
 from machine import cpu_model, git_commit  # noqa: E402
 
-from neardup.storage.keys import SITE_OTHERS, SITE_PARTNERS  # noqa: E402
+from neardup.storage.keys import REGISTRY, SITE_OTHERS, SITE_PARTNERS, CollectionKeys  # noqa: E402
 
 THRESHOLD = 0.8
 HOST = "127.0.0.1"
@@ -179,78 +179,75 @@ async def ingest(
 
 
 def site_keys_memory(service: Service, collection: str) -> dict[str, int]:
+    """MEMORY USAGE of the collection's site keys (names, ids, pages, shared counts, edges)."""
     client = service.redis()
-    registry = orjson.loads(client.hget("nd:collections", collection))
-    base = f"nd:{collection}:{registry['gen']}"
+    entry = client.hget(REGISTRY, collection)
+    assert entry is not None, f"no collection {collection}"
+    names = CollectionKeys(collection, orjson.loads(entry)["gen"])
     total = keys = 0
-    for pattern in (f"{base}:s?", f"{base}:x:*", f"{base}:e:*"):
+    singles = [names.site_names, names.site_ids, names.site_pages]
+    for pattern in (*singles, names.shared_prefix + "*", names.edge_prefix + "*"):
         for key in client.scan_iter(match=pattern, count=1000):
-            if (
-                key.decode().rsplit(":", 1)[-1] in ("sn", "si", "sp")
-                or ":x:" in key.decode()
-                or ":e:" in key.decode()
-            ):
-                total += int(client.memory_usage(key, samples=0) or 0)
-                keys += 1
+            total += int(client.memory_usage(key, samples=0) or 0)
+            keys += 1
     client.close()
     return {"bytes": total, "keys": keys}
 
 
 async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dict[str, Any]:
-    """The store's share of the counting, in process on an embedded Valkey (no HTTP): Valkey's own time
-    in EVALSHA (INFO commandstats) per document for the checks of a collection without and with
+    """The store's share of the counting, in process on embedded Valkey servers (no HTTP): Valkey's own
+    time in EVALSHA (INFO commandstats) per document for the checks of a collection without and with
     site_field, the settling of the last links included (each check links the pairs the service
-    verified for the one before, in its own script; a site read settles the rest), in the current site
-    layout (packed shared counts) and in layout 1 (hashes: a collection of an earlier release); on a
-    second store that takes the module as version 1 for the link step, the same with the Lua link
-    loop. Also ``ND.LINK``'s own time per document (the link step inside those scripts)."""
+    verified for the one before, in its own script; a site read settles the rest), on a server with
+    neardup's module (the link step is ``ND.LINK``) and on one without it (every step in Lua, as on a
+    managed Redis service). Also ``ND.LINK``'s own time per document (the link step inside those
+    scripts)."""
     import tempfile
 
     import redis as redis_sync
 
     from neardup.domain import CollectionParams, Document, Index
-    from neardup.storage import EmbeddedValkey, RedisStore, scripts
+    from neardup.storage import EmbeddedValkey, RedisStore
 
     out: dict[str, list[float]] = {
-        "check_without": [], "check_with_site_field": [], "check_with_site_field_layout_1": [],
+        "check_without": [], "check_with_site_field": [], "check_without_lua": [],
         "check_with_site_field_lua": [],
     }  # fmt: skip
-    link: dict[str, list[float]] = {"check_with_site_field": [], "check_with_site_field_layout_1": []}
+    link: list[float] = []
     aof: dict[str, list[float]] = {label: [] for label in out}  # append-only file bytes per document
     with tempfile.TemporaryDirectory() as tmp:
-        server = EmbeddedValkey(Path(tmp) / "valkey", fsync="everysec")
-        url = server.start()
-        store = RedisStore.from_url(url, timeout=600)
-        # A store on the same server that takes the module as version 1 for the link step (the Lua
-        # loop, as a server without the module runs it): both link steps in the same run.
-        lua_store = RedisStore.from_url(url, timeout=600)
-        version = scripts.LINK_MODULE_VERSION
-        scripts.LINK_MODULE_VERSION = 99
-        await lua_store._scripts.ensure_loaded(lua_store.client)
-        scripts.LINK_MODULE_VERSION = version
-        sync = redis_sync.Redis.from_url(url)
-        sync.config_set("auto-aof-rewrite-percentage", 0)  # the file only grows: its size is the measure
-
-        def usec(command: str) -> float:
-            return float(sync.info("commandstats").get(f"cmdstat_{command}", {}).get("usec", 0))
-
-        variants = (
-            ("check_without", None, store),
-            ("check_with_site_field", "url", store),
-            ("check_with_site_field_layout_1", "url", store),
-            ("check_with_site_field_lua", "url", lua_store),
-        )
+        servers = {
+            "module": EmbeddedValkey(Path(tmp) / "module", fsync="everysec"),
+            "lua": EmbeddedValkey(Path(tmp) / "lua", fsync="everysec", module=False),
+        }
+        stores: dict[str, RedisStore] = {}
+        syncs: dict[str, redis_sync.Redis] = {}
         try:
+            for kind, server in servers.items():
+                url = server.start()
+                stores[kind] = RedisStore.from_url(url, timeout=600)
+                syncs[kind] = redis_sync.Redis.from_url(url)
+                # the file only grows: its size is the measure
+                syncs[kind].config_set("auto-aof-rewrite-percentage", 0)
+
+            def usec(kind: str, command: str) -> float:
+                stats = syncs[kind].info("commandstats")
+                return float(stats.get(f"cmdstat_{command}", {}).get("usec", 0))
+
+            variants = (
+                ("check_without", None, "module"),
+                ("check_with_site_field", "url", "module"),
+                ("check_without_lua", None, "lua"),
+                ("check_with_site_field_lua", "url", "lua"),
+            )
             for rep in range(reps):
-                for label, site_field, on in variants:
-                    index = Index(on)
-                    name = f"cost{rep}{label.rsplit('_', 1)[-1]}"
+                for label, site_field, kind in variants:
+                    index = Index(stores[kind])
+                    sync = syncs[kind]
+                    name = f"cost{rep}{'site' if site_field else 'plain'}"
                     await index.create_collection(
                         CollectionParams.create(name, threshold=THRESHOLD, site_field=site_field)
                     )
-                    if label.endswith("layout_1"):  # what a release before site layout 2 created
-                        state = (await index._collection(name)).keys.state
-                        assert sync.hdel(state, "sx") == 1
                     sync.config_resetstat()
                     aof_before = sync.info("persistence")["aof_current_size"]
                     for start in range(0, len(crawl), batch):
@@ -261,30 +258,31 @@ async def server_cost(crawl: list[dict[str, Any]], batch: int, reps: int) -> dic
                         await index.check(name, docs)
                     if site_field:
                         await index.settle_links(name)
-                    out[label].append(usec("evalsha") / len(crawl))
+                    out[label].append(usec(kind, "evalsha") / len(crawl))
                     aof_after = sync.info("persistence")["aof_current_size"]
                     aof[label].append((aof_after - aof_before) / len(crawl))
-                    if label in link:
-                        link[label].append(usec("nd.link") / len(crawl))
+                    if label == "check_with_site_field":
+                        link.append(usec(kind, "nd.link") / len(crawl))
                     await index.close()
                     await index.delete_collection(name)
         finally:
-            await store.close()
-            await lua_store.close()
-            sync.close()
-            server.stop()
+            for store in stores.values():
+                await store.close()
+            for sync in syncs.values():
+                sync.close()
+            for server in servers.values():
+                server.stop()
     median = {k: round(statistics.median(v), 1) for k, v in out.items()}
     return {
         "valkey_us_per_doc": median,
         "runs": {k: [round(x, 1) for x in v] for k, v in out.items()},
-        "nd_link_us_per_doc": {k: round(statistics.median(v), 1) for k, v in link.items()},
+        "nd_link_us_per_doc": round(statistics.median(link), 1),
+        "nd_link_runs": [round(x, 1) for x in link],
         "aof_bytes_per_doc": {k: round(statistics.median(v), 1) for k, v in aof.items()},
-        "nd_link_runs": {k: [round(x, 1) for x in v] for k, v in link.items()},
         "counting_us_per_doc": round(median["check_with_site_field"] - median["check_without"], 1),
-        "counting_us_per_doc_layout_1": round(
-            median["check_with_site_field_layout_1"] - median["check_without"], 1
+        "counting_us_per_doc_lua": round(
+            median["check_with_site_field_lua"] - median["check_without_lua"], 1
         ),
-        "counting_us_per_doc_lua": round(median["check_with_site_field_lua"] - median["check_without"], 1),
     }
 
 
@@ -356,11 +354,11 @@ def main() -> None:
                 meter.start()
                 timed = ingest(service.port, name, bodies, args.clients, settle=bool(extra))
                 seconds, read = run_async(timed)
-                cpu = meter.stop(len(crawl))
+                used = meter.stop(len(crawl))
                 runs[label].append({
                     "seconds": round(seconds, 2), "last_read_seconds": round(read, 3),
                     "docs_per_s": round(len(crawl) / seconds),
-                    "cpu_us_per_doc": cpu["cpu_us_per_doc"], "busy_cores_before": quiet["busy_cores_before"],
+                    "cpu_us_per_doc": used["cpu_us_per_doc"], "busy_cores_before": quiet["busy_cores_before"],
                 })  # fmt: skip
                 print(f"round {r} {label}: {len(crawl) / seconds:.0f} docs/s", file=sys.stderr)
                 if r == args.rounds - 1 and extra:
@@ -372,7 +370,7 @@ def main() -> None:
     cost = run_async(server_cost(crawl, args.batch, args.rounds))
 
     def median(label: str, key: str) -> float:
-        return statistics.median(run[key] for run in runs[label])
+        return float(statistics.median(run[key] for run in runs[label]))
 
     # Each round ran both, one after the other: the ratio of a round is the least disturbed by the
     # machine's other work (a shared machine), and their median is the figure.
@@ -383,8 +381,11 @@ def main() -> None:
     ratio = statistics.median(paired)
 
     def cpu(label: str) -> float:
-        return statistics.median(
-            run["cpu_us_per_doc"]["service_python"] + run["cpu_us_per_doc"]["valkey"] for run in runs[label]
+        return float(
+            statistics.median(
+                run["cpu_us_per_doc"]["service_python"] + run["cpu_us_per_doc"]["valkey"]
+                for run in runs[label]
+            )
         )
 
     memory = result.pop("site_keys_memory")

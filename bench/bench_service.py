@@ -13,7 +13,7 @@ On the corpus of ``bench/corpus.py`` cut into passages of a few KB, this starts 
   documents/s with and without its MinHash computation, and Redis bytes per document.
 
 Prints one JSON object. Benchmarks are not tests: nothing here asserts; ``targets`` says which of the
-issue-3 targets were met. The load generator runs in this process on the same 2 cores as the service:
+service's speed targets were met. The load generator runs in this process on the same 2 cores as the service:
 its CPU time is reported next to the service's, the Valkey server's and other processes' (a shared
 machine: ``--wait-quiet`` waits for the others to go idle before each part).
 
@@ -45,7 +45,7 @@ import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import redis
@@ -65,13 +65,13 @@ HOST = "127.0.0.1"
 EXPECTED_DOCUMENTS: int | None = None
 #: The embedded Valkey's malloc (``--valkey-malloc``): auto (the service's default: mimalloc where it is
 #: installed), mimalloc or libc.
-VALKEY_MALLOC = "auto"
+VALKEY_MALLOC: Literal["auto", "mimalloc", "libc"] = "auto"
 #: Open loop: when a request can only be sent this many seconds after it was due, stop sending.
 MAX_OPEN_LOOP_LAG = 5.0
 #: Open loop below capacity: this fraction of the closed-loop throughput.
 SUSTAINABLE_FRACTION = 0.7
 
-#: Issue 3, "Storage and speed". Minimums unless the name ends in _max.
+#: The service's speed and storage targets. Minimums unless the name ends in _max.
 TARGETS = {
     "batch_docs_per_s": 10_000.0,
     "batch_vs_datasketch": 15.0,
@@ -593,7 +593,7 @@ class Service:
         self.close()
 
 
-#: More fields of the collection creation body (--create): the sketch format, exact mode.
+#: More fields of the collection creation body (--create), e.g. exact mode.
 CREATE: dict[str, Any] = {}
 
 
@@ -1274,7 +1274,7 @@ def main() -> None:
         "--create",
         default="{}",
         metavar="JSON",
-        help='more fields of neardup\'s collection creation body, e.g. {"sketch_format": 1}',
+        help='more fields of neardup\'s collection creation body, e.g. {"verify": "exact"}',
     )
     args = parser.parse_args()
     global EXPECTED_DOCUMENTS, VALKEY_MALLOC, CREATE
@@ -1443,7 +1443,7 @@ def main() -> None:
             }
 
     def met(entry: dict[str, Any], value: float) -> bool:
-        return value >= entry["target"] if "target" in entry else value <= entry["target_max"]
+        return bool(value >= entry["target"] if "target" in entry else value <= entry["target_max"])
 
     for entry in targets.values():
         entry["met"] = met(entry, entry["value"])

@@ -22,7 +22,7 @@ batch at a time. Printed as JSON:
     python bench/bench_store.py --docs 1500 --callgrind --profile-out cg.out   # callgrind_annotate cg.out
     python bench/bench_store.py --valkey-config rdbcompression=yes   # compare ``aof_rewrite``
     python bench/bench_store.py --no-module          # the band step in Lua, as on an external server
-    python bench/bench_store.py --docs 10000 --passages 0,1,2 --repeats 3   # passages off / format 1 / 2
+    python bench/bench_store.py --docs 10000 --passages 0,1 --repeats 3   # passages off / on
     LD_PRELOAD=/path/to/libmimalloc.so python bench/bench_store.py   # the server with another malloc
 
 After the run the server rewrites its append-only file once more, timed (``aof_rewrite``: seconds and
@@ -61,7 +61,7 @@ async def run(
     passages: int = 0,
     name: str = "bench",
 ) -> dict[str, Any]:
-    """``passages``: 0 off, else the collection's passage format."""
+    """``passages``: 0 off, 1 on (the collection indexes its documents for passage search)."""
     assert server.pid is not None
     store = RedisStore.from_url(server.url, timeout=600)
     index = Index(store)
@@ -71,7 +71,6 @@ async def run(
             threshold=bench_service.THRESHOLD,
             expected_documents=expected,
             passages=passages > 0,
-            passage_format=passages or None,
         )
         memory0 = (await store.client.info("memory"))["used_memory"]
         await index.create_collection(params)
@@ -190,17 +189,17 @@ def compare(
             drop(server.url, name)
             print(f"round {r} passages {setting}: {found['valkey_cpu_us_per_doc']}", file=sys.stderr)
     out: dict[str, Any] = {"documents": len(docs), "repeats": args.repeats, "settings": {}}
-    for setting, found in runs.items():
+    for setting, measured in runs.items():
         out["settings"][str(setting)] = {
-            "valkey_cpu_us_per_doc": statistics.median(x["valkey_cpu_us_per_doc"]["all"] for x in found),
-            "docs_per_s_one_client": statistics.median(x["docs_per_s_one_client"] for x in found),
-            "collection_memory_per_doc": statistics.median(x["collection_memory_per_doc"] for x in found),
-            "commands_per_doc": found[-1]["commands_per_doc"],
+            "valkey_cpu_us_per_doc": statistics.median(x["valkey_cpu_us_per_doc"]["all"] for x in measured),
+            "docs_per_s_one_client": statistics.median(x["docs_per_s_one_client"] for x in measured),
+            "collection_memory_per_doc": statistics.median(x["collection_memory_per_doc"] for x in measured),
+            "commands_per_doc": measured[-1]["commands_per_doc"],
             "usec_per_doc": {
-                command: statistics.median(x["usec_per_doc"].get(command, 0.0) for x in found)
-                for command in found[-1]["usec_per_doc"]
+                command: statistics.median(x["usec_per_doc"].get(command, 0.0) for x in measured)
+                for command in measured[-1]["usec_per_doc"]
             },
-            "runs_cpu_us_per_doc": [x["valkey_cpu_us_per_doc"]["all"] for x in found],
+            "runs_cpu_us_per_doc": [x["valkey_cpu_us_per_doc"]["all"] for x in measured],
         }
     first = out["settings"][str(settings[0])]
     for setting in settings[1:]:
@@ -213,13 +212,20 @@ def compare(
 
 
 def drop(url: str, name: str) -> None:
-    """The collection's keys (a bench server holds nothing else), then lazy freeing waited for."""
+    """The collection dropped (every key of it), then lazy freeing waited for."""
+
+    async def delete() -> None:
+        store = RedisStore.from_url(url, timeout=600)
+        index = Index(store)
+        try:
+            await index.delete_collection(name)
+        finally:
+            await index.close()
+            await store.close()
+
+    asyncio.run(delete())
     client = redis.Redis.from_url(url)
     try:
-        for key in client.scan_iter(match=f"nd:{name}:*", count=1000):
-            client.unlink(key)
-        client.unlink(f"nd:{{{name}}}:state")
-        client.hdel("nd:collections", name)
         bench_service.wait_for_lazyfree(client)
     finally:
         client.close()
@@ -266,8 +272,8 @@ def main() -> None:
         "--passages",
         default="0",
         metavar="LIST",
-        help="comma-separated passage settings to compare in one server, interleaved: 0 off, 1 or 2 the "
-        "passage format (e.g. 0,1,2); each a collection of its own, dropped after its run",
+        help="comma-separated passage settings to compare in one server, interleaved: 0 off, 1 on "
+        "(e.g. 0,1); each a collection of its own, dropped after its run",
     )
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the --passages settings (medians)")
     parser.add_argument(
@@ -297,6 +303,8 @@ def main() -> None:
         )
         server.start(timeout=120)
         settings_list = [int(x) for x in args.passages.split(",")]
+        if not set(settings_list) <= {0, 1}:
+            parser.error("--passages takes 0 (off) and 1 (on)")
         try:
             if settings_list == [0] and args.repeats == 1:
                 report = asyncio.run(run(server, docs, args.batch, args.expected_documents))

@@ -12,7 +12,7 @@ measures memory that way): that also counts memory outside the collection's keys
 keyspace's own table.
 
     python bench/passage_memory.py                       # 10,000 documents of ~2,600 bytes
-    python bench/passage_memory.py --chunk-bytes 4000     # the issue's ~4 KB documents
+    python bench/passage_memory.py --chunk-bytes 4000     # ~4 KB documents
     python bench/passage_memory.py --valkey-config hash-max-listpack-value=2048   # blobs kept in listpacks
 """
 
@@ -34,17 +34,19 @@ import redis  # noqa: E402
 
 from neardup.domain import CollectionParams, Document, Index  # noqa: E402
 from neardup.storage import EmbeddedValkey, RedisStore  # noqa: E402
+from neardup.storage.keys import REGISTRY, CollectionKeys  # noqa: E402
 
 FAMILIES = {"b": "band groups", "i": "id groups", "s": "signature groups", "d": "records"}
 FAMILIES |= {"f": "passage index", "p": "passage blobs"}
 
 
 def sizes(client: redis.Redis, base: str) -> tuple[Counter[str], Counter[str]]:
-    """Bytes and keys per family of the keys under ``base``, and the encodings seen (family:encoding)."""
+    """Bytes and keys per family of the data keys starting with ``base`` (a generation's, ending in
+    ":"), and the encodings seen (family:encoding)."""
     total: Counter[str] = Counter()
     encodings: Counter[str] = Counter()
-    for key in client.scan_iter(match=f"{base}:*", count=1000):
-        family = key.decode()[len(base) + 1 :].split(":", 1)[0]
+    for key in client.scan_iter(match=f"{base}*", count=1000):
+        family = key.decode()[len(base) :].split(":", 1)[0]
         name = FAMILIES.get(family, family)
         total[name] += int(client.memory_usage(key, samples=0) or 0)
         encodings[f"{name}: {client.object('encoding', key).decode()}"] += 1
@@ -52,7 +54,7 @@ def sizes(client: redis.Redis, base: str) -> tuple[Counter[str], Counter[str]]:
 
 
 async def fill(url: str, docs: list[Document], batch: int) -> tuple[dict[str, str], dict[str, int]]:
-    """Both collections filled; their key bases ("nd:<c>:<gen>") by name ("off", "on"), and the growth
+    """Both collections filled; the prefix of their data keys by name ("off", "on"), and the growth
     of the server's ``used_memory`` while each was filled (see the module docstring)."""
     store = RedisStore.from_url(url, timeout=60.0)
     bases, grown = {}, {}
@@ -63,7 +65,9 @@ async def fill(url: str, docs: list[Document], batch: int) -> tuple[dict[str, st
             await index.create_collection(CollectionParams.create(name, threshold=0.8, passages=name == "on"))
             for start in range(0, len(docs), batch):
                 await index.check(name, docs[start : start + batch])
-            bases[name] = (await index._collection(name)).keys.band_prefix.rsplit(":", 2)[0]
+            entry = await store.client.hget(REGISTRY, name)
+            assert entry is not None, f"no collection {name}"
+            bases[name] = CollectionKeys(name, json.loads(entry)["gen"]).data_pattern.removesuffix("*")
             grown[name] = (await store.client.info("memory"))["used_memory"] - before
     finally:
         await store.close()

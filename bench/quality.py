@@ -5,11 +5,12 @@ For each threshold t (0.5 ... 0.9):
 
 - **neardup, service**: a real ``neardup serve`` (127.0.0.1, a free port, a temporary data directory,
   its embedded Valkey). One collection per threshold, created with only ``threshold`` given (so with the
-  service's default banding and verification for it). Every corpus document goes through
-  ``check/batch`` in corpus order (*online*: each is compared with the ones before it); the reported
-  matches are the predicted pairs. Then every document is sent to ``query`` (read-only, everything
-  stored): the (query, match) pairs, itself left out, are scored as directed pairs. Then every mutant of
-  the mutation set goes to ``query``: found when its base document is among the matches.
+  service's default banding, sketch and verification for it; ``--create`` adds fields, e.g.
+  ``{"verify": "exact"}``). Every corpus document goes through ``check/batch`` in corpus order
+  (*online*: each is compared with the ones before it); the reported matches are the predicted pairs.
+  Then every document is sent to ``query`` (read-only, everything stored): the (query, match) pairs,
+  itself left out, are scored as directed pairs. Then every mutant of the mutation set goes to
+  ``query``: found when its base document is among the matches.
 - **datasketch**: ``MinHash(num_perm=128)`` over the usual Python shingle strings (``update_batch``),
   ``MinHashLSH(threshold=t, num_perm=128)`` in memory with the (b, r) it picks and with neardup's; each
   document queried then inserted in the same order. Raw candidates, and candidates whose MinHash
@@ -21,13 +22,15 @@ Scores: precision and recall of the predicted pairs against the exact truth (``b
 overall and on pairs whose shingle sets are not identical; for mutants, recall per edit rate (found
 among the mutants whose exact Jaccard with their base is >= t) and the plain detection rate.
 
-The **trade-off curve** (threshold 0.8): the service's check, simulated in this process with the same
-signatures and band keys (``neardup.sketch``) and its verification rule (estimate >= a floor), for the
-(b, r) that ``optimal_bands`` picks at several false-negative weights and floors from t - 2/128 to
-t + 4/128, beside the service's own floor (``verification_floor``: t + half a standard error);
-and the empirical candidate rate per true-Jaccard bucket beside the S-curve P(s) = 1 - (1 - s^r)^b.
+The **curves** (threshold 0.8) run the service's check in this process with its own code: the
+collection's sketches (``banding.sketch_texts``), candidates sharing a band key, and its verification
+(``banding.candidate_scorer``) kept at a floor. The trade-off: the banding ``recall_bands`` picks for
+several targets of P(t), with floors from t - 0.02 to t + 0.03 beside the service's own
+(``index.collection_floor``); the seeds: the defaults' check with other hash seeds; the S-curve: the
+empirical candidate rate per true-Jaccard bucket beside P(s) = 1 - (1 - s^r)^b.
 
     python bench/quality.py --output bench/results/quality.json     # full corpus, ~10-15 minutes
+    python bench/quality.py --no-curves --thresholds 0.8 --output bench/results/quality.json  # headline
 """
 
 from __future__ import annotations
@@ -67,17 +70,20 @@ import mutations  # noqa: E402
 import truth as truth_module  # noqa: E402
 
 from neardup import sketch  # noqa: E402
-from neardup.domain.index import verification_floor  # noqa: E402
-from neardup.domain.models import CollectionParams  # noqa: E402
+from neardup.domain.banding import candidate_scorer, sketch_texts  # noqa: E402
+from neardup.domain.index import collection_floor  # noqa: E402
+from neardup.domain.models import CollectionParams, max_bands  # noqa: E402
 
 HOST = "127.0.0.1"
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 NUM_PERM = 128
 HEADLINE = 0.8
-FN_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99)
-#: Verification floors tried: the threshold plus this many signature slots (1/128 each; negative = a
-#: margin below t), and the service's own rule (``neardup.domain.index.verification_floor``).
-OFFSET_SLOTS = (-2, -1, 0, 1, 2, 3, 4)
+#: Targets of P(t), the chance that a pair at the threshold becomes a candidate, whose banding
+#: (``sketch.recall_bands``) the trade-off curve tries beside the service's own.
+RECALL_TARGETS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
+#: Verification floors tried: the threshold plus these (negative: a margin below t), and the service's
+#: own (``neardup.domain.index.collection_floor``).
+FLOOR_OFFSETS = (-0.02, -0.01, 0.0, 0.01, 0.02, 0.03)
 TARGETS = {"precision": 0.99, "recall": 0.98, "recall_at_1pct_edits": 0.97}
 #: Hash seeds for the robustness check: seed 1 is neardup's (part of the stored format); the others
 #: show how much of a result is the luck of one draw of hash functions.
@@ -421,7 +427,6 @@ def service_quality(
             out["thresholds"][f"{t:.1f}"] = {
                 "bands": params["bands"],
                 "rows": params["rows"],
-                "sketch_format": params.get("sketch_format", 1),
                 "verify": params.get("verify", "estimate"),
                 "bins": params.get("bins", 0),
                 "check": score(truth, pair_codes(pi, pj, n), t),
@@ -605,54 +610,87 @@ def library_quality(
     return out
 
 
-# --- the trade-off curve (in process, the service's rule) ----------------------------------------------
+# --- the curves (in process, the service's own code) ----------------------------------------------
+
+
+@dataclass
+class ServiceRule:
+    """The service's check of a corpus in this process: candidate pairs (codes i * n + j, sharing a band
+    key) with the verification's similarity of each; for each mutant, whether it shares a band key
+    with its base and its similarity to it."""
+
+    candidates: I64
+    similarity: npt.NDArray[np.float64]
+    mutant_shares: npt.NDArray[np.bool_]
+    mutant_similarity: npt.NDArray[np.float64]
+
+
+def service_rule(
+    params: CollectionParams, texts: Sequence[str], mutants: Sequence[mutations.Mutant]
+) -> ServiceRule:
+    n = len(texts)
+    batch = sketch_texts(params, [*texts, *(m.text for m in mutants)])
+    keys = batch.band_keys
+    cand = pairs_sharing_keys(keys[:n], n)
+    score = candidate_scorer(params, batch, [])
+    sim = np.empty(len(cand), dtype=np.float64)
+    first, second = cand // n, cand % n
+    # the codes are sorted, so each document's candidates are one run
+    starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]]) if len(cand) else np.empty(0, np.int64)
+    for s, e in zip(starts.tolist(), [*starts[1:].tolist(), len(cand)], strict=True):
+        sim[s:e] = score(int(first[s]), second[s:e].tolist(), 0.0)
+    shares = np.array(
+        [bool(np.any((keys[n + q] == keys[m.base]) & (keys[m.base] != 0))) for q, m in enumerate(mutants)],
+        dtype=bool,
+    )
+    msim = np.array([score(n + q, [m.base], 0.0)[0] for q, m in enumerate(mutants)], dtype=np.float64)
+    return ServiceRule(cand, sim, shares, msim)
 
 
 def tradeoff(
-    sigs: npt.NDArray[np.uint32],
+    texts: Sequence[str],
     truth: Truth,
-    mutant_sigs: npt.NDArray[np.uint32],
     mutants: Sequence[mutations.Mutant],
     mutant_j: Sequence[float],
     threshold: float = HEADLINE,
 ) -> dict[str, Any]:
-    """Precision/recall of the service's check rule (candidates sharing a band, kept when the estimate
-    is >= a floor) for the (b, r) optimal_bands picks at each fn weight, with the floor at t plus each
-    offset in slots, and at the service's own ``verification_floor``."""
-    n = len(sigs)
-    k = sigs.shape[1]
-    shapes: dict[tuple[int, int], list[float]] = {}
-    for w in FN_WEIGHTS:
-        shapes.setdefault(sketch.optimal_bands(threshold, k, 1.0 - w, w), []).append(w)
+    """Precision/recall of the service's check (candidates sharing a band, kept when the verification's
+    similarity is >= a floor) for the banding ``recall_bands`` picks at each target of P(t) and the
+    service's own, with the floor at t plus each offset and at the service's ``collection_floor``."""
+    n = len(texts)
+    service = CollectionParams.create("x", threshold=threshold)
+    k = service.num_perm
+    shapes: dict[tuple[int, int], list[float]] = {(service.bands, service.rows): []}
+    for target in RECALL_TARGETS:
+        shapes.setdefault(sketch.recall_bands(threshold, k, target, max_bands(k)), []).append(target)
     rows_out = []
-    for (b, r), weights in sorted(shapes.items()):
-        keys = sketch.band_keys(sigs, b, r)
-        cand = pairs_sharing_keys(keys, n)
-        est = estimates(sigs, cand, n)
-        mkeys = sketch.band_keys(mutant_sigs, b, r)
-        shares = np.array([bool(np.any(mkeys[q] == keys[m.base])) for q, m in enumerate(mutants)], dtype=bool)
-        mest = np.array([float((mutant_sigs[q] == sigs[m.base]).mean()) for q, m in enumerate(mutants)])
+    for (b, r), targets in sorted(
+        shapes.items(), key=lambda s: sketch.collision_probability(threshold, *s[0])
+    ):
+        params = CollectionParams.create("x", threshold=threshold, bands=b, rows=r)
+        rule = service_rule(params, texts, mutants)
         fp_p, fn_p = sketch.error_probabilities(threshold, b, r)
-        floors: list[tuple[int | str, float]] = [(o, threshold + o / k) for o in OFFSET_SLOTS]
-        floors.append(("service", verification_floor(threshold, k)))
+        floors: list[tuple[float | str, float]] = [(o, threshold + o) for o in FLOOR_OFFSETS]
+        floors.append(("service", collection_floor(params)))
         for offset, floor in floors:
-            keep = est >= floor - 1e-6
-            s = score(truth, cand[keep], threshold)
-            found = list(shares & (mest >= floor - 1e-6))
+            keep = rule.similarity >= floor - 1e-6
+            s = score(truth, rule.candidates[keep], threshold)
+            found = list(rule.mutant_shares & (rule.mutant_similarity >= floor - 1e-6))
             rows_out.append(
                 {
-                    "fn_weights": weights,
+                    "recall_targets": targets,
+                    "service_banding": (b, r) == (service.bands, service.rows),
                     "bands": b,
                     "rows": r,
-                    "offset_slots": offset,
+                    "bins": params.bins,
+                    "offset": offset,
                     "floor": round(floor, 5),
-                    "min_equal_slots": int(np.ceil(floor * k - 1e-6)),
                     "p_candidate_at_threshold": round(
                         float(sketch.collision_probability(threshold, b, r)), 4
                     ),
                     "fp_probability": round(fp_p, 4),
                     "fn_probability": round(fn_p, 4),
-                    "candidates_per_document": round(len(cand) / max(n, 1), 3),
+                    "candidates_per_document": round(len(rule.candidates) / max(n, 1), 3),
                     "precision": s["precision"],
                     "recall": s["recall"],
                     "precision_non_identical": s["precision_non_identical"],
@@ -666,41 +704,34 @@ def tradeoff(
 
 
 def seed_robustness(texts: Sequence[str], truth: Truth, threshold: float = HEADLINE) -> dict[str, Any]:
-    """The check rule of the defaults and of the former defaults (equal weights, every estimate >= t)
-    with the signatures of other hash seeds: the same pairs, other draws of hash functions."""
-    n = len(texts)
-    default = CollectionParams.create("x", threshold=threshold, sketch_format=1)
-    k = default.num_perm
-    rules = [
-        ("defaults", default.bands, default.rows, verification_floor(threshold, k)),
-        ("former defaults", *sketch.optimal_bands(threshold, k), threshold),
-    ]
+    """The defaults' check with the sketches of other hash seeds: the same pairs, other draws of hash
+    functions."""
     rows = []
     for seed in SEEDS:
-        sigs = sketch.signatures(texts, seed=seed, num_perm=k)
-        for label, b, r, floor in rules:
-            cand = pairs_sharing_keys(sketch.band_keys(sigs, b, r), n)
-            s = score(truth, cand[estimates(sigs, cand, n) >= floor - 1e-6], threshold)
-            rows.append(
-                {
-                    "seed": seed,
-                    "rule": label,
-                    "bands": b,
-                    "rows": r,
-                    "floor": round(floor, 5),
-                    **{
-                        key: s[key]
-                        for key in ("precision", "recall", "precision_non_identical", "recall_non_identical")
-                    },
-                }
-            )
+        params = CollectionParams.create("x", threshold=threshold, seed=seed)
+        floor = collection_floor(params)
+        rule = service_rule(params, texts, [])
+        s = score(truth, rule.candidates[rule.similarity >= floor - 1e-6], threshold)
+        rows.append(
+            {
+                "seed": seed,
+                "bands": params.bands,
+                "rows": params.rows,
+                "floor": round(floor, 5),
+                **{
+                    key: s[key]
+                    for key in ("precision", "recall", "precision_non_identical", "recall_non_identical")
+                },
+            }
+        )
     return {"threshold": threshold, "seeds": list(SEEDS), "rows": rows}
 
 
-def s_curve(sigs: npt.NDArray[np.uint32], truth: Truth, bands: int, rows: int) -> dict[str, Any]:
+def s_curve(texts: Sequence[str], truth: Truth, params: CollectionParams) -> dict[str, Any]:
     """Empirical candidate rate per true-Jaccard bucket of the truth pairs, beside P(s)."""
-    n = len(sigs)
-    cand = pairs_sharing_keys(sketch.band_keys(sigs, bands, rows), n)
+    n = len(texts)
+    cand = pairs_sharing_keys(sketch_texts(params, texts).band_keys, n)
+    bands, rows = params.bands, params.rows
     is_cand = np.isin(truth.codes, cand)
     edges = np.round(np.arange(0.5, 1.0001, 0.05), 2)
     buckets = []
@@ -771,9 +802,7 @@ def run(
         truth_module.exact_jaccard(truth_module.shingle_set(texts[m.base]), truth_module.shingle_set(m.text))
         for m in mutants
     ]
-    default = CollectionParams.create("default", sketch_format=1)
-    sigs = sketch.signatures(texts)
-    mutant_sigs = sketch.signatures([m.text for m in mutants])
+    default = CollectionParams.create("default")
     report: dict[str, Any] = {
         "documents": n,
         "corpus_bytes": sum(len(t.encode("utf-8", "surrogatepass")) for t in texts),
@@ -788,18 +817,18 @@ def run(
             "num_perm": default.num_perm,
             "bands": default.bands,
             "rows": default.rows,
-            "verification_floor": round(verification_floor(default.threshold, default.num_perm), 5),
-            "min_equal_slots": int(
-                np.ceil(verification_floor(default.threshold, default.num_perm) * default.num_perm - 1e-6)
-            ),
+            "verify": default.verify,
+            "bins": default.bins,
+            "floor": round(collection_floor(default), 5),
+            "stored_bytes": default.stored_bytes,
         },
         "thresholds": list(thresholds),
         "targets": TARGETS,
         "load_average_at_start": load_average(),
     }
     if with_curves:
-        report["s_curve"] = s_curve(sigs, truth, default.bands, default.rows)
-        report["tradeoff"] = tradeoff(sigs, truth, mutant_sigs, mutants, mutant_j)
+        report["s_curve"] = s_curve(texts, truth, default)
+        report["tradeoff"] = tradeoff(texts, truth, mutants, mutant_j)
         report["seeds"] = seed_robustness(texts, truth)
     if with_service:
         report["collection_options"] = create or {}
@@ -833,7 +862,7 @@ def main() -> None:
     parser.add_argument(
         "--create",
         default="{}",
-        help='JSON merged into each collection\'s creation body, e.g. {"sketch_format": 1}',
+        help='JSON merged into each collection\'s creation body, e.g. {"verify": "exact"}',
     )
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()

@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import random
-import statistics
 import subprocess
 import sys
 import sysconfig
@@ -38,7 +37,6 @@ import mutations  # noqa: E402
 import quality  # noqa: E402
 
 from neardup import sketch  # noqa: E402
-from neardup.domain import index as domain_index  # noqa: E402
 from neardup.domain.models import CollectionParams  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -219,18 +217,6 @@ def plot_s_curve(q: dict[str, Any], path: Path) -> None:
         lw=2,
         label=f"P(s) = 1-(1-s^r)^b, b={sc['bands']}, r={sc['rows']} (defaults)",
     )
-    baseline = q.get("baseline_banding")
-    if baseline and (baseline["bands"], baseline["rows"]) != (sc["bands"], sc["rows"]):
-        import numpy as np
-
-        s = np.linspace(0, 1, 101)
-        ax.plot(
-            s,
-            sketch.collision_probability(s, baseline["bands"], baseline["rows"]),
-            color="0.5",
-            ls="--",
-            label=f"previous defaults b={baseline['bands']}, r={baseline['rows']}",
-        )
     xs, ys, ns = [], [], []
     for b in sc["buckets"]:
         if b["candidate_rate"] is None or b["low"] >= 1.0:
@@ -313,16 +299,16 @@ def plot_precision_recall(curves: dict[str, dict[str, dict[str, float]]], path: 
 
 def plot_tradeoff(q: dict[str, Any], path: Path) -> None:
     points = q["tradeoff"]["points"]
-    d = q["defaults"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.2), dpi=100)
     shapes = sorted({(p["bands"], p["rows"]) for p in points})
     panels = (("precision", "recall"), ("precision_non_identical", "recall_non_identical"))
     for n, (b, r) in enumerate(shapes):
         mine = [p for p in points if (p["bands"], p["rows"]) == (b, r)]
-        line = sorted((p for p in mine if p["offset_slots"] != "service"), key=lambda p: p["offset_slots"])
-        weights = line[0]["fn_weights"]
-        span = f"{weights[0]:g}" + (f"-{weights[-1]:g}" if len(weights) > 1 else "")
-        label = f"b={b}, r={r} (fn weight {span})"
+        line = sorted((p for p in mine if p["offset"] != "service"), key=lambda p: p["offset"])
+        service = mine[0]["service_banding"]
+        label = f"b={b}, r={r}, P(t)={mine[0]['p_candidate_at_threshold']:.3f}" + (
+            " (the service's)" if service else ""
+        )
         for ax, (pk, rk) in zip(axes, panels, strict=True):
             ax.plot(
                 [p[rk] for p in line],
@@ -332,19 +318,19 @@ def plot_tradeoff(q: dict[str, Any], path: Path) -> None:
                 color=f"C{n % 10}",
                 label=label,
                 alpha=0.85,
+                lw=2 if service else 1,
             )
-            if n == len(shapes) - 1 or (b, r) == (d["bands"], d["rows"]):
+            if service:
                 for p in line:
                     ax.annotate(
-                        f"{p['offset_slots']:+d}",
+                        f"{p['offset']:+.2f}",
                         (p[rk], p[pk]),
                         fontsize=7,
                         xytext=(3, 3),
                         textcoords="offset points",
                         color=f"C{n % 10}",
                     )
-            if (b, r) == (d["bands"], d["rows"]):
-                sel = [p for p in mine if p["offset_slots"] == "service"]
+                sel = [p for p in mine if p["offset"] == "service"]
                 ax.scatter(
                     [sel[0][rk]],
                     [sel[0][pk]],
@@ -353,20 +339,7 @@ def plot_tradeoff(q: dict[str, Any], path: Path) -> None:
                     edgecolors="k",
                     lw=1.6,
                     zorder=4,
-                    label="chosen defaults" if ax is axes[0] else None,
-                )
-            if (b, r) == (12, 10):
-                sel = [p for p in line if p["offset_slots"] == 0]
-                ax.scatter(
-                    [sel[0][rk]],
-                    [sel[0][pk]],
-                    s=170,
-                    marker="s",
-                    facecolors="none",
-                    edgecolors="0.4",
-                    lw=1.2,
-                    zorder=4,
-                    label="former defaults" if ax is axes[0] else None,
+                    label="the service's floor" if ax is axes[0] else None,
                 )
     titles = ("all truth pairs", "pairs with non-identical shingle sets")
     for ax, title in zip(axes, titles, strict=True):
@@ -378,8 +351,8 @@ def plot_tradeoff(q: dict[str, Any], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, loc="lower left")
     fig.suptitle(
-        "The service's check at t = 0.8: banding (fn weight) x verification floor t + n/128 "
-        "(n on the points); dotted: targets",
+        f"The service's check at t = {q['tradeoff']['threshold']}: banding x verification floor t + x "
+        "(x on the points); dotted: targets",
         fontsize=11,
     )
     fig.tight_layout(rect=(0, 0, 1, 0.95))
@@ -469,9 +442,76 @@ def _f(x: Any, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def markdown(summary: dict[str, Any], q: dict[str, Any], results_rel: str) -> str:
+def describe_defaults(q: dict[str, Any]) -> str:
+    """The service's defaults at the headline threshold, as the quality run's collection had them."""
     d = q["defaults"]
+    head = q.get("neardup_service", {}).get("thresholds", {}).get(HEADLINE, {})
+    bands, rows = head.get("bands", d["bands"]), head.get("rows", d["rows"])
+    verify = head.get("verify", d.get("verify", "estimate"))
+    p_t = float(sketch.collision_probability(float(HEADLINE), bands, rows))
+    if verify == "exact":
+        sketch_words = "the sorted 32-bit hashes of its shingles, the exact Jaccard"
+        needs = "a Jaccard"
+    else:
+        bins = head.get("bins", d.get("bins"))
+        sketch_words = f"{bins:,} two-bit bins, compared shingle by shingle for short documents"
+        needs = "an estimate"
+    return (
+        f"Band keys b={bands}, r={rows} (a pair at {HEADLINE} becomes a candidate with probability "
+        f"{p_t:.3f}); every candidate is verified on its stored sketch (`verify: {verify}`: {sketch_words}) "
+        f"and a match needs {needs} of at least {d.get('floor', HEADLINE)}."
+    )
+
+
+def headline_section(q: dict[str, Any], summary: dict[str, Any]) -> str:
+    """The headline: precision and recall of the service's defaults at the headline threshold, beside
+    datasketch and rensa, and the targets met or not (empty without a service run at that threshold)."""
     head = q.get("neardup_service", {}).get("thresholds", {}).get(HEADLINE)
+    if not head:
+        return ""
+    curves, mt = summary["curves"], summary["mutations"]
+    m1 = head["mutations"].get("0.01", {})
+    lines = [
+        f"## Headline: the service's defaults at threshold {HEADLINE}",
+        "",
+        describe_defaults(q)
+        + f" Measured on {q['documents']:,} documents ({q['corpus_bytes'] / 1e6:.1f} MB) against their "
+        f"exact truth, and {q['mutation_set']['mutants']:,} edited copies of {q['mutation_set']['bases']} "
+        "of them (`bench/quality.py`).",
+        "",
+        "| | precision | recall | precision (non-identical) | recall (non-identical) | recall at 1% edits |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for label, key in (("neardup check (service)", "check"), ("neardup query (service)", "query")):
+        c = head[key]
+        lines.append(
+            f"| {label} | {_f(c['precision'])} | {_f(c['recall'])} | {_f(c['precision_non_identical'])} | "
+            f"{_f(c['recall_non_identical'])} | {_f(m1.get('recall'))} |"
+        )
+    for label in curves:
+        if label.startswith("neardup"):
+            continue
+        c = curves[label].get(HEADLINE)
+        if c:
+            lines.append(
+                f"| {label} | {_f(c['precision'])} | {_f(c['recall'])} | "
+                f"{_f(c['precision_non_identical'])} | {_f(c['recall_non_identical'])} | "
+                f"{_f(mt.get(label, {}).get('0.01', {}).get('recall'))} |"
+            )
+    met = q.get("targets_met", {})
+    names = {"precision": "precision", "recall": "recall", "recall_at_1pct_edits": "recall at 1% edits"}
+    lines += [
+        "",
+        f"Targets: precision >= {quality.TARGETS['precision']}, recall >= {quality.TARGETS['recall']}, "
+        f"recall >= {quality.TARGETS['recall_at_1pct_edits']} at 1% edits: "
+        + ", ".join(f"{names.get(k, k)} {'met' if v else 'NOT met'}" for k, v in met.items())
+        + ".",
+        "",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(summary: dict[str, Any], q: dict[str, Any], results_rel: str) -> str:
     curves = summary["curves"]
     lines = [
         "# Benchmarks: quality and speed",
@@ -486,8 +526,8 @@ def markdown(summary: dict[str, Any], q: dict[str, Any], results_rel: str) -> st
         "```",
         "",
         f"Machine: {summary['machine']['cpu']}, {summary['machine']['cores']} cores, Python "
-        f"{summary['machine']['python']}, kernels `{summary['machine']['active_isa']}`, commit "
-        f"`{summary['machine']['commit']}`; load average during the quality run "
+        f"{summary['machine']['python']}, kernels `{summary['machine']['active_isa']}`; "
+        "load average during the quality run "
         f"{q.get('load_average_at_start')} -> {q.get('load_average_at_end')}.",
         "",
         "## Corpus and truth",
@@ -507,44 +547,10 @@ def markdown(summary: dict[str, Any], q: dict[str, Any], results_rel: str) -> st
         "noise (fixed seeds). Recall per edit rate counts the mutants whose exact Jaccard with their "
         "base is at or above the threshold (a perfect tool scores 1.0); *detected* counts them all.",
         "",
-        f"## Headline: threshold {HEADLINE}, the service's defaults (b={d['bands']}, r={d['rows']}, "
-        f"matches need >= {d.get('min_equal_slots', '?')} of {d['num_perm']} slots equal)",
-        "",
     ]
-    if head:
-        m1 = head["mutations"].get("0.01", {})
-        lines += [
-            "| | precision | recall | precision (non-identical) | recall (non-identical) "
-            "| recall at 1% edits |",
-            "| --- | --- | --- | --- | --- | --- |",
-            f"| neardup check (service) | {_f(head['check']['precision'])} | {_f(head['check']['recall'])} | "
-            f"{_f(head['check']['precision_non_identical'])} | {_f(head['check']['recall_non_identical'])} | "
-            f"{_f(m1.get('recall'))} |",
-            f"| neardup query (service) | {_f(head['query']['precision'])} | {_f(head['query']['recall'])} | "
-            f"{_f(head['query']['precision_non_identical'])} | {_f(head['query']['recall_non_identical'])} | "
-            f"{_f(m1.get('recall'))} |",
-        ]
-        mt = summary["mutations"]
-        for label in curves:
-            if label.startswith("neardup"):
-                continue
-            c = curves[label].get(HEADLINE)
-            if c:
-                lines.append(
-                    f"| {label} | {_f(c['precision'])} | {_f(c['recall'])} | "
-                    f"{_f(c['precision_non_identical'])} | {_f(c['recall_non_identical'])} | "
-                    f"{_f(mt.get(label, {}).get('0.01', {}).get('recall'))} |"
-                )
-        lines += [
-            "",
-            baseline_line(summary),
-            "",
-            f"Targets: precision >= {quality.TARGETS['precision']}, recall >= {quality.TARGETS['recall']}, "
-            f"recall >= {quality.TARGETS['recall_at_1pct_edits']} at 1% edits: "
-            + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in q.get("targets_met", {}).items())
-            + ".",
-            "",
-        ]
+    headline = headline_section(q, summary)
+    if headline:
+        lines += [headline.rstrip("\n"), ""]
     lines += [
         "## Precision and recall per threshold",
         "",
@@ -570,7 +576,8 @@ def markdown(summary: dict[str, Any], q: dict[str, Any], results_rel: str) -> st
     if service:
         lines += [
             "",
-            "neardup's banding per threshold (chosen by `optimal_bands` with the default weights): "
+            "The service's banding per threshold (its defaults for a collection created with only the "
+            "threshold): "
             + ", ".join(f"{t}: b={v['bands']}, r={v['rows']}" for t, v in service.items())
             + ".",
         ]
@@ -602,88 +609,8 @@ def markdown(summary: dict[str, Any], q: dict[str, Any], results_rel: str) -> st
         )
         + ".",
         "",
-        "## How the defaults were chosen",
-        "",
-        f"![S-curve]({results_rel}/s_curve.png)",
-        "",
-        f"![trade-off]({results_rel}/tradeoff.png)",
-        "",
-        summary["defaults"]["explanation"],
-        "",
-        f"The trade-off at threshold {q['tradeoff']['threshold']} (the service's check rule simulated in "
-        "process with the same signatures and band keys; a candidate counts when its estimate is at or "
-        "above the floor: t + n/128, or the service's rule t + 0.5 sqrt(t(1-t)/k)):",
-        "",
-        "| fn weight | b | r | P(t) | cand./doc | floor | min slots | precision | recall | P non-id. "
-        "| R non-id. | R 1% edits |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for p in q["tradeoff"]["points"]:
-        w = p["fn_weights"]
-        off = p["offset_slots"]
-        floor = "service" if off == "service" else f"t{off:+d}/128"
-        weight = f"{w[0]:g}" + (f"-{w[-1]:g}" if len(w) > 1 else "")
-        bold = "**" if (p["bands"], p["rows"], off) == (d["bands"], d["rows"], "service") else ""
-        lines.append(
-            f"| {weight} | {p['bands']} | {p['rows']} | {p['p_candidate_at_threshold']:.3f} | "
-            f"{p['candidates_per_document']:.2f} | {bold}{floor}{bold} | {p['min_equal_slots']} | "
-            f"{bold}{_f(p['precision'])}{bold} | {bold}{_f(p['recall'])}{bold} | "
-            f"{_f(p['precision_non_identical'])} | {_f(p['recall_non_identical'])} | "
-            f"{_f(p['recall_at_1pct_edits'])} |"
-        )
-    seeds = q.get("seeds")
-    if seeds:
-        lines += [
-            "",
-            f"The same check at {seeds['threshold']} with other hash seeds (seed 1 is neardup's, part of the "
-            "stored format; the others are other draws of hash functions over the same pairs: how much of "
-            "a figure is luck):",
-            "",
-            "| seed | " + " | ".join(f"{rule} P / R" for rule in ("defaults", "former defaults")) + " |",
-            "| --- | --- | --- |",
-        ]
-        for seed in seeds["seeds"]:
-            cells = []
-            for rule in ("defaults", "former defaults"):
-                row = next(x for x in seeds["rows"] if x["seed"] == seed and x["rule"] == rule)
-                cells.append(f"{row['precision']:.4f} / {row['recall']:.4f}")
-            lines.append(f"| {seed} | " + " | ".join(cells) + " |")
-        met = {
-            rule: [
-                x["seed"]
-                for x in seeds["rows"]
-                if x["rule"] == rule
-                and x["precision"] >= quality.TARGETS["precision"]
-                and x["recall"] >= quality.TARGETS["recall"]
-            ]
-            for rule in ("defaults", "former defaults")
-        }
-        worst = {
-            rule: (
-                min(x["precision"] for x in seeds["rows"] if x["rule"] == rule),
-                min(x["recall"] for x in seeds["rows"] if x["rule"] == rule),
-            )
-            for rule in ("defaults", "former defaults")
-        }
-        lines += [
-            "",
-            f"Seeds meeting both targets: {met['defaults'] or 'none'} with the defaults (worst precision "
-            f"{worst['defaults'][0]:.4f}, worst recall {worst['defaults'][1]:.4f}), "
-            f"{met['former defaults'] or 'none'} with the former defaults (worst "
-            f"{worst['former defaults'][0]:.4f} / {worst['former defaults'][1]:.4f}): the new floor buys "
-            "precision on every draw and costs a little recall; seed 1 is the draw every user gets.",
-        ]
-    lines += ["", "S-curve buckets (true pairs, share that became candidates under the defaults):", ""]
-    lines += ["| true Jaccard | pairs | candidate rate | P(mean J) |", "| --- | --- | --- | --- |"]
-    sc = q["s_curve"]
-    for b in sc["buckets"]:
-        pj = (
-            float(sketch.collision_probability(b["mean_jaccard"], sc["bands"], sc["rows"]))
-            if b["mean_jaccard"]
-            else None
-        )
-        rng_label = "1.0 (identical)" if b["low"] >= 1.0 else f"[{b['low']:.2f}, {b['high']:.2f})"
-        lines.append(f"| {rng_label} | {b['pairs']} | {_f(b['candidate_rate'])} | {_f(pj)} |")
+    lines += defaults_section(q, summary, results_rel)
     speed = summary.get("speed", {})
     lines += ["", "## Speed and size", "", f"![speed and size]({results_rel}/speed.png)", ""]
     if speed:
@@ -752,7 +679,7 @@ def crowds_section(results: Path) -> str:
     lines = [
         "## Crowded buckets",
         "",
-        f"`python bench/bench_crowds.py` (commit `{first['git_commit']}`): {first['variants']:,} light "
+        f"`python bench/bench_crowds.py`: {first['variants']:,} light "
         "variants of one 400-word template page checked with insert in batches of "
         f"{first['batch']}, then {first['pairs']} pairs (P shares 60% of the template, P2 is P with one word "
         f"changed). A band bucket keeps at most {first['bucket_cap']} ordinals and candidates are ranked by "
@@ -809,7 +736,7 @@ def mirrors_section(results: Path) -> str:
     lines = [
         "## Mirror detection",
         "",
-        f"`python bench/bench_mirrors.py --rounds {run['args']['rounds']}` (commit `{run['git_commit']}`): a "
+        f"`python bench/bench_mirrors.py --rounds {run['args']['rounds']}`: a "
         f"synthetic crawl from the corpus, {crawl['sites']} sites and {crawl['pages']:,} pages "
         f"({crawl['text_mb']} MB): {crawl['originals']} sites of 10 to 300 distinct corpus documents "
         "(log-uniform), most with the same license page and the same error page (one line naming the site "
@@ -855,37 +782,18 @@ def mirrors_section(results: Path) -> str:
 
 
 def server_time_row(cost: dict[str, Any]) -> str:
-    """The mirrors table's row of the counting's server time: with the check's own link step
-    (ND.MATCHLINK), after the check with ND.LINK and with the Lua link loop; in older runs with ND.LINK
-    and, where they measured it, the Lua link step beside it."""
+    """The mirrors table's row of the counting's server time, with neardup's module (the link step is
+    ``ND.LINK``) and on a server without it (every step in Lua)."""
     us = cost["valkey_us_per_doc"]
-    if "link_after" in us:  # runs since the check's own link step (ND.MATCHLINK)
-        repeats = len(cost["runs"]["link_after"])
-        return (
-            f"| the counting's server time (in process, embedded Valkey, medians of {repeats} interleaved "
-            "repeats): the link step in the check's own script (`ND.MATCHLINK`) / after the check with the "
-            f"module's `ND.LINK` / with the Lua link loop | check script {us['check_with_site_field']} / "
-            f"{us['check_with_site_field_after']} / {us['check_with_site_field_lua']} vs "
-            f"{us['check_without']} us per document without `site_field`; link script none / "
-            f"{us['link_after']} / {us['link_lua']} "
-            f"us per document ({cost['link_pairs_per_doc']} pairs per document); the counting in all "
-            f"**{cost['counting_us_per_doc']}** / {cost['counting_us_per_doc_after']} / "
-            f"{cost['counting_us_per_doc_lua']} us per document | a small constant per check |"
-        )
-    repeats = len(cost["runs"]["link"])
-    head = f"| the counting's server time (in process, embedded Valkey, medians of {repeats}"
-    if "link_lua" not in us:  # runs before the Lua link step was measured beside the module's
-        return (
-            f"{head}) | check script {us['check_with_site_field']} vs {us['check_without']} us per document; "
-            f"link script {us['link']} us per document ({cost['link_pairs_per_doc']} pairs per document, "
-            f"{cost['link_us_per_pair']} us per pair) | a small constant per check |"
-        )
+    if "check_without_lua" not in us:
+        return "| the counting's server time | not in this run: rerun `bench/bench_mirrors.py` | |"
+    repeats = len(cost["runs"]["check_without"])
     return (
-        f"{head} interleaved repeats), with neardup's module (`ND.LINK`) / with the Lua link step | check "
-        f"script {us['check_with_site_field']} / {us['check_with_site_field_lua']} vs {us['check_without']} "
-        f"us per document without `site_field`; link step **{us['link']} / {us['link_lua']}** us per "
-        f"document ({cost['link_pairs_per_doc']} pairs per document: {cost['link_us_per_pair']} / "
-        f"{cost['link_us_per_pair_lua']} us per pair); the counting in all {cost['counting_us_per_doc']} / "
+        f"| the counting's server time (in process, embedded Valkey, medians of {repeats} interleaved "
+        "repeats), with neardup's module / without it (every step in Lua) | check script "
+        f"{us['check_with_site_field']} / {us['check_with_site_field_lua']} us per document against "
+        f"{us['check_without']} / {us['check_without_lua']} without `site_field` (`ND.LINK`'s share: "
+        f"{cost['nd_link_us_per_doc']}); the counting **{cost['counting_us_per_doc']}** / "
         f"{cost['counting_us_per_doc_lua']} us per document | a small constant per check |"
     )
 
@@ -907,7 +815,7 @@ def growth_section(results: Path) -> str:
     lines = [
         "## Cost as a collection grows",
         "",
-        f"`python bench/bench_growth.py` (commit `{run['machine']['neardup_commit']}`): "
+        "`python bench/bench_growth.py`: "
         f"{run['settings']['documents']:,} generated ~2 KB documents into one collection through a real "
         "`neardup serve` (defaults, 1 worker, no capacity hint, embedded Valkey with `appendfsync always`), "
         f"check/batch of {run['settings']['batch']}, {run['settings']['in_flight']} in flight. Per step of "
@@ -948,8 +856,8 @@ def passages_section(results: Path) -> str:
     lines = [
         "## Passages",
         "",
-        f"`{run.get('command', 'python bench/bench_passages.py')}` (commit `{run['machine']['commit']}`, "
-        f"{run['machine']['cores']} cores): {run['corpus']['stored_documents']:,} stored documents of "
+        f"`{run.get('command', 'python bench/bench_passages.py')}` ({run['machine']['cores']} cores): "
+        f"{run['corpus']['stored_documents']:,} stored documents of "
         f"~{run['corpus']['stored_mean_bytes']:,} bytes "
         "(the corpus cut into passages, as bench_service.py does) in a collection with `passages: true`, "
         "through a real `neardup serve` (1 worker, embedded Valkey). Submitted texts built the way PAN "
@@ -1022,55 +930,34 @@ def passages_section(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def replace_section(markdown_path: Path, section: str) -> None:
+def replace_section(markdown_path: Path, section: str, title_prefix: str | None = None) -> None:
     """Put ``section`` (starting "## Title") into the markdown file in place of the section of that
-    title, or at its end."""
+    title (or the first whose title starts with ``title_prefix``), or at its end."""
     text = markdown_path.read_text() if markdown_path.exists() else ""
     title = section.splitlines()[0]
-    start = text.find(title + "\n")
+    start = text.find(title + "\n") if title_prefix is None else text.find("\n" + title_prefix) + 1
+    if title_prefix is not None and start == 0:
+        start = 0 if text.startswith(title_prefix) else -1
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + section
     else:
-        end = text.find("\n## ", start + len(title))
+        end = text.find("\n## ", start + 3)
         text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
     markdown_path.write_text(text)
 
 
-def sketch_formats_section(results: Path) -> str:
-    """Sketch formats 1, 2, 3 and exact (issue 16), from the runs saved in ``results``: estimators.json
-    (bench_estimators.py), tradeoff_formats.json, quality_{even,natural}_{v1,v2,v3,exact}.json
-    (quality.py --create), service_batch_{v1,v2,v3}_*.json (bench_service.py --quick --only batch),
-    signatures_formats.json (bench_sketch.py --quick --only signatures) and merge.json."""
-
-    def load(name: str) -> Any:
-        path = results / name
-        return json.loads(path.read_text()) if path.exists() else None
-
-    est = load("estimators.json")
-    if est is None:
-        return ""
+def estimators_lines(est: dict[str, Any]) -> list[str]:
+    """The estimators at equal bytes (bench_estimators.py's JSON), as lines of markdown."""
+    svc = est["service"]
     lines = [
-        "## Sketch formats: what verification decides on (issue 16)",
-        "",
-        "Format 1 keeps 128 MinHash slots of 32 bits (512 bytes) and verifies on the fraction of equal "
-        "slots. Format 2 keeps its band keys and one-permutation bins of 2 bits (code 0: empty bin; else "
-        "1 + the bin's minimum mod 3), estimating J from the bins filled on either side. Format 3 (the "
-        "default for new collections) keeps the same bins in the same bytes (and a mode byte), except "
-        "that a document of at most bins / 4 shingles keeps a filled-bin bitmap and every shingle's code "
-        "there (w = bins / shingles - 1 bits each), so that two short documents are compared shingle by "
-        "shingle; `verify: exact` keeps the sorted 32-bit shingle hashes and decides on the exact "
-        "Jaccard. The band keys come from the 128-slot MinHash in every format.",
-        "",
         f"### Estimators at (about) equal bytes: `python bench/bench_estimators.py` ({est['documents']:,} "
         f"documents; {est['pairs']['natural']:,} natural truth pairs; {est['pairs']['even']:,} even-spread "
-        "pairs, 1,500 per 0.05 bucket of true Jaccard from 0.5 to 1.0)",
+        f"pairs, {est['per_bucket']:,} per 0.05 bucket of true Jaccard from 0.5 to 1.0)",
         "",
         "Standard error (std of estimate - J) per bucket of true J on the even-spread pairs; P/R at "
-        f"threshold {est['threshold']} with the collection's banding (v1: b={est['v1']['bands']}, "
-        f"r={est['v1']['rows']}; formats 2 and 3: b={est['v2']['bands']}, r={est['v2']['rows']}) and floor t "
-        "(format 1: its own floor, t + half a standard error); sketch speed one thread on the corpus's "
-        "first 3,000 documents, each estimator timed apart (not interleaved) while other work ran: "
-        "read them as rough; bench_sketch below compares the formats in one run, beside rensa.",
+        f"threshold {est['threshold']} with the service's banding (b={svc['bands']}, r={svc['rows']}) "
+        f"and floor t; sketch speed one thread on the corpus's first {est['speed_documents']:,} documents, "
+        "each estimator timed apart while other work ran: read them as rough.",
         "",
     ]
     buckets = ["0.50", "0.60", "0.70", "0.75", "0.80", "0.85", "0.90", "0.95"]
@@ -1091,22 +978,18 @@ def sketch_formats_section(results: Path) -> str:
         )
     lines += [
         "",
-        "Format 2 bytes per document are the bins only (format 3: its mode byte and the bins); the stored "
-        "sketch adds a format byte and 8 bytes per band key (format 1 recomputes its band keys from the "
-        "slots): 481 bytes at the defaults for format 2, 482 for format 3 (498 for format 3 at 1,472 bins, "
-        "the most within format 1's 512 bytes).",
+        "Bytes per document are the verification sketch's only (the estimate sketch: its mode byte and "
+        "the bins); the service stores the band keys beside it (8 bytes per band).",
         "",
     ]
-    sized = {
-        k: e["even"].get("by_union_size") for k, e in est["estimators"].items() if k.startswith(("v2", "v3"))
-    }
-    sized = {k: v for k, v in sized.items() if v and ("1408x2" in k)}
+    sized = {k: e["even"].get("by_union_size") for k, e in est["estimators"].items()}
+    sized = {k: v for k, v in sized.items() if v}
     if sized:
         groups = list(next(iter(sized.values())))
         lines += [
             "Near the threshold (even-spread pairs of true J 0.7 .. 0.9), by the number of shingles in the "
             "pair's union: standard error, and false positives / misses at the floor with every pair a "
-            "candidate. Format 3 compares two documents of up to ~200 shingles shingle by shingle.",
+            "candidate.",
             "",
             "| estimator | " + " | ".join(f"union {g}: pairs, SE, FP / missed" for g in groups) + " |",
             "| --- " * (1 + len(groups)) + "|",
@@ -1114,53 +997,56 @@ def sketch_formats_section(results: Path) -> str:
         for label, by in sized.items():
             cells = [
                 f"{by[g]['pairs']}, {by[g]['std_error']}, {by[g]['false_positives']} / {by[g]['missed']}"
+                if g in by
+                else "-"
                 for g in groups
             ]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
-    trade = load("tradeoff_formats.json")
-    if trade:
-        lines += [
-            "### Precision and recall per threshold, each format at its defaults "
-            "(`python bench/tradeoff_formats.py`: the service's band keys, verification and floor, in "
-            "process)",
-            "",
-            "| format | t | b x r | bins | even P / R | natural P / R |",
-            "| --- | --- | --- | --- | --- | --- |",
-        ]
-        for r in trade["rows"]:
-            lines.append(
-                f"| {r['format']} | {r['threshold']} | {r['bands']} x {r['rows']} | {r['bins'] or ''} | "
-                f"{r['even']['precision']:.4f} / {r['even']['recall']:.4f} | "
-                f"{r['natural']['precision']:.4f} / {r['natural']['recall']:.4f} |"
-            )
-        q = load("quality.json")
-        curves = tool_curves(q) if q else {}
-        tools = [name for name in curves if "service" not in name]
-        if tools:
-            lines += [
-                "",
-                "Beside them, datasketch and rensa on the natural corpus (`quality.json`: their own run, "
-                "the same corpus and truth; P / R per threshold):",
-                "",
-                "| tool | " + " | ".join(f"t = {t}" for t in sorted(curves[tools[0]])) + " |",
-                "| --- " * (1 + len(curves[tools[0]])) + "|",
-            ]
-            for name in tools:
-                cells = [f"{v['precision']:.4f} / {v['recall']:.4f}" for _, v in sorted(curves[name].items())]
-                lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        lines.append("")
+    return lines
+
+
+def verification_section(results: Path) -> str:
+    """What verification decides on, from the runs saved in ``results``: estimators.json
+    (bench_estimators.py), quality_{even,natural}_{estimate,exact}.json (quality.py --no-libraries
+    --no-curves --thresholds 0.8, with ``--create '{"verify": "exact"}'`` for exact mode) and merge.json
+    (bench_merge.py)."""
+
+    def load(name: str) -> Any:
+        path = results / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    est = load("estimators.json")
+    if est is not None and "service" not in est:
+        est = None  # a run of an older bench_estimators.py
+    params = CollectionParams.create("x")
+    lines = [
+        "## Verification: what a match is decided on",
+        "",
+        "Every candidate (a stored document sharing a band key with the text) is verified on the sketch "
+        "stored with it before the service answers. By default (`verify: estimate`) that sketch is "
+        f"{params.bins:,} one-permutation bins of 2 bits (code 0: empty bin; else 1 + the bin's minimum "
+        "mod 3), estimating J from the bins filled on either side; a document of at most bins / 4 "
+        "shingles keeps a filled-bin bitmap and every shingle's code there instead (w = bins / shingles "
+        "- 1 bits each), so that two short documents are compared shingle by shingle. With "
+        "`verify: exact` the service keeps the sorted 32-bit shingle hashes and decides on the exact "
+        f"Jaccard. The band keys come from a 128-slot MinHash either way ({params.stored_bytes} bytes per "
+        "document at the defaults, band keys included).",
+        "",
+    ]
+    if est:
+        lines += estimators_lines(est)
     rows = []
     for corpus in ("even", "natural"):
-        for fmt in ("v1", "v2", "v3", "exact"):
-            run = load(f"quality_{corpus}_{fmt}.json")
+        for mode in ("estimate", "exact"):
+            run = load(f"quality_{corpus}_{mode}.json")
             if not run:
                 continue
             t = run["neardup_service"]["thresholds"]["0.8"]
             c = t["check"]
             mut = t["mutations"].get("0.02", {})
             rows.append(
-                f"| {corpus} ({run['documents']:,} docs) | {fmt} | {t['bands']} x {t['rows']} | "
+                f"| {corpus} ({run['documents']:,} docs) | {mode} | {t['bands']} x {t['rows']} | "
                 f"{c['precision']:.4f} / {c['recall']:.4f} | "
                 f"{c['precision_non_identical']:.4f} / {c['recall_non_identical']:.4f} | "
                 f"{c['predicted'] - c['true_positives']} / {c['positives'] - c['true_positives']} | "
@@ -1168,78 +1054,18 @@ def sketch_formats_section(results: Path) -> str:
             )
     if rows:
         lines += [
-            "### Through the service at threshold 0.8 (`python bench/quality.py --no-libraries --no-curves "
-            "--thresholds 0.8 --create '{...}'`; even: `bench/even_corpus.py`'s corpus)",
+            "### Estimate and exact through the service at threshold 0.8 (`python bench/quality.py "
+            '--no-libraries --no-curves --thresholds 0.8`, and `--create \'{"verify": "exact"}\'`; even: '
+            "`bench/even_corpus.py`'s corpus)",
             "",
             "The even corpus: pairs drawn from every 0.05 bucket of J from 0.5 to 1.0, kept apart (no two "
             "chosen pairs share a near-duplicate), at most 400 per bucket (fewer in the scarce buckets "
             "0.55-0.70); its truth recomputed.",
             "",
-            "| corpus | format | b x r | P / R | non-identical P / R | false pos. / missed | "
+            "| corpus | verify | b x r | P / R | non-identical P / R | false pos. / missed | "
             "2%-edited copies found | check s | Redis B/doc |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
             *rows,
-            "",
-        ]
-    batches: dict[str, list[Any]] = {}
-    for path in sorted(results.glob("service_batch_*.json")):
-        fmt = path.stem.split("_")[2]
-        b = json.loads(path.read_text())["neardup"]["workers_2"]["batch"]
-        batches.setdefault(fmt, []).append(b)
-    if batches:
-        lines += [
-            "### Batch check throughput (`python bench/bench_service.py --quick --only batch --workers 2 "
-            "--create '{...}'`, 6,000 passages of ~4 KB, runs of two formats interleaved)",
-            "",
-            "| format | docs/s per run (median of 3 repeats each) | service CPU us/doc | Valkey CPU us/doc | "
-            "Redis B/doc |",
-            "| --- | --- | --- | --- | --- |",
-        ]
-        for fmt, runs in batches.items():
-            rates = ", ".join(f"{r['docs_per_s']:,}" for r in runs)
-            lines.append(
-                f"| {fmt} | {rates} | "
-                f"{', '.join(str(r['cpu_us_per_doc']['service_python']) for r in runs)} | "
-                f"{', '.join(str(r['cpu_us_per_doc']['valkey']) for r in runs)} | "
-                f"{', '.join(str(r['redis_bytes_per_doc']) for r in runs)} |"
-            )
-        lines.append("")
-        med = {
-            fmt: (
-                statistics.median(r["docs_per_s"] for r in runs),
-                statistics.median(r["cpu_us_per_doc"]["service_python"] for r in runs),
-            )
-            for fmt, runs in batches.items()
-        }
-        for new, old in (("v2", "v1"), ("v3", "v2")):
-            if {new, old} <= med.keys():
-                lines += [
-                    f"Medians: format {new[1]} {med[new][0]:,.0f} docs/s against format {old[1]}'s "
-                    f"{med[old][0]:,.0f} (**{med[new][0] / med[old][0]:.2f}x**); the service's CPU per "
-                    f"document {med[new][1]} against {med[old][1]} us "
-                    f"(**{med[new][1] / med[old][1]:.2f}x**).",
-                    "",
-                ]
-    sig = load("signatures_formats.json")
-    if sig and "signatures" in sig:
-        s = sig["signatures"]
-        lines += [
-            "### Sketching speed beside rensa (`python bench/bench_sketch.py --quick --only signatures`, one "
-            "thread, pinned)",
-            "",
-            f"format 1 {s['neardup']['mb_per_s']} MB/s, format 2 (the 96 slots of its band keys and 1,408 "
-            f"two-bit bins, as the service computes it) {s['neardup_v2']['mb_per_s']} MB/s, format 3 "
-            f"{s['neardup_v3']['mb_per_s']} MB/s, exact "
-            f"{s['neardup_exact']['mb_per_s']} MB/s; rensa on pre-made shingles "
-            f"{max(s['rensa_batch']['mb_per_s'], s['rensa_objects']['mb_per_s'])} MB/s: format 2 is "
-            f"**{s['ratios']['neardup_v2_over_rensa_best']}x** rensa (format 1 "
-            f"{s['ratios']['neardup_over_rensa_best']}x, format 3 "
-            f"**{s['ratios']['neardup_v3_over_rensa_best']}x**, exact "
-            f"{s['ratios']['neardup_exact_over_rensa_best']}x); in CPU time format 2 is "
-            f"{s['ratios_cpu_time'].get('neardup_v2_over_rensa_best', '-')}x, format 3 "
-            f"{s['ratios_cpu_time'].get('neardup_v3_over_rensa_best', '-')}x. Kernels: "
-            f"{sig['machine']['active_isa']} (the AVX-512DQ table, chosen on AMD: docs/design.md, "
-            "Sketching).",
             "",
         ]
     merge = load("merge.json")
@@ -1263,46 +1089,93 @@ def sketch_formats_section(results: Path) -> str:
                 f"{k['elements_per_second'] / 1e6:.0f} M |"
             )
         lines.append("")
-        best = max(merge["isa"].items(), key=lambda item: item[1]["floor_0.8"]["pairs_per_second"])
-        pairs = best[1]["floor_0.8"]["pairs_per_second"]
-        steps = pairs * merge["mean_pair_elements"]
-        lines += [
-            "Issue 16 asks for several times the seed technique's 3.16 M pair comparisons/s, with no set "
-            f"sizes. Read as candidate pairs verified per second, the best path here ({best[0]}) reaches "
-            f"{pairs / 1e6:.2f} M/s, **{pairs / 3.16e6:.2f}x** of it (missed): at "
-            f"{merge['mean_pair_elements']:,.0f} shingles per pair, 3.16 M pairs/s would be "
-            f"{3.16e6 * merge['mean_pair_elements'] / 1e9:.1f} G merged elements/s, more than the merge "
-            "alone reads on one core here (the last column). Read as element comparisons (merge steps) per "
-            f"second, it makes about {steps / 1e9:.2f} G/s, {steps / 3.16e6:.0f}x.",
-            "",
-        ]
     return "\n".join(lines) + "\n"
 
 
 # --- main -------------------------------------------------------------------------------------------
 
 
-def baseline_line(summary: dict[str, Any]) -> str:
-    base = summary.get("baseline")
-    if not base:
-        return ""
-    return (
-        f"The same run through the service with the former defaults (b={base['bands']}, r={base['rows']}, "
-        "every estimate >= t; `bench/results/quality_baseline.json`): "
-        f"check precision {base['precision']:.3f}, "
-        f"recall {base['recall']:.3f}, non-identical {base['precision_non_identical']:.3f} / "
-        f"{base['recall_non_identical']:.3f}, recall at 1% edits {base['recall_1pct']:.3f}. neardup's check "
-        "and query find the same pairs (query from both sides), so their lines coincide in the plots."
-    )
+def defaults_section(q: dict[str, Any], summary: dict[str, Any], results_rel: str) -> list[str]:
+    """How the defaults were chosen: the S-curve, the trade-off curve and the seeds (lines of markdown;
+    none when the quality run skipped the curves)."""
+    if "tradeoff" not in q:
+        return []
+    lines = [
+        "## How the defaults were chosen",
+        "",
+        f"![S-curve]({results_rel}/s_curve.png)",
+        "",
+        f"![trade-off]({results_rel}/tradeoff.png)",
+        "",
+        summary["defaults"]["explanation"],
+        "",
+        f"The trade-off at threshold {q['tradeoff']['threshold']} (the service's check run in process with "
+        "its own code: the collection's sketches, candidates sharing a band key, its verification; a "
+        "candidate counts when its similarity is at or above the floor: t + x, or the service's):",
+        "",
+        "| P(t) target | b | r | bins | P(t) | cand./doc | floor | precision | recall | P non-id. "
+        "| R non-id. | R 1% edits |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in q["tradeoff"]["points"]:
+        targets = p["recall_targets"]
+        target = (f"{targets[0]:g}" + (f"-{targets[-1]:g}" if len(targets) > 1 else "")) if targets else "-"
+        off = p["offset"]
+        floor = "service" if off == "service" else f"t{off:+.2f}"
+        bold = "**" if p["service_banding"] and off == "service" else ""
+        lines.append(
+            f"| {target} | {p['bands']} | {p['rows']} | {p['bins']} | {p['p_candidate_at_threshold']:.3f} | "
+            f"{p['candidates_per_document']:.2f} | {bold}{floor}{bold} | "
+            f"{bold}{_f(p['precision'])}{bold} | {bold}{_f(p['recall'])}{bold} | "
+            f"{_f(p['precision_non_identical'])} | {_f(p['recall_non_identical'])} | "
+            f"{_f(p['recall_at_1pct_edits'])} |"
+        )
+    seeds = q.get("seeds")
+    if seeds:
+        lines += [
+            "",
+            f"The defaults' check at {seeds['threshold']} with other hash seeds (seed 1 is neardup's, part "
+            "of the stored format; the others are other draws of hash functions over the same pairs: how "
+            "much of a figure is luck):",
+            "",
+            "| seed | precision | recall | precision (non-identical) | recall (non-identical) |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for row in seeds["rows"]:
+            lines.append(
+                f"| {row['seed']} | {row['precision']:.4f} | {row['recall']:.4f} | "
+                f"{row['precision_non_identical']:.4f} | {row['recall_non_identical']:.4f} |"
+            )
+        met = [
+            x["seed"]
+            for x in seeds["rows"]
+            if x["precision"] >= quality.TARGETS["precision"] and x["recall"] >= quality.TARGETS["recall"]
+        ]
+        lines += [
+            "",
+            f"Seeds meeting both targets: {met or 'none'} of {len(seeds['rows'])} (worst precision "
+            f"{min(x['precision'] for x in seeds['rows']):.4f}, worst recall "
+            f"{min(x['recall'] for x in seeds['rows']):.4f}); seed 1 is the draw every user gets.",
+        ]
+    sc = q.get("s_curve")
+    if sc:
+        lines += ["", "S-curve buckets (true pairs, share that became candidates under the defaults):", ""]
+        lines += ["| true Jaccard | pairs | candidate rate | P(mean J) |", "| --- | --- | --- | --- |"]
+        for b in sc["buckets"]:
+            pj = (
+                float(sketch.collision_probability(b["mean_jaccard"], sc["bands"], sc["rows"]))
+                if b["mean_jaccard"]
+                else None
+            )
+            rng_label = "1.0 (identical)" if b["low"] >= 1.0 else f"[{b['low']:.2f}, {b['high']:.2f})"
+            lines.append(f"| {rng_label} | {b['pairs']} | {_f(b['candidate_rate'])} | {_f(pj)} |")
+    lines.append("")
+    return lines
 
 
 def defaults_explanation(q: dict[str, Any]) -> str:
     d = q["defaults"]
     points = q["tradeoff"]["points"]
-
-    def point(b: int, r: int, offset: int | str) -> dict[str, Any] | None:
-        found = [p for p in points if (p["bands"], p["rows"], p["offset_slots"]) == (b, r, offset)]
-        return found[0] if found else None
 
     def pr(p: dict[str, Any] | None) -> str:
         if p is None:
@@ -1312,41 +1185,28 @@ def defaults_explanation(q: dict[str, Any]) -> str:
             f"({p['candidates_per_document']:.2f} candidates per document)"
         )
 
-    b, r = d["bands"], d["rows"]
+    def point(service_banding: bool, offset: float | str) -> dict[str, Any] | None:
+        found = [p for p in points if p["service_banding"] == service_banding and p["offset"] == offset]
+        return found[0] if found else None
+
+    mine = [p for p in points if p["service_banding"]]
+    p_t = mine[0]["p_candidate_at_threshold"] if mine else None
     meeting = ", ".join(
         f"b={p['bands']}/r={p['rows']} floor "
-        + ("service" if p["offset_slots"] == "service" else f"t{p['offset_slots']:+d}/128")
+        + ("service" if p["offset"] == "service" else f"t{p['offset']:+.2f}")
         for p in points
         if p["precision"] >= quality.TARGETS["precision"] and p["recall"] >= quality.TARGETS["recall"]
     )
-    former = point(12, 10, 0)
-    former_met = [
-        name
-        for name in ("precision", "recall")
-        if former is not None and former[name] >= quality.TARGETS[name]
-    ]
-    former_verdict = (
-        ""
-        if former is None
-        else f": {' and '.join(former_met) if former_met else 'neither precision nor recall'} met the target"
-    )
     return (
-        f"**Defaults at threshold {d['threshold']}: b={b}, r={r}, and a match needs an estimate of at least "
-        f"{d.get('verification_floor')} ({d.get('min_equal_slots')} of {d['num_perm']} slots equal).** "
-        f"The former defaults (equal weights: b=12, r=10, P(0.8)=0.74; every estimate >= t) give "
-        f"{pr(point(12, 10, 0))}{former_verdict}. Weighing false negatives 0.85 in "
-        f"`optimal_bands` (`FP_WEIGHT, FN_WEIGHT` in `app/domain/models.py`) gives b={b}, r={r} "
-        f"and {pr(point(b, r, 0))} with the same verification: every pair the banding still missed at b=12 "
-        "is found, and more bands find nothing more. What remains are estimates on the wrong side of "
-        "the threshold, and on this corpus the pairs just below 0.8 outnumber those just above it "
-        "(see the buckets below), so an estimate >= t lets in more false matches than it loses true "
-        "ones. The floor decides: t+1/128 gives "
-        f"{pr(point(b, r, 1))}; the service's floor, half a standard error above t "
-        "(`verification_floor` in `app/domain/index.py`), gives "
-        f"{pr(point(b, r, 'service'))}; t+3/128 gives {pr(point(b, r, 3))}. Points of the curve that meet "
-        f"both targets: {meeting or 'none'}. With k = 128 the margin is thin (a few pairs either way): that "
-        "is what the estimator's standard error of 0.035 at 0.8 allows; a larger num_perm narrows it at "
-        "4 bytes per slot per document."
+        f"**Defaults at threshold {d['threshold']}: b={d['bands']}, r={d['rows']} (P({d['threshold']}) = "
+        f"{_f(p_t)}), verification on the stored sketch ({d.get('bins'):,} two-bit bins, "
+        f"{d.get('stored_bytes')} bytes per document with the band keys), a match needs a similarity of at "
+        f"least {d.get('floor')}.** "
+        "The banding is chosen for recall at the threshold (`recall_bands`: the fewest chance candidates "
+        "with P(t) at the target), since every candidate is verified on the stored sketch: more "
+        "candidates cost verification work, not precision. With the service's banding: floor t gives "
+        f"{pr(point(True, 0.0))}; t+0.01 gives {pr(point(True, 0.01))}; the service's floor gives "
+        f"{pr(point(True, 'service'))}. Points of the curve that meet both targets: {meeting or 'none'}."
     )
 
 
@@ -1370,17 +1230,31 @@ def main() -> None:
         "--only-passages", action="store_true", help="only (re)write the Passages section from passages.json"
     )
     parser.add_argument(
-        "--only-sketch-formats",
+        "--only-verification",
         action="store_true",
-        help="only (re)write the Sketch formats section from the JSON of its runs in --results",
+        help="only (re)write the Verification section from the JSON of its runs in --results",
+    )
+    parser.add_argument(
+        "--only-headline",
+        action="store_true",
+        help="only (re)write the Headline section from --quality (default: quality.json in --results) "
+        "and print it",
     )
     args = parser.parse_args()
     results: Path = args.results
     if args.only_passages:
         replace_section(args.markdown, passages_section(results))
         return
-    if args.only_sketch_formats:
-        replace_section(args.markdown, sketch_formats_section(results))
+    if args.only_verification:
+        replace_section(args.markdown, verification_section(results))
+        return
+    if args.only_headline:
+        q = json.loads((args.quality or results / "quality.json").read_text())
+        section = headline_section(q, {"curves": tool_curves(q), "mutations": mutation_table(q)})
+        if not section:
+            sys.exit(f"no service run at threshold {HEADLINE} in the quality JSON")
+        replace_section(args.markdown, section, "## Headline")
+        print(section)
         return
     results.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -1399,16 +1273,6 @@ def main() -> None:
             docs = corpus_module.load(args.corpus)
             truth_path = args.truth
         q = quality.run(docs, truth_path=truth_path, mutation_count=args.mutations)
-    q.setdefault("baseline_banding", {"bands": 12, "rows": 10})
-    if "seeds" not in q and args.quality and args.corpus.exists() and args.truth.exists():
-        # a quality JSON from before the seed check: add it (it needs only the corpus and the truth)
-        import corpus as corpus_module
-        import truth as truth_module
-
-        texts = [d["text"] for d in corpus_module.load(args.corpus)]
-        if len(texts) == q["documents"]:
-            truth = quality.Truth.from_pairs(len(texts), truth_module.load_truth(args.truth))
-            q["seeds"] = quality.seed_robustness(texts, truth)
     (results / "quality.json").write_text(json.dumps(q, indent=1) + "\n")
 
     signatures = service = None
@@ -1426,39 +1290,25 @@ def main() -> None:
         (results / "signatures.json").write_text(json.dumps(signatures, indent=1) + "\n")
         (results / "service.json").write_text(json.dumps(service, indent=1) + "\n")
 
-    d = q["defaults"]
-    baseline_path = results / "quality_baseline.json"
-    baseline = None
-    if baseline_path.exists():
-        b = json.loads(baseline_path.read_text())["neardup_service"]["thresholds"][HEADLINE]
-        baseline = {
-            "bands": b["bands"],
-            "rows": b["rows"],
-            **{
-                k: b["check"][k]
-                for k in ("precision", "recall", "precision_non_identical", "recall_non_identical")
-            },
-            "recall_1pct": b["mutations"]["0.01"]["recall"],
-        }
     summary: dict[str, Any] = {
-        "baseline": baseline,
         "machine": machine(),
         "corpus_name": corpus_name,
         "curves": tool_curves(q),
         "mutations": mutation_table(q),
         "speed": speed_summary(signatures, service),
         "defaults": {
-            **d,
-            "verify_z": domain_index.VERIFY_Z,
-            "explanation": defaults_explanation(q),
+            **q["defaults"],
+            "explanation": defaults_explanation(q) if "tradeoff" in q else None,
             "current_code": CollectionParams.create("x").to_dict(),
         },
         "targets": quality.TARGETS,
         "targets_met": q.get("targets_met"),
     }
-    plot_s_curve(q, results / "s_curve.png")
+    if "s_curve" in q:
+        plot_s_curve(q, results / "s_curve.png")
     plot_precision_recall(summary["curves"], results / "precision_recall.png")
-    plot_tradeoff(q, results / "tradeoff.png")
+    if "tradeoff" in q:
+        plot_tradeoff(q, results / "tradeoff.png")
     plot_mutations(summary["mutations"], results / "mutations.png")
     plot_speed(summary["speed"], results / "speed.png")
     summary["seconds"] = round(time.perf_counter() - started, 1)
@@ -1472,7 +1322,7 @@ def main() -> None:
         for section in (
             crowds_section(results),
             growth_section(results),
-            sketch_formats_section(results),
+            verification_section(results),
             passages_section(results),
             mirrors_section(results),
         )
