@@ -161,6 +161,9 @@ class Collection:
     documents: int | None
     passages: bool = False
     site_field: str | None = None
+    verify: Literal["estimate", "exact"] = "estimate"
+    ttl_seconds: int | None = None
+    max_documents: int | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Collection:
@@ -176,6 +179,9 @@ class Collection:
             documents=None if data.get("documents") is None else int(data["documents"]),
             passages=bool(data.get("passages", False)),
             site_field=data.get("site_field"),
+            verify=data.get("verify", "estimate"),
+            ttl_seconds=data.get("ttl_seconds"),
+            max_documents=data.get("max_documents"),
         )
 
     def candidate_probability(self, similarity: float) -> float:
@@ -502,8 +508,14 @@ class _Api:
         expected_documents: int | None = None,
         passages: bool | None = None,
         site_field: str | None = None,
+        verify: Literal["estimate", "exact"] | None = None,
+        ttl_seconds: int | None = None,
+        max_documents: int | None = None,
     ) -> _Op[Collection]:
         """Create, or return the existing one if its parameters are the same (Conflict otherwise).
+        ``verify``: ``"estimate"`` (the default: a fixed-size sketch per document) or ``"exact"`` (the
+        exact Jaccard of the shingle sets, 4 bytes per distinct shingle). ``ttl_seconds`` and
+        ``max_documents``: retention (documents stop matching after that long, or beyond the most recent).
         ``expected_documents``: capacity hint, the store sizes its tables for that many documents.
         ``passages``: also index stored documents for :meth:`passages` (fixed at creation).
         ``site_field``: the metadata field naming each document's site (mirror detection: ``site``,
@@ -519,6 +531,9 @@ class _Api:
             expected_documents=expected_documents,
             passages=passages,
             site_field=site_field,
+            verify=verify,
+            ttl_seconds=ttl_seconds,
+            max_documents=max_documents,
         )
         return Collection.from_json((yield from _call("POST", _collections(), body)))
 

@@ -65,6 +65,13 @@ def test_collections(client: Client) -> None:
     with pytest.raises(Conflict) as conflict:
         client.create_collection("c2", expected_documents=20_000)
     assert "expected_documents" in conflict.value.message
+    exact = fresh(client, "c3", verify="exact", ttl_seconds=3600, max_documents=100)
+    assert (exact.verify, exact.ttl_seconds, exact.max_documents) == ("exact", 3600, 100)
+    assert client.get_collection("c3") == exact
+    assert fresh(client, "c4").verify == "estimate"
+    with pytest.raises(Conflict) as conflict:
+        client.create_collection("c3", verify="estimate", ttl_seconds=3600, max_documents=100)
+    assert "verify" in conflict.value.message
 
 
 def test_check_query_and_documents(client: Client) -> None:
