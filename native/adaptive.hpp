@@ -162,19 +162,67 @@ inline void residue_planes(const AdaptiveDecoded& d, size_t bins, uint8_t* out) 
   }
 }
 
+// decode_adaptive's result, for a sparse sketch without its walk bin by bin: the codes are back to
+// back, (width + 1) bits each, so code k is at bit k * (width + 1) whatever came before it, and it
+// belongs to the filled bin numbered by the codes before it whose last bit is 0. The same elements and
+// residues, a damaged stream included (the walk stops at the same code); the SIMD paths' decoder.
+inline void decode_adaptive_fast(const uint8_t* sketch, size_t bins, AdaptiveDecoded& d) {
+  const int width = sketch[0];
+  if (width < static_cast<int>(kAdaptiveMinWidth) || width > static_cast<int>(kAdaptiveMaxWidth)) {
+    decode_adaptive(sketch, bins, d);  // dense, or no estimate sketch
+    return;
+  }
+  const size_t words = bins / 64, size = bins / 8, end = 8 * size;
+  const uint8_t* body = sketch + 1;
+  d.width = width;
+  d.modulus = sparse_modulus(width);
+  uint16_t order[4096];  // the filled bins, in order
+  size_t filled = 0;
+  for (size_t w = 0; w < words; ++w) {
+    std::memcpy(&d.filled[w], body + 8 * w, 8);
+    for (uint64_t m = d.filled[w]; m; m &= m - 1) {
+      const size_t b = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
+      d.residue[b] = 0;  // stays so only where a damaged stream ends before the bin's codes
+      order[filled++] = static_cast<uint16_t>(b);
+    }
+  }
+  uint8_t stream[512 + 8] = {};  // bins / 8 bytes, then zeros to read 8 bytes anywhere
+  std::memcpy(stream, body + 8 * words, size);
+  const size_t bits = static_cast<size_t>(width) + 1;
+  // the walk reads code k while k < bins and k * bits + width < end
+  const size_t limit = std::min(bins, (end - static_cast<size_t>(width) - 1) / bits + 1);
+  const uint64_t mask = (uint64_t{1} << width) - 1u;
+  size_t k = 0, bin = 0;
+  for (; k < limit && bin < filled; ++k) {
+    const size_t pos = k * bits;
+    uint64_t window;
+    std::memcpy(&window, stream + pos / 8, 8);
+    const uint64_t code = window >> (pos % 8);
+    d.elem_bin[k] = order[bin];
+    d.elem_res[k] = static_cast<uint32_t>(code & mask);
+    bin += ((code >> width) & 1u) ^ 1u;
+  }
+  d.elements = k;
+  for (size_t e = 0; e < k; ++e)  // a bin's residue: its first code's
+    if (e == 0 || d.elem_bin[e] != d.elem_bin[e - 1]) d.residue[d.elem_bin[e]] = d.elem_res[e];
+}
+
+using AdaptiveDecoder = void (*)(const uint8_t* sketch, size_t bins, AdaptiveDecoded& d);
+
 // The estimate of one estimate sketch (`query`, adaptive_bytes(bins) bytes: the mode byte, then the
 // bins) with others, one pair at a time, in the scratch of two AdaptiveDecoded (~41 KB each: kept by
 // the caller). A dense query against dense candidates (most pairs) needs no decoding: the query is
-// decoded once, the first time a pair needs it.
-class AdaptiveEstimate {
+// decoded once, the first time a pair needs it. `Decode` gives decode_adaptive's AdaptiveDecoded.
+template <AdaptiveDecoder Decode>
+class BasicAdaptiveEstimate {
  public:
-  AdaptiveEstimate(const uint8_t* query, size_t bins, AdaptiveDecoded& q, AdaptiveDecoded& c)
+  BasicAdaptiveEstimate(const uint8_t* query, size_t bins, AdaptiveDecoded& q, AdaptiveDecoded& c)
       : query_(query), bins_(bins), q_(q), c_(c) {}
 
   // The decoded query (decoded on the first call).
   const AdaptiveDecoded& decoded_query() {
     if (!decoded_) {
-      decode_adaptive(query_, bins_, q_);
+      Decode(query_, bins_, q_);
       decoded_ = true;
     }
     return q_;
@@ -191,7 +239,7 @@ class AdaptiveEstimate {
       j_hat = bins_estimate(dense_counts(query + 1, s + 1, words), 3);
     } else {
       decoded_query();
-      decode_adaptive(s, bins, c);
+      Decode(s, bins, c);
       const uint32_t modulus = std::min(q.modulus, c.modulus);
       const unsigned shift = static_cast<unsigned>(__builtin_ctz(modulus));  // modulus = 3 * 2^shift
       const double chance = 1.0 / static_cast<double>(modulus);
@@ -247,5 +295,8 @@ class AdaptiveEstimate {
   AdaptiveDecoded& c_;
   bool decoded_ = false;
 };
+
+// The reference: the walk of the format, bin by bin (the serial path and ND.MATCHLINK).
+using AdaptiveEstimate = BasicAdaptiveEstimate<decode_adaptive>;
 
 }  // namespace neardup

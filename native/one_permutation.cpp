@@ -226,15 +226,20 @@ void verify_adaptive(const uint8_t* query, const uint8_t* candidates, size_t bin
                      float* out, DenseCountsFn count) {
   const size_t stride = adaptive_bytes(bins), words = bins / 64;
   thread_local AdaptiveDecoded tls_q, tls_c;
-  AdaptiveEstimate estimate(query, bins, tls_q, tls_c);
-  // A sparse query meets a dense candidate on the bins' minima mod 3: on its residue planes, decoded
-  // once, as if it were dense (AdaptiveEstimate's integers, so its float).
-  alignas(64) uint8_t planes[1024];
+  AdaptiveDecoded& decoded = tls_c;
+  BasicAdaptiveEstimate<decode_adaptive_fast> estimate(query, bins, tls_q, tls_c);
+  // Every pair but two valid sparse sketches is compared on the bins' minima mod 3 (the smaller
+  // modulus: a dense sketch's, or an unreadable one's, which has no bin filled): on the two sides'
+  // residue planes, the query's decoded once, so the pair costs what a dense pair costs (plus the
+  // walk of a sparse candidate's stream). AdaptiveEstimate's integers, so its float.
+  alignas(64) uint8_t query_planes[1024], candidate_planes[1024];
   const uint8_t* q = query + 1;
   if (query[0] != 0) {
-    residue_planes(estimate.decoded_query(), bins, planes);
-    q = planes;
+    residue_planes(estimate.decoded_query(), bins, query_planes);
+    q = query_planes;
   }
+  auto sparse = [](uint8_t mode) { return mode >= kAdaptiveMinWidth && mode <= kAdaptiveMaxWidth; };
+  const bool sparse_query = sparse(query[0]);
   constexpr size_t kAhead = 8;  // random rows: their lines asked for this many candidates ahead
   auto row_of = [&](size_t j) { return candidates + static_cast<size_t>(rows[j]) * stride; };
   if (rows)
@@ -244,7 +249,15 @@ void verify_adaptive(const uint8_t* query, const uint8_t* candidates, size_t bin
     const uint8_t* c = rows ? row_of(j) : candidates + j * stride;
     if (rows && j + kAhead < n)
       for (size_t line = 0; line < stride; line += 64) __builtin_prefetch(row_of(j + kAhead) + line);
-    out[j] = c[0] == 0 ? clamped(bins_estimate(count(q, c + 1, words), 3)) : estimate(c);
+    if (c[0] == 0) {
+      out[j] = clamped(bins_estimate(count(q, c + 1, words), 3));
+    } else if (sparse(c[0]) && !sparse_query) {
+      decode_adaptive_fast(c, bins, decoded);
+      residue_planes(decoded, bins, candidate_planes);
+      out[j] = clamped(bins_estimate(count(q, candidate_planes, words), 3));
+    } else {
+      out[j] = estimate(c);  // two sparse sketches (or an unreadable candidate)
+    }
   }
 }
 
