@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import platform
@@ -93,8 +94,13 @@ def sketches(params: CollectionParams, texts: list[str]) -> U8:
     # The slots of the band keys only, as the service computes them; the bins do not depend on them.
     slots = max(16, -(-params.bands * params.rows // 8) * 8)
     _, bins = sketch.adaptive_sketches(
-        texts, num_perm=min(params.num_perm, slots), shingle=params.shingle, size=params.size,
-        seed=params.seed, bins=params.bins, threads=2,
+        texts,
+        num_perm=min(params.num_perm, slots),
+        shingle=params.shingle,
+        size=params.size,
+        seed=params.seed,
+        bins=params.bins,
+        threads=2,
     )
     return bins
 
@@ -158,6 +164,10 @@ def numpy_estimate(query: U8, candidates: U8, bins: int) -> F32:
 # --- timing ----------------------------------------------------------------------------------------
 
 
+def estimate(query: U8, candidates: U8, bins: int, isa: str) -> F32:
+    return sketch.adaptive_similarity(query, candidates, bins=bins, isa=isa)  # type: ignore[arg-type]
+
+
 def rounds(cases: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
     """Median seconds per call of each case, over ``repeats`` interleaved rounds (after a warm-up)."""
     for fn in cases.values():
@@ -171,7 +181,9 @@ def rounds(cases: dict[str, Callable[[], object]], repeats: int) -> dict[str, fl
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def kernel_section(pool: U8, queries: list[int], total: int, bins: int, repeats: int, numpy_too: bool) -> dict[str, Any]:
+def kernel_section(
+    pool: U8, queries: list[int], total: int, bins: int, repeats: int, numpy_too: bool
+) -> dict[str, Any]:
     rng = np.random.default_rng(total)
     candidates = pool[rng.integers(0, len(pool), size=total)]
     dense_rows = np.flatnonzero(candidates[:, 0] == 0)
@@ -188,14 +200,14 @@ def kernel_section(pool: U8, queries: list[int], total: int, bins: int, repeats:
         label = "dense" if query[0] == 0 else f"sparse (width {int(query[0])})"
         cases: dict[str, Callable[[], object]] = {}
         for isa in isas:
-            cases[f"mixed/{isa}"] = lambda isa=isa: sketch.adaptive_similarity(query, candidates, bins=bins, isa=isa)
-            cases[f"dense/{isa}"] = lambda isa=isa: sketch.adaptive_similarity(query, dense_only, bins=bins, isa=isa)
+            cases[f"mixed/{isa}"] = functools.partial(estimate, query, candidates, bins, isa)
+            cases[f"dense/{isa}"] = functools.partial(estimate, query, dense_only, bins, isa)
         if numpy_too:
-            cases["dense/numpy"] = lambda: numpy_estimate(query, dense_only, bins)
+            cases["dense/numpy"] = functools.partial(numpy_estimate, query, dense_only, bins)
         # the same floats on every path, and numpy's on the dense candidates
         want = sketch.adaptive_similarity(query, candidates, bins=bins, isa="serial")
         for isa in isas[1:]:
-            assert sketch.adaptive_similarity(query, candidates, bins=bins, isa=isa).tobytes() == want.tobytes()
+            assert estimate(query, candidates, bins, isa).tobytes() == want.tobytes()
         numpy_agrees = bool(np.array_equal(numpy_estimate(query, dense_only, bins), want[dense_rows]))
         medians = rounds(cases, repeats)
         result: dict[str, Any] = {"numpy_equals_kernel_on_dense": numpy_agrees}
@@ -204,12 +216,19 @@ def kernel_section(pool: U8, queries: list[int], total: int, bins: int, repeats:
             for name, seconds in medians.items():
                 if name.startswith(pool_name + "/"):
                     impl = name.split("/", 1)[1]
-                    row[impl] = {"ms": round(1e3 * seconds, 2), "ns_per_candidate": round(1e9 * seconds / n, 1)}
+                    row[impl] = {
+                        "ms": round(1e3 * seconds, 2),
+                        "ns_per_candidate": round(1e9 * seconds / n, 1),
+                    }
             best = sketch.active_isa()
             row["active"] = best
-            row["serial_over_active"] = round(medians[f"{pool_name}/serial"] / medians[f"{pool_name}/{best}"], 2)
+            row["serial_over_active"] = round(
+                medians[f"{pool_name}/serial"] / medians[f"{pool_name}/{best}"], 2
+            )
             if f"{pool_name}/numpy" in medians:
-                row["numpy_over_active"] = round(medians[f"{pool_name}/numpy"] / medians[f"{pool_name}/{best}"], 2)
+                row["numpy_over_active"] = round(
+                    medians[f"{pool_name}/numpy"] / medians[f"{pool_name}/{best}"], 2
+                )
             result[pool_name] = row
         out["queries"][label] = result
     return out
@@ -223,14 +242,13 @@ async def check_share(texts: list[str], batch: int) -> dict[str, Any]:
     the time spent in ``sketch.adaptive_similarity`` (every candidate's estimate) and in building the
     scorer's pool, against the whole check's wall time and this process's CPU time (the server's CPU,
     another process, is given beside)."""
-    import neardup.domain.banding as banding
     import neardup.domain.index as index_module
     from neardup.domain import Document, Index
     from neardup.storage import EmbeddedValkey, RedisStore
 
     spent = {"kernel": 0.0, "scorer": 0.0, "calls": 0, "candidates": 0}
     kernel = sketch.adaptive_similarity
-    make_scorer = index_module.candidate_scorer
+    make_scorer = index_module.candidate_scorer  # type: ignore[attr-defined]
 
     def timed_kernel(*args: Any, **kwargs: Any) -> F32:
         started = time.perf_counter()
@@ -254,8 +272,8 @@ async def check_share(texts: list[str], batch: int) -> dict[str, Any]:
             index = Index(store)
             params = CollectionParams.create("share", threshold=THRESHOLD)
             await index.create_collection(params)
-            sketch.adaptive_similarity = timed_kernel  # type: ignore[assignment]
-            index_module.candidate_scorer = timed_scorer  # type: ignore[assignment]
+            sketch.adaptive_similarity = timed_kernel
+            index_module.candidate_scorer = timed_scorer  # type: ignore[attr-defined]
             cpu_before = await store.client.info("cpu")
             wall0, cpu0 = time.perf_counter(), time.process_time()
             duplicates = 0
@@ -268,12 +286,11 @@ async def check_share(texts: list[str], batch: int) -> dict[str, Any]:
             await index.close()
             await store.close()
         finally:
-            sketch.adaptive_similarity = kernel  # type: ignore[assignment]
-            index_module.candidate_scorer = make_scorer  # type: ignore[assignment]
+            sketch.adaptive_similarity = kernel
+            index_module.candidate_scorer = make_scorer  # type: ignore[attr-defined]
             server.stop()
     server_cpu = sum(float(cpu_after[k]) - float(cpu_before[k]) for k in ("used_cpu_user", "used_cpu_sys"))
     verification = spent["kernel"] + spent["scorer"]
-    del banding
     return {
         "documents": len(texts),
         "batch": batch,
@@ -297,7 +314,9 @@ async def check_share(texts: list[str], batch: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -318,8 +337,13 @@ def main() -> None:
         "commit": git_commit(),
         "isas": sketch.available_isas(),
         "active_isa": sketch.active_isa(),
-        "params": {"num_perm": params.num_perm, "threshold": THRESHOLD, "bands": params.bands,
-                   "rows": params.rows, "bins": bins},
+        "params": {
+            "num_perm": params.num_perm,
+            "threshold": THRESHOLD,
+            "bands": params.bands,
+            "rows": params.rows,
+            "bins": bins,
+        },
         "documents": {
             "count": len(texts),
             "kb_median": round(statistics.median(len(t.encode()) for t in texts) / 1e3, 1),
@@ -332,7 +356,9 @@ def main() -> None:
     for total in (30_000,) if args.quick else (30_000, 1_000_000):
         result["kernel"][str(total)] = kernel_section(pool, queries, total, bins, repeats, numpy_too=True)
         print(json.dumps(result["kernel"][str(total)]), file=sys.stderr)
-    share_docs = texts[: 1_500 if args.quick else 3_000]
+    # a sample with its share of edited copies (near-duplicates: candidates to verify), in a random order
+    order = np.random.default_rng(2).permutation(len(texts))[: 1_500 if args.quick else 3_000]
+    share_docs = [texts[i] for i in order.tolist()]
     result["check_share"] = asyncio.run(check_share(share_docs, batch=100))
     result["seconds"] = round(time.perf_counter() - started, 1)
     text = json.dumps(result, indent=2)

@@ -21,7 +21,19 @@ def _documents(rng: np.random.Generator, bins: int) -> list[str]:
     """Word 1-shingle documents from a few bases with edits (near-duplicates of each other) and of
     every length: empty, sparse at every code width, around the switch to dense, dense."""
     vocab = np.array([f"v{i}" for i in range(20000)])
-    sizes = [0, 1, 2, 3, bins // 64 + 1, bins // 16, bins // 8, bins // 5, bins // 4, bins // 4 + 1, bins // 3]
+    sizes = [
+        0,
+        1,
+        2,
+        3,
+        bins // 64 + 1,
+        bins // 16,
+        bins // 8,
+        bins // 5,
+        bins // 4,
+        bins // 4 + 1,
+        bins // 3,
+    ]
     sizes += [bins // 2, bins, 2 * bins, 3 * bins]
     docs: list[str] = []
     for size in sizes:
@@ -94,7 +106,9 @@ def test_estimate_identical_to_serial_for_every_query(isa: str, bins: int) -> No
 def test_estimate_over_rows_is_the_estimate_of_those_rows(isa: str, bins: int) -> None:
     pool = _pool(bins, seed=1)
     rng = np.random.default_rng(bins)
-    full = {i: sketch.adaptive_similarity(pool[i], pool, bins=bins, isa="serial") for i in range(0, len(pool), 7)}
+    full = {
+        i: sketch.adaptive_similarity(pool[i], pool, bins=bins, isa="serial") for i in range(0, len(pool), 7)
+    }
     for i, want in full.items():
         for rows in (
             rng.integers(0, len(pool), size=40),  # random, with repeats
