@@ -234,14 +234,54 @@ def kernel_section(
     return out
 
 
+def exact_section(params: CollectionParams, texts: list[str], total: int, repeats: int) -> dict[str, Any]:
+    """The exact sketch's merge (``sketch.exact_similarity``) of a few queries with ``total`` random
+    sets of the same documents, per ISA: with no floor (every merge to its end), and at the
+    threshold (the service's floor: a merge stops once the floor is out of reach)."""
+    _, flat, offsets = sketch.exact_sketches(
+        texts, num_perm=16, shingle=params.shingle, size=params.size, seed=params.seed, threads=2
+    )
+    rng = np.random.default_rng(total + 1)
+    rows = rng.integers(0, len(texts), size=total)
+    queries = [flat[offsets[i] : offsets[i + 1]] for i in rng.integers(0, len(texts), size=4).tolist()]
+    isas = sketch.available_isas()
+
+    def merge(floor: float, isa: str) -> None:
+        for q in queries:
+            sketch.exact_similarity(q, flat, offsets, rows, floor=floor, isa=isa)  # type: ignore[arg-type]
+
+    cases: dict[str, Callable[[], object]] = {}
+    for floor in (0.0, THRESHOLD):
+        for isa in isas:
+            cases[f"{floor}/{isa}"] = functools.partial(merge, floor, isa)
+    medians = rounds(cases, repeats)
+    out: dict[str, Any] = {
+        "candidates": total,
+        "queries": len(queries),
+        "mean_set_size": round(float(np.diff(offsets).mean()), 1),
+    }
+    for floor in (0.0, THRESHOLD):
+        row: dict[str, Any] = {
+            isa: {
+                "ms": round(1e3 * medians[f"{floor}/{isa}"], 2),
+                "ns_per_candidate": round(1e9 * medians[f"{floor}/{isa}"] / (total * len(queries)), 1),
+            }
+            for isa in isas
+        }
+        best = sketch.active_isa()
+        row["serial_over_active"] = round(medians[f"{floor}/serial"] / medians[f"{floor}/{best}"], 2)
+        out[f"floor_{floor}"] = row
+    return out
+
+
 # --- the share of a check ----------------------------------------------------------------------------
 
 
-async def check_share(texts: list[str], batch: int) -> dict[str, Any]:
+async def check_share(texts: list[str], batch: int, isa: str | None = None) -> dict[str, Any]:
     """Checks (with insert) of ``texts`` in batches through the in-process Index on an embedded Valkey:
-    the time spent in ``sketch.adaptive_similarity`` (every candidate's estimate) and in building the
-    scorer's pool, against the whole check's wall time and this process's CPU time (the server's CPU,
-    another process, is given beside)."""
+    the time spent in ``sketch.adaptive_similarity`` (every candidate's estimate, on ``isa``: the
+    dispatched one when None) and in building the scorer's pool, against the whole check's wall time
+    and this process's CPU time (the server's CPU, another process, is given beside)."""
     import neardup.domain.index as index_module
     from neardup.domain import Document, Index
     from neardup.storage import EmbeddedValkey, RedisStore
@@ -251,6 +291,8 @@ async def check_share(texts: list[str], batch: int) -> dict[str, Any]:
     make_scorer = index_module.candidate_scorer  # type: ignore[attr-defined]
 
     def timed_kernel(*args: Any, **kwargs: Any) -> F32:
+        if isa is not None:
+            kwargs["isa"] = isa
         started = time.perf_counter()
         out = kernel(*args, **kwargs)
         spent["kernel"] += time.perf_counter() - started
@@ -292,6 +334,7 @@ async def check_share(texts: list[str], batch: int) -> dict[str, Any]:
     server_cpu = sum(float(cpu_after[k]) - float(cpu_before[k]) for k in ("used_cpu_user", "used_cpu_sys"))
     verification = spent["kernel"] + spent["scorer"]
     return {
+        "isa": isa or sketch.active_isa(),
         "documents": len(texts),
         "batch": batch,
         "duplicates_found": duplicates,
@@ -301,6 +344,7 @@ async def check_share(texts: list[str], batch: int) -> dict[str, Any]:
         "client_cpu_s": round(cpu, 3),
         "server_cpu_s": round(server_cpu, 3),
         "kernel_s": round(spent["kernel"], 4),
+        "kernel_us_per_call": round(1e6 * spent["kernel"] / max(1, int(spent["calls"])), 1),
         "scorer_pool_s": round(spent["scorer"], 4),
         "kernel_share_of_client_cpu": round(spent["kernel"] / cpu, 4),
         "verification_share_of_client_cpu": round(verification / cpu, 4),
@@ -359,7 +403,10 @@ def main() -> None:
     # a sample with its share of edited copies (near-duplicates: candidates to verify), in a random order
     order = np.random.default_rng(2).permutation(len(texts))[: 1_500 if args.quick else 3_000]
     share_docs = [texts[i] for i in order.tolist()]
+    result["exact"] = exact_section(params, texts, 30_000, repeats)
+    print(json.dumps(result["exact"]), file=sys.stderr)
     result["check_share"] = asyncio.run(check_share(share_docs, batch=100))
+    result["check_share_serial"] = asyncio.run(check_share(share_docs, batch=100, isa="serial"))
     result["seconds"] = round(time.perf_counter() - started, 1)
     text = json.dumps(result, indent=2)
     print(text)

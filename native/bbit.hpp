@@ -1,6 +1,6 @@
-// The b-bit one-permutation estimate of one pair of format-2 bins: shared by neardup::bbit_similarity
-// (sketch_v2.cpp, the service's verification) and ND.MATCHLINK (valkey/sites.cpp), which must count
-// exactly the pairs the service reports. Header-only: the server module links nothing of the core.
+// The b-bit one-permutation estimate of one pair of bit-plane bins, for ND.MATCHLINK's format-2 branch
+// (valkey/sites.cpp), its only user: the core's verification is adaptive.hpp's (the dense mode of the
+// estimate sketch is this estimate at 2 bits). Header-only: the server module links nothing of the core.
 #pragma once
 
 #include <cstddef>

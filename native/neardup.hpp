@@ -165,14 +165,14 @@ void oph_avx512dq(const uint32_t*, size_t, const OphFamily&, uint32_t*, uint8_t*
 
 // Verification of estimate sketches: out[j] = the estimate of `query` with candidates[row_j] (each
 // adaptive_bytes(bins) bytes), row_j = rows ? rows[j] : j; AdaptiveEstimate's float on every path.
-// The SIMD paths count dense pairs (and a sparse query's pairs with dense candidates, on its
-// residue_planes) with vector popcounts; the serial path is the reference, one pair at a time.
+// The SIMD paths count every pair but two valid sparse sketches on two pairs of bit planes with vector
+// popcounts (a sparse side's residue_planes); the serial path is the reference, one pair at a time.
 using AdaptiveSimilarityKernel = void (*)(const uint8_t* query, const uint8_t* candidates, size_t bins,
                                           const int64_t* rows, size_t n, float* out);
 void adaptive_similarity_serial(const uint8_t*, const uint8_t*, size_t, const int64_t*, size_t, float*);
 // The SIMD paths' loop over the candidates (one_permutation.cpp): `count` (dense_counts's integers)
-// for every candidate in dense mode, against the query's planes (its residue_planes when it is
-// sparse); AdaptiveEstimate for the others.
+// on the two sides' planes for every pair compared on the bins' minima mod 3; AdaptiveEstimate (with
+// decode_adaptive_fast) for two sparse sketches.
 using DenseCountsFn = BinCounts (*)(const uint8_t* q, const uint8_t* c, size_t words);
 void verify_adaptive(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows, size_t n,
                      float* out, DenseCountsFn count);
