@@ -6,8 +6,12 @@ Sketches are the service's defaults (num_perm 128, threshold 0.8: 16 bands of 6 
 ``CollectionParams.create``) of documents of 1-60 KB (log-uniform) cut from the Python standard
 library's source and documentation on this machine, a third of them edited copies of others; a short
 document's sketch is sparse (every shingle kept), a longer one's dense. The candidate pools repeat
-those sketches in a random order. Each figure is the median of interleaved rounds (a shared machine:
-ratios come from one run, absolute times are context). Prints one JSON object.
+those sketches in a random order; the numpy implementation (vectorized over the candidates) covers
+dense candidates, so it is timed on the pool of those ("dense") beside the kernel, which is also
+timed on the whole pool ("mixed"). The exact sketch's merge is timed per ISA too. Each figure is the
+median of interleaved rounds (a shared machine:
+ratios come from one run, each the median over the rounds of the two cases' times in the same round;
+absolute times are context). Prints one JSON object.
 
     python bench/bench_verify.py                 # full run, a few minutes
     python bench/bench_verify.py --quick         # 30,000 candidates only, fewer rounds
@@ -168,8 +172,9 @@ def estimate(query: U8, candidates: U8, bins: int, isa: str) -> F32:
     return sketch.adaptive_similarity(query, candidates, bins=bins, isa=isa)  # type: ignore[arg-type]
 
 
-def rounds(cases: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median seconds per call of each case, over ``repeats`` interleaved rounds (after a warm-up)."""
+def rounds(cases: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """Seconds of each case in each of ``repeats`` interleaved rounds (after a warm-up): a burst of
+    other work on a shared machine hits every case of a round alike."""
     for fn in cases.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in cases}
@@ -178,7 +183,12 @@ def rounds(cases: dict[str, Callable[[], object]], repeats: int) -> dict[str, fl
             started = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - started)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def ratio(times: dict[str, list[float]], slow: str, fast: str) -> float:
+    """The median over the rounds of slow's time over fast's in the same round."""
+    return round(statistics.median(a / b for a, b in zip(times[slow], times[fast], strict=True)), 2)
 
 
 def kernel_section(
@@ -209,7 +219,8 @@ def kernel_section(
         for isa in isas[1:]:
             assert estimate(query, candidates, bins, isa).tobytes() == want.tobytes()
         numpy_agrees = bool(np.array_equal(numpy_estimate(query, dense_only, bins), want[dense_rows]))
-        medians = rounds(cases, repeats)
+        times = rounds(cases, repeats)
+        medians = {name: statistics.median(t) for name, t in times.items()}
         result: dict[str, Any] = {"numpy_equals_kernel_on_dense": numpy_agrees}
         for pool_name, n in (("mixed", total), ("dense", len(dense_rows))):
             row: dict[str, Any] = {}
@@ -254,7 +265,8 @@ def exact_section(params: CollectionParams, texts: list[str], total: int, repeat
     for floor in (0.0, THRESHOLD):
         for isa in isas:
             cases[f"{floor}/{isa}"] = functools.partial(merge, floor, isa)
-    medians = rounds(cases, repeats)
+    times = rounds(cases, repeats)
+    medians = {name: statistics.median(t) for name, t in times.items()}
     out: dict[str, Any] = {
         "candidates": total,
         "queries": len(queries),
@@ -269,7 +281,7 @@ def exact_section(params: CollectionParams, texts: list[str], total: int, repeat
             for isa in isas
         }
         best = sketch.active_isa()
-        row["serial_over_active"] = round(medians[f"{floor}/serial"] / medians[f"{floor}/{best}"], 2)
+        row["serial_over_active"] = ratio(times, f"{floor}/serial", f"{floor}/{best}")
         out[f"floor_{floor}"] = row
     return out
 

@@ -207,6 +207,45 @@ inline void decode_adaptive_fast(const uint8_t* sketch, size_t bins, AdaptiveDec
     if (e == 0 || d.elem_bin[e] != d.elem_bin[e - 1]) d.residue[d.elem_bin[e]] = d.elem_res[e];
 }
 
+// residue_planes(decode_adaptive(sketch)) of a sparse sketch in one pass over its codes, keeping only
+// each bin's first: what a sparse candidate needs against a dense query. Bins the walk never reaches
+// (a damaged stream) keep residue 0, code 1, as decode_adaptive leaves them.
+inline void sparse_residue_planes(const uint8_t* sketch, size_t bins, uint8_t* out) {
+  const size_t words = bins / 64, size = bins / 8, end = 8 * size;
+  const int width = sketch[0];
+  const uint8_t* body = sketch + 1;
+  uint64_t p0[64], p1[64];
+  uint16_t order[4096];
+  size_t filled = 0;
+  for (size_t w = 0; w < words; ++w) {
+    std::memcpy(&p0[w], body + 8 * w, 8);
+    p1[w] = 0;
+    for (uint64_t m = p0[w]; m; m &= m - 1) order[filled++] = static_cast<uint16_t>(w * 64 + __builtin_ctzll(m));
+  }
+  uint8_t stream[512 + 8] = {};
+  std::memcpy(stream, body + 8 * words, size);
+  const size_t bits = static_cast<size_t>(width) + 1;
+  const size_t limit = std::min(bins, (end - static_cast<size_t>(width) - 1) / bits + 1);
+  const uint32_t mask = (1u << width) - 1u;
+  uint64_t more = 0;
+  for (size_t k = 0, bin = 0; k < limit && bin < filled; ++k) {
+    const size_t pos = k * bits;
+    uint64_t window;
+    std::memcpy(&window, stream + pos / 8, 8);
+    const uint64_t code = window >> (pos % 8);
+    if (!more) {  // the first code of its bin
+      const size_t b = order[bin];
+      const uint64_t c = (static_cast<uint32_t>(code) & mask) % 3u + 1u, bit = uint64_t{1} << (b % 64);
+      p0[b / 64] = (p0[b / 64] & ~bit) | ((c & 1u) << (b % 64));
+      p1[b / 64] |= (c >> 1) << (b % 64);
+    }
+    more = (code >> width) & 1u;
+    bin += more ^ 1u;
+  }
+  std::memcpy(out, p0, 8 * words);
+  std::memcpy(out + 8 * words, p1, 8 * words);
+}
+
 using AdaptiveDecoder = void (*)(const uint8_t* sketch, size_t bins, AdaptiveDecoded& d);
 
 // The estimate of one estimate sketch (`query`, adaptive_bytes(bins) bytes: the mode byte, then the

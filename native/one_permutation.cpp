@@ -226,7 +226,6 @@ void verify_adaptive(const uint8_t* query, const uint8_t* candidates, size_t bin
                      float* out, DenseCountsFn count) {
   const size_t stride = adaptive_bytes(bins), words = bins / 64;
   thread_local AdaptiveDecoded tls_q, tls_c;
-  AdaptiveDecoded& decoded = tls_c;
   BasicAdaptiveEstimate<decode_adaptive_fast> estimate(query, bins, tls_q, tls_c);
   // Every pair but two valid sparse sketches is compared on the bins' minima mod 3 (the smaller
   // modulus: a dense sketch's, or an unreadable one's, which has no bin filled): on the two sides'
@@ -252,8 +251,7 @@ void verify_adaptive(const uint8_t* query, const uint8_t* candidates, size_t bin
     if (c[0] == 0) {
       out[j] = clamped(bins_estimate(count(q, c + 1, words), 3));
     } else if (sparse(c[0]) && !sparse_query) {
-      decode_adaptive_fast(c, bins, decoded);
-      residue_planes(decoded, bins, candidate_planes);
+      sparse_residue_planes(c, bins, candidate_planes);
       out[j] = clamped(bins_estimate(count(q, candidate_planes, words), 3));
     } else {
       out[j] = estimate(c);  // two sparse sketches (or an unreadable candidate)
