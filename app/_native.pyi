@@ -29,20 +29,6 @@ def similarity(
 def band_keys(
     signatures: npt.NDArray[np.uint32], bands: int, rows: int, salt: int
 ) -> npt.NDArray[np.uint64]: ...
-def sketch_estimate(
-    texts: list[str],
-    num_perm: int,
-    char_mode: bool,
-    size: int,
-    seed: int,
-    normalize: bool,
-    lowercase: bool,
-    collapse: bool,
-    threads: int,
-    isa: str,
-    bins: int,
-    bits: int,
-) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint8]]: ...
 def sketch_adaptive(
     texts: list[str],
     num_perm: int,
@@ -62,6 +48,7 @@ def adaptive_similarity(
     rows: npt.NDArray[np.int64],
     use_rows: bool,
     bins: int,
+    isa: str,
 ) -> npt.NDArray[np.float32]: ...
 def sketch_exact(
     texts: list[str],
@@ -75,14 +62,6 @@ def sketch_exact(
     threads: int,
     isa: str,
 ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.int64]]: ...
-def bbit_similarity(
-    query: npt.NDArray[np.uint8],
-    candidates: npt.NDArray[np.uint8],
-    rows: npt.NDArray[np.int64],
-    use_rows: bool,
-    bins: int,
-    bits: int,
-) -> npt.NDArray[np.float32]: ...
 def exact_similarity(
     query: npt.NDArray[np.uint32],
     flat: npt.NDArray[np.uint32],

@@ -27,16 +27,9 @@ DEFAULT_SEED = 1
 EMPTY_SLOT = 0xFFFFFFFF
 MIN_PERM, MAX_PERM = 16, 1024
 MAX_SHINGLE_SIZE = 64
-#: Sketch formats: 1 stores the num_perm 32-bit MinHash slots; 2 stores the band keys and, for
-#: verification, b-bit one-permutation bins (estimate mode) or the sorted shingle hashes (exact mode);
-#: 3 stores the band keys and format 2's bins in the same bytes, except that a short document (at most
-#: bins / 4 distinct shingles) keeps every shingle there instead (:func:`adaptive_sketches`).
-SKETCH_FORMATS = (1, 2, 3)
-#: Mixed into each band key's hash, per format (format 1: none, its keys are unchanged).
-BAND_SALT = {1: 0, 2: 0x6E6431642D763200, 3: 0x6E6431642D763300}
-#: Format 2 estimate mode: bins per slot of num_perm and bits kept per bin (1,024 bins of 2 bits =
-#: 256 bytes at num_perm 128, half of format 1's 512).
-BINS_PER_PERM, BITS_PER_BIN = 8, 2
+#: Bits per bin of the estimate sketch's dense mode (two bit planes): a sketch of ``bins`` bins takes
+#: ``1 + bins * BITS_PER_BIN // 8`` bytes (:func:`adaptive_sketches`).
+BITS_PER_BIN = 2
 #: Version of the Unicode tables compiled into the core (normalization, case, word characters).
 UNICODE_VERSION: str = _native.UNICODE_VERSION
 
@@ -132,31 +125,6 @@ def signatures(
     return out
 
 
-def estimate_sketches(
-    texts: Sequence[str],
-    *,
-    num_perm: int = 128,
-    shingle: Shingle = "word",
-    size: int = 5,
-    seed: int = DEFAULT_SEED,
-    bins: int = 1024,
-    bits: int = BITS_PER_BIN,
-    threads: int = 1,
-    isa: Isa | None = None,
-) -> tuple[U32Array, npt.NDArray[np.uint8]]:
-    """Format 2, estimate mode: the MinHash signatures (``(n, num_perm)`` uint32, for band keys) and
-    the b-bit one-permutation bins (``(n, bins * bits / 8)`` uint8, bit planes) of ``texts``, from one
-    tokenization (options as :func:`signatures`). A featureless text has all-zero bins."""
-    items = _check_texts(texts, num_perm, shingle, size, seed, threads)
-    _check_bins(bins)
-    if not isinstance(bits, int) or not 1 <= bits <= 8:
-        raise ValueError(f"bits must be an integer from 1 to 8, got {bits!r}")
-    sigs, packed = _native.sketch_estimate(
-        items, num_perm, shingle == "char", size, seed, True, True, True, threads, _check_isa(isa), bins, bits
-    )
-    return sigs, packed
-
-
 def adaptive_sketches(
     texts: Sequence[str],
     *,
@@ -168,12 +136,14 @@ def adaptive_sketches(
     threads: int = 1,
     isa: Isa | None = None,
 ) -> tuple[U32Array, npt.NDArray[np.uint8]]:
-    """Format 3: the MinHash signatures (for band keys) and the adaptive one-permutation bins
-    (``(n, 1 + bins / 4)`` uint8) of ``texts``. Byte 0 is the mode: 0 for format 2's two bit planes
-    (``estimate_sketches`` with 2 bits); for a document of n distinct shingles with
-    w = bins // n - 1 >= 3, min(w, 16): the filled-bin bitmap, then every shingle in bin order (the
-    bin's minimum first) as its value mod 3 * 2^(w - 2) in w bits and a bit saying whether the next
-    one shares its bin (docs/design.md, "Stored formats"). A featureless text is mode 0, all zero."""
+    """The estimate sketches of ``texts``: the MinHash signatures (``(n, num_perm)`` uint32, for band
+    keys) and the adaptive one-permutation bins (``(n, 1 + bins / 4)`` uint8), from one tokenization
+    (options as :func:`signatures`). Byte 0 is the mode: 0 (dense) for two bit planes of bins / 64
+    little-endian words, each bin's 2-bit code 0 when it is empty, else 1 + its minimum mod 3; for a
+    document of n distinct shingles with w = bins // n - 1 >= 3, min(w, 16) (sparse): the filled-bin
+    bitmap, then every shingle in bin order (the bin's minimum first) as its value mod 3 * 2^(w - 2)
+    in w bits and a bit saying whether the next one shares its bin (docs/design.md, "Stored
+    formats"). A featureless text is mode 0, all zero."""
     items = _check_texts(texts, num_perm, shingle, size, seed, threads)
     _check_bins(bins)
     sigs, packed = _native.sketch_adaptive(
@@ -192,8 +162,8 @@ def exact_sketches(
     threads: int = 1,
     isa: Isa | None = None,
 ) -> tuple[U32Array, U32Array, npt.NDArray[np.int64]]:
-    """Format 2, exact mode: the MinHash signatures and the sorted distinct 32-bit shingle hashes of
-    each text, concatenated (``flat[offsets[i]:offsets[i + 1]]`` are text ``i``'s)."""
+    """The exact sketches of ``texts``: the MinHash signatures and the sorted distinct 32-bit shingle
+    hashes of each text, concatenated (``flat[offsets[i]:offsets[i + 1]]`` are text ``i``'s)."""
     items = _check_texts(texts, num_perm, shingle, size, seed, threads)
     sigs, flat, offsets = _native.sketch_exact(
         items, num_perm, shingle == "char", size, seed, True, True, True, threads, _check_isa(isa)
@@ -217,41 +187,27 @@ def _row_index(rows: npt.ArrayLike | None, total: int) -> tuple[npt.NDArray[np.i
     return index, True
 
 
-def bbit_similarity(
-    query: npt.NDArray[np.uint8],
-    candidates: npt.NDArray[np.uint8],
-    rows: npt.ArrayLike | None = None,
-    *,
-    bins: int = 1024,
-    bits: int = BITS_PER_BIN,
-) -> F32Array:
-    """Estimated Jaccard of the b-bit bins ``query`` with each row of ``candidates`` (or the ``rows``
-    of it): (equal bins / bins - 2^-bits) / (1 - 2^-bits), at least 0."""
-    stride = bins * bits // 8
-    q = np.ascontiguousarray(query, dtype=np.uint8).reshape(-1)
-    matrix = np.ascontiguousarray(candidates, dtype=np.uint8).reshape(-1, stride)
-    index, use_rows = _row_index(rows, matrix.shape[0])
-    out: F32Array = _native.bbit_similarity(q, matrix, index, use_rows, bins, bits)
-    return out
-
-
 def adaptive_similarity(
     query: npt.NDArray[np.uint8],
     candidates: npt.NDArray[np.uint8],
     rows: npt.ArrayLike | None = None,
     *,
     bins: int = 1024,
+    isa: Isa | None = None,
 ) -> F32Array:
-    """Estimated Jaccard of the format-3 bins ``query`` with each row of ``candidates`` (or the
-    ``rows`` of it). Two short documents whose codes are both at least 6 bits wide: shingle by
-    shingle (the common shingles, corrected for chance agreement of codes in a shared bin and rounded
-    to a whole number, over the union); any other pair: format 2's estimate on the bins' minima at
-    the smaller of the two moduli."""
+    """Estimated Jaccard of the estimate sketch ``query`` (``1 + bins / 4`` bytes, as
+    :func:`adaptive_sketches` makes them) with each row of ``candidates`` (or the ``rows`` of it),
+    float32. Two short documents whose codes are both at least 6 bits wide: shingle by shingle (the
+    common shingles, corrected for chance agreement of codes in a shared bin and rounded to a whole
+    number, over the union); any other pair: over the bins filled on either side, the bins whose
+    minima agree, corrected for chance agreement (1 / m, m the smaller of the two moduli) where both
+    are filled; clamped to [0, 1]. The same floats on every ``isa``."""
+    _check_bins(bins)
     stride = 1 + bins // 4
     q = np.ascontiguousarray(query, dtype=np.uint8).reshape(-1)
     matrix = np.ascontiguousarray(candidates, dtype=np.uint8).reshape(-1, stride)
     index, use_rows = _row_index(rows, matrix.shape[0])
-    out: F32Array = _native.adaptive_similarity(q, matrix, index, use_rows, bins)
+    out: F32Array = _native.adaptive_similarity(q, matrix, index, use_rows, bins, _check_isa(isa))
     return out
 
 
@@ -359,11 +315,13 @@ def similarity(
 def band_keys(signatures: U32Array, bands: int, rows: int, *, salt: int = 0) -> U64Array:
     """One 64-bit LSH bucket key per band: uint64 array of shape ``(n, bands)``.
 
-    Band ``j`` hashes slots ``j*rows .. (j+1)*rows-1`` together with ``j`` itself (and the sketch
-    format's salt: format 2 keys differ from format 1 keys of the same slots), so equal rows in
+    Band ``j`` hashes slots ``j*rows .. (j+1)*rows-1`` together with ``j`` itself (and ``salt``, a
+    64-bit integer: keys made with different salts differ for the same slots), so equal rows in
     different bands give different keys. Empty signatures get key 0 in every band, which no real band
     ever has: callers skip them.
     """
+    if not isinstance(salt, int) or isinstance(salt, bool) or not 0 <= salt < 2**64:
+        raise ValueError(f"salt must be an integer from 0 to 2**64-1, got {salt!r}")
     matrix = _as_signature_matrix("signatures", signatures)
     if not isinstance(bands, int) or not isinstance(rows, int) or bands < 1 or rows < 1:
         raise ValueError(f"bands and rows must be positive integers, got bands={bands!r} rows={rows!r}")
@@ -412,7 +370,7 @@ def _check_threshold(threshold: float) -> None:
 
 
 def recall_bands(threshold: float, num_perm: int, target: float, max_bands: int) -> tuple[int, int]:
-    """The banding of sketch format 2: the largest ``rows`` (fewest chance candidates) for which some
+    """The banding of the service's sketches: the largest ``rows`` (fewest chance candidates) for which some
     ``bands <= max_bands`` with ``bands * rows <= num_perm`` reach P(threshold) >= ``target``, with
     the fewest such bands. Verification on the sharper sketch removes the extra candidates, so the
     banding is chosen for recall at the threshold. When no banding reaches the target (low

@@ -52,9 +52,9 @@ from machine import cpu_model, git_commit  # noqa: E402
 
 K = 128
 SHINGLE_SIZE = 5
-#: Format 2 at the defaults (threshold 0.8, num_perm 128: 16 bands of 6 rows): 1,408 bins, and only the
-#: 96 MinHash slots its band keys use, as the service computes them (app/domain/banding.py)
-V2_BINS, V2_SLOTS = 1408, 96
+#: The service's sketches at the defaults (threshold 0.8, num_perm 128: 16 bands of 6 rows): 1,408 bins,
+#: and only the 96 MinHash slots the band keys use, as the service computes them (app/domain/banding.py)
+SERVICE_BINS, SERVICE_SLOTS = 1408, 96
 SEED = 1
 U32 = npt.NDArray[np.uint32]
 
@@ -299,22 +299,15 @@ def bench_signatures(
         timings = timed_rounds(
             {
                 "neardup": (lambda: sketch.signatures(texts, num_perm=K, size=SHINGLE_SIZE), 1),
-                # format 2: the slots of its band keys and the one-permutation bins (verification)
-                "neardup_v2": (
-                    lambda: sketch.estimate_sketches(
-                        texts, num_perm=V2_SLOTS, size=SHINGLE_SIZE, bins=V2_BINS
-                    ),
-                    1,
-                ),
-                # format 3: the same, each short document's shingles sorted and coded too
-                "neardup_v3": (
+                # the estimate sketch: the slots of its band keys and the adaptive one-permutation bins
+                "neardup_estimate": (
                     lambda: sketch.adaptive_sketches(
-                        texts, num_perm=V2_SLOTS, size=SHINGLE_SIZE, bins=V2_BINS
+                        texts, num_perm=SERVICE_SLOTS, size=SHINGLE_SIZE, bins=SERVICE_BINS
                     ),
                     1,
                 ),
                 "neardup_exact": (
-                    lambda: sketch.exact_sketches(texts, num_perm=V2_SLOTS, size=SHINGLE_SIZE),
+                    lambda: sketch.exact_sketches(texts, num_perm=SERVICE_SLOTS, size=SHINGLE_SIZE),
                     1,
                 ),
                 "rensa_batch": (lambda: rensa_signatures_batch(shingle_lists), 1),
@@ -323,7 +316,7 @@ def bench_signatures(
             },
             settings.repeats,
         )
-    for name in ("neardup", "neardup_v2", "neardup_v3", "neardup_exact", "rensa_batch", "rensa_objects"):
+    for name in ("neardup", "neardup_estimate", "neardup_exact", "rensa_batch", "rensa_objects"):
         results[name] = throughput(timings[name], nbytes)
     results["rensa_batch"]["api"] = "RMinHash.digest_matrix_from_token_sets(shingle_lists, 128, seed)"
     results["rensa_objects"]["api"] = "RMinHash(128, seed).update(shingles); .digest() per document"
@@ -351,8 +344,7 @@ def bench_signatures(
     neardup = results["neardup"]["mb_per_s"]
     results["ratios"] = {
         "neardup_over_rensa_best": round(neardup / best_rensa, 2),
-        "neardup_v2_over_rensa_best": round(results["neardup_v2"]["mb_per_s"] / best_rensa, 2),
-        "neardup_v3_over_rensa_best": round(results["neardup_v3"]["mb_per_s"] / best_rensa, 2),
+        "neardup_estimate_over_rensa_best": round(results["neardup_estimate"]["mb_per_s"] / best_rensa, 2),
         "neardup_exact_over_rensa_best": round(results["neardup_exact"]["mb_per_s"] / best_rensa, 2),
         "neardup_over_rensa_batch": round(neardup / results["rensa_batch"]["mb_per_s"], 2),
         "neardup_over_rensa_objects": round(neardup / results["rensa_objects"]["mb_per_s"], 2),
@@ -364,11 +356,8 @@ def bench_signatures(
     }
     results["ratios_cpu_time"] = {
         "neardup_over_rensa_best": round(cpu["neardup"] / max(cpu["rensa_batch"], cpu["rensa_objects"]), 2),
-        "neardup_v2_over_rensa_best": round(
-            results["neardup_v2"]["mb_per_s_cpu"] / max(cpu["rensa_batch"], cpu["rensa_objects"]), 2
-        ),
-        "neardup_v3_over_rensa_best": round(
-            results["neardup_v3"]["mb_per_s_cpu"] / max(cpu["rensa_batch"], cpu["rensa_objects"]), 2
+        "neardup_estimate_over_rensa_best": round(
+            results["neardup_estimate"]["mb_per_s_cpu"] / max(cpu["rensa_batch"], cpu["rensa_objects"]), 2
         ),
         "neardup_over_datasketch": round(cpu["neardup"] / cpu["datasketch"], 1),
     }

@@ -1,8 +1,8 @@
-// Sketch format 3's estimate of one pair (see neardup.hpp, "Sketch format 3"): shared by
-// neardup::adaptive_similarity (sketch_v2.cpp, the service's verification) and ND.MATCHLINK
-// (valkey/sites.cpp), which must count exactly the pairs the service reports; like bbit.hpp,
-// header-only, so the server module links nothing of the core. The encoder (adaptive_bins) stays in
-// sketch_v2.cpp; it uses the helpers here too.
+// The estimate sketch's decoding and the estimate of one pair (see neardup.hpp, "The estimate
+// sketch"): shared by the verification kernels (one_permutation.cpp's serial reference, and the
+// SIMD paths of kernels_avx2.cpp and kernels_avx512.cpp, which count dense pairs with their own
+// instructions and hand every other pair to AdaptiveEstimate). The encoder (adaptive_bins,
+// one_permutation.cpp) uses the helpers here too.
 #pragma once
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 namespace neardup {
 
-// Format 3's mode byte: 0 (dense) or a sparse document's code width, from kAdaptiveMinWidth to
+// The estimate sketch's mode byte: 0 (dense) or a sparse document's code width, from kAdaptiveMinWidth to
 // kAdaptiveMaxWidth; two sparse sketches whose widths are both at least kAdaptiveSetWidth are compared
 // shingle by shingle.
 inline constexpr size_t kAdaptiveMinWidth = 3, kAdaptiveMaxWidth = 16, kAdaptiveSetWidth = 6;
@@ -45,7 +45,7 @@ inline uint32_t read_bits(const uint8_t* stream, size_t size, size_t pos, int wi
   return (word >> (pos % 8)) & ((1u << width) - 1u);
 }
 
-// A format-3 sketch decoded: its filled-bin bitmap, each filled bin's minimum's residue (mod
+// An estimate sketch decoded: its filled-bin bitmap, each filled bin's minimum's residue (mod
 // `modulus`; 3 in dense mode), and in sparse mode every shingle's bin and residue, in bin order.
 struct AdaptiveDecoded {
   uint64_t filled[64];
@@ -78,7 +78,7 @@ inline void decode_adaptive(const uint8_t* sketch, size_t bins, AdaptiveDecoded&
     return;
   }
   if (width < static_cast<int>(kAdaptiveMinWidth) || width > static_cast<int>(kAdaptiveMaxWidth)) {
-    std::memset(d.filled, 0, 8 * words);  // not a format-3 sketch: nothing filled
+    std::memset(d.filled, 0, 8 * words);  // not an estimate sketch: nothing filled
     return;
   }
   d.width = width;
@@ -106,16 +106,167 @@ inline void decode_adaptive(const uint8_t* sketch, size_t bins, AdaptiveDecoded&
   }
 }
 
-// The estimate of one format-3 sketch (`query`, adaptive_bytes(bins) bytes: the mode byte, then the
+// The counts of the estimate over the bins' minima: bins whose codes agree among those filled on
+// both sides, bins filled on both sides, bins filled on either side.
+struct BinCounts {
+  uint64_t equal = 0, both = 0, either = 0;
+};
+
+// The counts of two dense sketches' bodies (two bit planes of bins / 64 little-endian words each), a
+// word at a time: the portable reference of the SIMD kernels (kernels_avx2.cpp, kernels_avx512.cpp).
+inline BinCounts dense_counts(const uint8_t* q, const uint8_t* c, size_t words) {
+  BinCounts n;
+  for (size_t w = 0; w < words; ++w) {
+    uint64_t q0, q1, c0, c1;
+    std::memcpy(&q0, q + 8 * w, 8);
+    std::memcpy(&q1, q + 8 * (words + w), 8);
+    std::memcpy(&c0, c + 8 * w, 8);
+    std::memcpy(&c1, c + 8 * (words + w), 8);
+    const uint64_t qf = q0 | q1, cf = c0 | c1, filled_both = qf & cf;
+    n.equal += bit_count(~((q0 ^ c0) | (q1 ^ c1)) & filled_both);
+    n.both += bit_count(filled_both);
+    n.either += bit_count(qf | cf);
+  }
+  return n;
+}
+
+// One-permutation hashing without densification (Li, Owen and Zhang 2012): over the bins filled on
+// either side, the fraction whose minima agree estimates J; where both are filled, two different
+// minima still agree mod `modulus` with probability 1 / modulus, and matches there are corrected for
+// it. 0 when no bin is filled.
+inline double bins_estimate(const BinCounts& n, uint32_t modulus) {
+  const double chance = 1.0 / static_cast<double>(modulus);
+  if (n.either == 0) return 0.0;
+  return (static_cast<double>(n.equal) - chance * static_cast<double>(n.both)) / (1.0 - chance) /
+         static_cast<double>(n.either);
+}
+
+inline float clamped(double j_hat) { return static_cast<float>(j_hat < 0.0 ? 0.0 : (j_hat > 1.0 ? 1.0 : j_hat)); }
+
+// A sketch's bins' minima mod 3 as the two bit planes of a dense body (bins / 64 words each, code =
+// residue + 1, 0 for an empty bin): a sparse sketch compared with a dense one is compared on these
+// (the smaller modulus is 3), so that pair costs what a dense pair costs.
+inline void residue_planes(const AdaptiveDecoded& d, size_t bins, uint8_t* out) {
+  const size_t words = bins / 64;
+  for (size_t w = 0; w < words; ++w) {
+    uint64_t p0 = 0, p1 = 0;
+    for (uint64_t m = d.filled[w]; m; m &= m - 1) {
+      const unsigned t = static_cast<unsigned>(__builtin_ctzll(m));
+      const uint32_t code = d.residue[w * 64 + t] % 3u + 1u;
+      p0 |= static_cast<uint64_t>(code & 1u) << t;
+      p1 |= static_cast<uint64_t>(code >> 1) << t;
+    }
+    std::memcpy(out + 8 * w, &p0, 8);
+    std::memcpy(out + 8 * (words + w), &p1, 8);
+  }
+}
+
+// decode_adaptive's result, for a sparse sketch without its walk bin by bin: the codes are back to
+// back, (width + 1) bits each, so code k is at bit k * (width + 1) whatever came before it, and it
+// belongs to the filled bin numbered by the codes before it whose last bit is 0. The same elements and
+// residues, a damaged stream included (the walk stops at the same code); the SIMD paths' decoder.
+inline void decode_adaptive_fast(const uint8_t* sketch, size_t bins, AdaptiveDecoded& d) {
+  const int width = sketch[0];
+  if (width < static_cast<int>(kAdaptiveMinWidth) || width > static_cast<int>(kAdaptiveMaxWidth)) {
+    decode_adaptive(sketch, bins, d);  // dense, or no estimate sketch
+    return;
+  }
+  const size_t words = bins / 64, size = bins / 8, end = 8 * size;
+  const uint8_t* body = sketch + 1;
+  d.width = width;
+  d.modulus = sparse_modulus(width);
+  uint16_t order[4096];  // the filled bins, in order
+  size_t filled = 0;
+  for (size_t w = 0; w < words; ++w) {
+    std::memcpy(&d.filled[w], body + 8 * w, 8);
+    for (uint64_t m = d.filled[w]; m; m &= m - 1) {
+      const size_t b = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
+      d.residue[b] = 0;  // stays so only where a damaged stream ends before the bin's codes
+      order[filled++] = static_cast<uint16_t>(b);
+    }
+  }
+  uint8_t stream[512 + 8] = {};  // bins / 8 bytes, then zeros to read 8 bytes anywhere
+  std::memcpy(stream, body + 8 * words, size);
+  const size_t bits = static_cast<size_t>(width) + 1;
+  // the walk reads code k while k < bins and k * bits + width < end
+  const size_t limit = std::min(bins, (end - static_cast<size_t>(width) - 1) / bits + 1);
+  const uint64_t mask = (uint64_t{1} << width) - 1u;
+  size_t k = 0, bin = 0;
+  for (; k < limit && bin < filled; ++k) {
+    const size_t pos = k * bits;
+    uint64_t window;
+    std::memcpy(&window, stream + pos / 8, 8);
+    const uint64_t code = window >> (pos % 8);
+    d.elem_bin[k] = order[bin];
+    d.elem_res[k] = static_cast<uint32_t>(code & mask);
+    bin += ((code >> width) & 1u) ^ 1u;
+  }
+  d.elements = k;
+  for (size_t e = 0; e < k; ++e)  // a bin's residue: its first code's
+    if (e == 0 || d.elem_bin[e] != d.elem_bin[e - 1]) d.residue[d.elem_bin[e]] = d.elem_res[e];
+}
+
+// residue_planes(decode_adaptive(sketch)) of a sparse sketch in one pass over its codes, keeping only
+// each bin's first: what a sparse candidate needs against a dense query. Bins the walk never reaches
+// (a damaged stream) keep residue 0, code 1, as decode_adaptive leaves them.
+inline void sparse_residue_planes(const uint8_t* sketch, size_t bins, uint8_t* out) {
+  const size_t words = bins / 64, size = bins / 8, end = 8 * size;
+  const int width = sketch[0];
+  const uint8_t* body = sketch + 1;
+  uint64_t p0[64], p1[64];
+  uint16_t order[4096];
+  size_t filled = 0;
+  for (size_t w = 0; w < words; ++w) {
+    std::memcpy(&p0[w], body + 8 * w, 8);
+    p1[w] = 0;
+    for (uint64_t m = p0[w]; m; m &= m - 1) order[filled++] = static_cast<uint16_t>(w * 64 + __builtin_ctzll(m));
+  }
+  uint8_t stream[512 + 8] = {};
+  std::memcpy(stream, body + 8 * words, size);
+  const size_t bits = static_cast<size_t>(width) + 1;
+  const size_t limit = std::min(bins, (end - static_cast<size_t>(width) - 1) / bits + 1);
+  const uint32_t mask = (1u << width) - 1u;
+  uint64_t more = 0;
+  for (size_t k = 0, bin = 0; k < limit && bin < filled; ++k) {
+    const size_t pos = k * bits;
+    uint64_t window;
+    std::memcpy(&window, stream + pos / 8, 8);
+    const uint64_t code = window >> (pos % 8);
+    if (!more) {  // the first code of its bin
+      const size_t b = order[bin];
+      const uint64_t c = (static_cast<uint32_t>(code) & mask) % 3u + 1u, bit = uint64_t{1} << (b % 64);
+      p0[b / 64] = (p0[b / 64] & ~bit) | ((c & 1u) << (b % 64));
+      p1[b / 64] |= (c >> 1) << (b % 64);
+    }
+    more = (code >> width) & 1u;
+    bin += more ^ 1u;
+  }
+  std::memcpy(out, p0, 8 * words);
+  std::memcpy(out + 8 * words, p1, 8 * words);
+}
+
+using AdaptiveDecoder = void (*)(const uint8_t* sketch, size_t bins, AdaptiveDecoded& d);
+
+// The estimate of one estimate sketch (`query`, adaptive_bytes(bins) bytes: the mode byte, then the
 // bins) with others, one pair at a time, in the scratch of two AdaptiveDecoded (~41 KB each: kept by
 // the caller). A dense query against dense candidates (most pairs) needs no decoding: the query is
-// decoded once, the first time a pair needs it.
-class AdaptiveEstimate {
+// decoded once, the first time a pair needs it. `Decode` gives decode_adaptive's AdaptiveDecoded.
+template <AdaptiveDecoder Decode>
+class BasicAdaptiveEstimate {
  public:
-  AdaptiveEstimate(const uint8_t* query, size_t bins, AdaptiveDecoded& q, AdaptiveDecoded& c)
+  BasicAdaptiveEstimate(const uint8_t* query, size_t bins, AdaptiveDecoded& q, AdaptiveDecoded& c)
       : query_(query), bins_(bins), q_(q), c_(c) {}
 
-  // Estimated Jaccard of the query and the format-3 sketch s, clamped to [0, 1].
+  // The decoded query (decoded on the first call).
+  const AdaptiveDecoded& decoded_query() {
+    if (!decoded_) {
+      Decode(query_, bins_, q_);
+      decoded_ = true;
+    }
+    return q_;
+  }
+
+  // Estimated Jaccard of the query and the estimate sketch s, clamped to [0, 1].
   float operator()(const uint8_t* s) {
     const uint8_t* query = query_;
     const size_t bins = bins_, words = bins / 64;
@@ -123,30 +274,10 @@ class AdaptiveEstimate {
     AdaptiveDecoded& c = c_;
     double j_hat = 0.0;
     if (query[0] == 0 && s[0] == 0) {
-      // Both dense: format 2's estimate on its planes, a word at a time.
-      uint64_t equal = 0, both = 0, either = 0;
-      const uint8_t* qd = query + 1;
-      const uint8_t* cd = s + 1;
-      for (size_t w = 0; w < words; ++w) {
-        uint64_t q0, q1, c0, c1;
-        std::memcpy(&q0, qd + 8 * w, 8);
-        std::memcpy(&q1, qd + 8 * (words + w), 8);
-        std::memcpy(&c0, cd + 8 * w, 8);
-        std::memcpy(&c1, cd + 8 * (words + w), 8);
-        const uint64_t qf = q0 | q1, cf = c0 | c1, filled_both = qf & cf;
-        equal += bit_count(~((q0 ^ c0) | (q1 ^ c1)) & filled_both);
-        both += bit_count(filled_both);
-        either += bit_count(qf | cf);
-      }
-      const double chance = 1.0 / 3.0;  // as format 2's bbit_similarity computes it, to the bit
-      if (either)
-        j_hat = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance) / static_cast<double>(either);
+      j_hat = bins_estimate(dense_counts(query + 1, s + 1, words), 3);
     } else {
-      if (!decoded_) {
-        decode_adaptive(query, bins, q);
-        decoded_ = true;
-      }
-      decode_adaptive(s, bins, c);
+      decoded_query();
+      Decode(s, bins, c);
       const uint32_t modulus = std::min(q.modulus, c.modulus);
       const unsigned shift = static_cast<unsigned>(__builtin_ctz(modulus));  // modulus = 3 * 2^shift
       const double chance = 1.0 / static_cast<double>(modulus);
@@ -177,23 +308,22 @@ class AdaptiveEstimate {
         const double all = static_cast<double>(q.elements + c.elements) - common;
         if (all > 0.0) j_hat = common / all;
       } else {
-        // Format 2's estimate over the bins' minima, at the smaller of the two moduli (both are
-        // multiples of 3, so either residue reduces to the other's).
-        uint64_t equal = 0, both = 0, either = 0;
+        // The estimate over the bins' minima, at the smaller of the two moduli (both are multiples
+        // of 3, so either residue reduces to the other's).
+        BinCounts n;
         for (size_t w = 0; w < words; ++w) {
           const uint64_t filled_both = q.filled[w] & c.filled[w];
-          either += bit_count(q.filled[w] | c.filled[w]);
-          both += bit_count(filled_both);
+          n.either += bit_count(q.filled[w] | c.filled[w]);
+          n.both += bit_count(filled_both);
           for (uint64_t m = filled_both; m; m &= m - 1) {
             const size_t bin = w * 64 + static_cast<size_t>(__builtin_ctzll(m));
-            equal += mod_three_shifted(q.residue[bin], shift) == mod_three_shifted(c.residue[bin], shift);
+            n.equal += mod_three_shifted(q.residue[bin], shift) == mod_three_shifted(c.residue[bin], shift);
           }
         }
-        if (either)
-          j_hat = (static_cast<double>(equal) - chance * static_cast<double>(both)) / (1.0 - chance) / static_cast<double>(either);
+        j_hat = bins_estimate(n, modulus);
       }
     }
-    return static_cast<float>(j_hat < 0.0 ? 0.0 : (j_hat > 1.0 ? 1.0 : j_hat));
+    return clamped(j_hat);
   }
 
  private:
@@ -203,5 +333,8 @@ class AdaptiveEstimate {
   AdaptiveDecoded& c_;
   bool decoded_ = false;
 };
+
+// The reference: the walk of the format, bin by bin (the serial path).
+using AdaptiveEstimate = BasicAdaptiveEstimate<decode_adaptive>;
 
 }  // namespace neardup

@@ -149,7 +149,7 @@ py::array_t<uint32_t> signatures(const py::list& texts, int num_perm, bool char_
   return out;
 }
 
-// Formats 2 and 3: each text's MinHash signature (for the band keys) and `stride` bytes of bins (for
+// The estimate sketch: each text's MinHash signature (for the band keys) and `stride` bytes of bins (for
 // verification) that `write_bins(hashes, value, out)` draws from the same shingle hashes, from
 // one tokenization.
 template <typename WriteBins>
@@ -175,26 +175,7 @@ py::tuple signatures_and_bins(const py::list& texts, int num_perm, const TextOpt
   return py::make_tuple(sigs, packed);
 }
 
-// Format 2, estimate mode: the b-bit one-permutation bins.
-py::tuple sketch_estimate(const py::list& texts, int num_perm, bool char_mode, int size, uint64_t seed,
-                          bool normalize, bool lowercase, bool collapse, int threads,
-                          const std::string& isa, int bins, int bits) {
-  check_sketch_args(num_perm, threads);
-  check_bins(bins);
-  if (bits < 1 || bits > 8) throw py::value_error("bits must be from 1 to 8");
-  const Kernels& kernels = kernels_for(isa);
-  const neardup::OphFamily oph = neardup::make_oph_family(static_cast<size_t>(bins), bits, seed);
-  const size_t stride = neardup::oph_bytes(oph);
-  return signatures_and_bins(
-      texts, num_perm, options_of(char_mode, size, normalize, lowercase, collapse), seed, threads, kernels, stride,
-      [&](const std::vector<uint32_t>& hashes, std::vector<uint32_t>& value, uint8_t* out) {
-        alignas(64) uint8_t bins_out[4096];  // bins * bits / 8 <= 4096 bytes
-        neardup::oph_bins(hashes.data(), hashes.size(), oph, kernels, value, bins_out);
-        std::memcpy(out, bins_out, stride);
-      });
-}
-
-// Format 3: the adaptive one-permutation bins (a mode byte, then format 2's 2-bit planes or, for a
+// The estimate sketch: the adaptive one-permutation bins (a mode byte, then two 2-bit planes or, for a
 // short document, a bitmap and every shingle's code).
 py::tuple sketch_adaptive(const py::list& texts, int num_perm, bool char_mode, int size, uint64_t seed,
                           bool normalize, bool lowercase, bool collapse, int threads,
@@ -202,7 +183,7 @@ py::tuple sketch_adaptive(const py::list& texts, int num_perm, bool char_mode, i
   check_sketch_args(num_perm, threads);
   check_bins(bins);
   const Kernels& kernels = kernels_for(isa);
-  const neardup::OphFamily oph = neardup::make_oph_family(static_cast<size_t>(bins), 2, seed);
+  const neardup::OphFamily oph = neardup::make_oph_family(static_cast<size_t>(bins), seed);
   return signatures_and_bins(
       texts, num_perm, options_of(char_mode, size, normalize, lowercase, collapse), seed, threads, kernels,
       neardup::adaptive_bytes(oph.bins),
@@ -211,7 +192,7 @@ py::tuple sketch_adaptive(const py::list& texts, int num_perm, bool char_mode, i
       });
 }
 
-// Format 2, exact mode: the MinHash signature and the sorted distinct shingle hashes of each text
+// The exact sketch: the MinHash signature and the sorted distinct shingle hashes of each text
 // (concatenated; offsets[i]..offsets[i+1] are text i's).
 py::tuple sketch_exact(const py::list& texts, int num_perm, bool char_mode, int size, uint64_t seed,
                        bool normalize, bool lowercase, bool collapse, int threads, const std::string& isa) {
@@ -283,27 +264,15 @@ py::array_t<float> score_rows(const py::array_t<uint8_t, py::array::c_style>& qu
   return out;
 }
 
-py::array_t<float> bbit_similarity(const py::array_t<uint8_t, py::array::c_style>& query,
-                                   const py::array_t<uint8_t, py::array::c_style>& candidates,
-                                   const py::array_t<int64_t, py::array::c_style>& rows, bool use_rows,
-                                   int bins, int bits) {
-  if (bins < 64 || bins > 4096 || bins % 64 != 0 || bits < 1 || bits > 8)
-    throw py::value_error("bins must be a multiple of 64 from 64 to 4096 and bits from 1 to 8");
-  const size_t stride = static_cast<size_t>(bins) * static_cast<size_t>(bits) / 8;
-  return score_rows(query, candidates, rows, use_rows, stride, "bins*bits/8",
-                    [&](const uint8_t* q, const uint8_t* c, const int64_t* r, size_t n, float* dst) {
-                      neardup::bbit_similarity(q, c, static_cast<size_t>(bins), bits, r, n, dst);
-                    });
-}
-
 py::array_t<float> adaptive_similarity(const py::array_t<uint8_t, py::array::c_style>& query,
                                        const py::array_t<uint8_t, py::array::c_style>& candidates,
                                        const py::array_t<int64_t, py::array::c_style>& rows, bool use_rows,
-                                       int bins) {
+                                       int bins, const std::string& isa) {
   check_bins(bins);
+  const neardup::AdaptiveSimilarityKernel kernel = kernels_for(isa).adaptive_similarity;
   return score_rows(query, candidates, rows, use_rows, neardup::adaptive_bytes(static_cast<size_t>(bins)),
                     "1 + bins/4", [&](const uint8_t* q, const uint8_t* c, const int64_t* r, size_t n, float* dst) {
-                      neardup::adaptive_similarity(q, c, static_cast<size_t>(bins), r, n, dst);
+                      kernel(q, c, static_cast<size_t>(bins), r, n, dst);
                     });
 }
 
@@ -436,9 +405,6 @@ PYBIND11_MODULE(_native, m) {
   m.def("similarity", &similarity, py::arg("query"), py::arg("candidates"), py::arg("rows"),
         py::arg("use_rows"), py::arg("isa"));
   m.def("band_keys", &band_keys, py::arg("signatures"), py::arg("bands"), py::arg("rows"), py::arg("salt"));
-  m.def("sketch_estimate", &sketch_estimate, py::arg("texts"), py::arg("num_perm"), py::arg("char_mode"),
-        py::arg("size"), py::arg("seed"), py::arg("normalize"), py::arg("lowercase"), py::arg("collapse"),
-        py::arg("threads"), py::arg("isa"), py::arg("bins"), py::arg("bits"));
   m.def("sketch_exact", &sketch_exact, py::arg("texts"), py::arg("num_perm"), py::arg("char_mode"),
         py::arg("size"), py::arg("seed"), py::arg("normalize"), py::arg("lowercase"), py::arg("collapse"),
         py::arg("threads"), py::arg("isa"));
@@ -446,9 +412,7 @@ PYBIND11_MODULE(_native, m) {
         py::arg("size"), py::arg("seed"), py::arg("normalize"), py::arg("lowercase"), py::arg("collapse"),
         py::arg("threads"), py::arg("isa"), py::arg("bins"));
   m.def("adaptive_similarity", &adaptive_similarity, py::arg("query"), py::arg("candidates"), py::arg("rows"),
-        py::arg("use_rows"), py::arg("bins"));
-  m.def("bbit_similarity", &bbit_similarity, py::arg("query"), py::arg("candidates"), py::arg("rows"),
-        py::arg("use_rows"), py::arg("bins"), py::arg("bits"));
+        py::arg("use_rows"), py::arg("bins"), py::arg("isa"));
   m.def("exact_similarity", &exact_similarity, py::arg("query"), py::arg("flat"), py::arg("offsets"),
         py::arg("rows"), py::arg("use_rows"), py::arg("floor"), py::arg("isa"));
   m.def("normalized_text", &normalized_text, py::arg("text"), py::arg("char_mode"), py::arg("normalize"),

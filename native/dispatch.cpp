@@ -11,19 +11,20 @@ namespace neardup {
 namespace {
 
 const Kernels kSerial{"serial", minhash_serial, similarity_serial, ascii_word_mask_serial, intersect_serial,
-                      oph_serial, shingle_keys_serial, word_tokens_serial};
+                      oph_serial, shingle_keys_serial, word_tokens_serial, adaptive_similarity_serial};
 #ifdef NEARDUP_X86
 const Kernels kAvx2{"avx2", minhash_avx2, similarity_avx2, ascii_word_mask_avx2, intersect_avx2, oph_serial,
-                    shingle_keys_serial, word_tokens_serial};
+                    shingle_keys_serial, word_tokens_serial, adaptive_similarity_avx2};
+// The verification kernel of the avx512 tables counts with VPOPCNTDQ where the CPU has it.
 const Kernels kAvx512{"avx512", minhash_avx512, similarity_avx512, ascii_word_mask_avx512, intersect_avx512,
-                      oph_serial, shingle_keys_serial, word_tokens_serial};
-// AVX-512 with the 64-bit multiply of AVX-512DQ for the MinHash slots and the format-2 bins; the same
+                      oph_serial, shingle_keys_serial, word_tokens_serial, adaptive_similarity_avx512};
+// AVX-512 with the 64-bit multiply of AVX-512DQ for the MinHash slots and the one-permutation bins; the same
 // integers (kernels_avx512.cpp). Chosen by default on AMD only, where vpmullq is one micro-op. Its exact
 // merge is AVX2's 8 x 8 blocks: on AMD Zen 4 they measured faster than the 16 x 16 blocks (512-bit
 // shuffles take two passes there): bench/bench_merge.py, 0.6-0.7 M truth pairs/s against 0.47-0.56 M.
 const Kernels kAvx512dq{"avx512dq", minhash_avx512dq, similarity_avx512, ascii_word_mask_avx512,
                         intersect_avx2, oph_avx512dq, shingle_keys_avx512dq,
-                        word_tokens_avx512dq};
+                        word_tokens_avx512dq, adaptive_similarity_avx512};
 #endif
 
 const Kernels& choose() {

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "neardup.hpp"
 
@@ -146,6 +147,70 @@ NEARDUP_TARGET size_t intersect_avx2(const uint32_t* a, size_t na, const uint32_
     j += bmax <= amax ? 8 : 0;
   }
   return found + intersect_serial(a + i, na - i, b + j, nb - j, need > found ? need - found : 0);
+}
+
+}  // namespace neardup
+
+namespace neardup {
+namespace {
+
+// Set bits of each byte of v, from a 16-entry table of the nibbles.
+NEARDUP_TARGET inline __attribute__((always_inline)) __m256i byte_counts(__m256i v) {
+  const __m256i table = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1, 1, 2, 1, 2, 2, 3,
+                                         1, 2, 2, 3, 2, 3, 3, 4);
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  return _mm256_add_epi8(_mm256_shuffle_epi8(table, _mm256_and_si256(v, low)),
+                         _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low)));
+}
+
+}  // namespace
+
+// dense_counts (adaptive.hpp), 4 words of each plane at a time. The per-byte counts add up in bytes
+// (at most 8 per step and 16 steps for 4096 bins: 128), then sum into 64-bit lanes, the three counts
+// 16 bits apart in one lane (each at most 4096), so one horizontal sum gives all three.
+NEARDUP_TARGET BinCounts dense_counts_avx2(const uint8_t* q, const uint8_t* c, size_t words) {
+  __m256i equal = _mm256_setzero_si256(), both = equal, either = equal;
+  size_t w = 0;
+  for (; w + 4 <= words; w += 4) {
+    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 8 * w));
+    const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 8 * (words + w)));
+    const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 8 * w));
+    const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 8 * (words + w)));
+    const __m256i qf = _mm256_or_si256(q0, q1), cf = _mm256_or_si256(c0, c1);
+    const __m256i filled_both = _mm256_and_si256(qf, cf);
+    const __m256i differ = _mm256_or_si256(_mm256_xor_si256(q0, c0), _mm256_xor_si256(q1, c1));
+    equal = _mm256_add_epi8(equal, byte_counts(_mm256_andnot_si256(differ, filled_both)));
+    both = _mm256_add_epi8(both, byte_counts(filled_both));
+    either = _mm256_add_epi8(either, byte_counts(_mm256_or_si256(qf, cf)));
+  }
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i packed = _mm256_add_epi64(
+      _mm256_sad_epu8(equal, zero),
+      _mm256_add_epi64(_mm256_slli_epi64(_mm256_sad_epu8(both, zero), 16),
+                       _mm256_slli_epi64(_mm256_sad_epu8(either, zero), 32)));
+  const __m128i half = _mm_add_epi64(_mm256_castsi256_si128(packed), _mm256_extracti128_si256(packed, 1));
+  const uint64_t sum = static_cast<uint64_t>(_mm_cvtsi128_si64(half)) + static_cast<uint64_t>(_mm_extract_epi64(half, 1));
+  BinCounts n;
+  n.equal = sum & 0xFFFF;
+  n.both = (sum >> 16) & 0xFFFF;
+  n.either = sum >> 32;
+  for (; w < words; ++w) {  // the last words % 4, with the POPCNT instruction
+    uint64_t q0, q1, c0, c1;
+    std::memcpy(&q0, q + 8 * w, 8);
+    std::memcpy(&q1, q + 8 * (words + w), 8);
+    std::memcpy(&c0, c + 8 * w, 8);
+    std::memcpy(&c1, c + 8 * (words + w), 8);
+    const uint64_t qf = q0 | q1, cf = c0 | c1, filled_both = qf & cf;
+    n.equal += static_cast<uint64_t>(__builtin_popcountll(~((q0 ^ c0) | (q1 ^ c1)) & filled_both));
+    n.both += static_cast<uint64_t>(__builtin_popcountll(filled_both));
+    n.either += static_cast<uint64_t>(__builtin_popcountll(qf | cf));
+  }
+  return n;
+}
+
+void adaptive_similarity_avx2(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows,
+                              size_t n, float* out) {
+  verify_adaptive(query, candidates, bins, rows, n, out, dense_counts_avx2);
 }
 
 }  // namespace neardup

@@ -420,7 +420,6 @@ NEARDUP_TARGET_DQ void oph_avx512dq(const uint32_t* x, size_t n, const OphFamily
     if (__builtin_expect(low == 0xFFFFFFFFu, 0)) mark_bin(b);
   }
   uint64_t* planes = reinterpret_cast<uint64_t*>(out);  // 8-byte aligned by the callers
-  const uint32_t codes = (1u << f.bits) - 1u;
   const __m512i magic = _mm512_set1_epi64(0xAAAAAAABll);  // v / 3 = (v * 0xAAAAAAAB) >> 33 for 32-bit v
   const __m512i one = _mm512_set1_epi32(1);
   for (size_t w = 0; w < words; ++w) {
@@ -430,7 +429,6 @@ NEARDUP_TARGET_DQ void oph_avx512dq(const uint32_t* x, size_t n, const OphFamily
       const __m512i v = _mm512_loadu_si512(slots + 16 * q);
       const __mmask16 full = _mm512_cmpneq_epu32_mask(v, all);
       filled |= static_cast<uint64_t>(full) << (16 * q);
-      if (f.bits != 2) continue;
       const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(v, magic), 33);
       const __m512i odd = _mm512_srli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(v, 32), magic), 33);
       const __m512i third = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
@@ -444,21 +442,93 @@ NEARDUP_TARGET_DQ void oph_avx512dq(const uint32_t* x, size_t n, const OphFamily
       p0 |= mark[w];
       p1 &= ~mark[w];
     }
-    if (f.bits == 2) {
-      planes[w] = p0 & filled;
-      planes[words + w] = p1 & filled;
-    } else {
-      uint64_t plane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (uint64_t m = filled; m; m &= m - 1) {
-        const unsigned t = static_cast<unsigned>(__builtin_ctzll(m));
-        const uint32_t code = slots[t] % codes + 1u;
-        for (int p = 0; p < f.bits; ++p) plane[p] |= static_cast<uint64_t>((code >> p) & 1u) << t;
-      }
-      for (int p = 0; p < f.bits; ++p) planes[static_cast<size_t>(p) * words + w] = plane[p];
-    }
+    planes[w] = p0 & filled;
+    planes[words + w] = p1 & filled;
     if (!keys)
       for (int q = 0; q < 4; ++q) _mm512_storeu_si512(slots + 16 * q, all);
   }
+}
+
+}  // namespace neardup
+
+namespace neardup {
+namespace {
+
+// Set bits of each byte of v, from a 16-entry table of the nibbles.
+NEARDUP_TARGET inline __attribute__((always_inline)) __m512i byte_counts(__m512i v) {
+  const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4));
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  return _mm512_add_epi8(_mm512_shuffle_epi8(table, _mm512_and_si512(v, low)),
+                         _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low)));
+}
+
+// The three masks of dense_counts (adaptive.hpp) for 8 words of each plane (the words past `words`
+// read as zero: a masked load does not touch them).
+struct DenseMasks {
+  __m512i equal, both, either;
+};
+NEARDUP_TARGET inline __attribute__((always_inline)) DenseMasks dense_masks(const uint8_t* q, const uint8_t* c,
+                                                                            size_t words, size_t w, __mmask8 m) {
+  const __m512i q0 = _mm512_maskz_loadu_epi64(m, q + 8 * w);
+  const __m512i q1 = _mm512_maskz_loadu_epi64(m, q + 8 * (words + w));
+  const __m512i c0 = _mm512_maskz_loadu_epi64(m, c + 8 * w);
+  const __m512i c1 = _mm512_maskz_loadu_epi64(m, c + 8 * (words + w));
+  const __m512i qf = _mm512_or_si512(q0, q1), cf = _mm512_or_si512(c0, c1);
+  const __m512i filled_both = _mm512_and_si512(qf, cf);
+  const __m512i differ = _mm512_or_si512(_mm512_xor_si512(q0, c0), _mm512_xor_si512(q1, c1));
+  return {_mm512_andnot_si512(differ, filled_both), filled_both, _mm512_or_si512(qf, cf)};
+}
+
+// The three counts, 16 bits apart in each 64-bit lane (each at most 4096), summed across the lanes.
+NEARDUP_TARGET inline __attribute__((always_inline)) BinCounts unpack_counts(__m512i equal, __m512i both,
+                                                                             __m512i either) {
+  const __m512i packed =
+      _mm512_add_epi64(equal, _mm512_add_epi64(_mm512_slli_epi64(both, 16), _mm512_slli_epi64(either, 32)));
+  const uint64_t sum = static_cast<uint64_t>(_mm512_reduce_add_epi64(packed));
+  BinCounts n;
+  n.equal = sum & 0xFFFF;
+  n.both = (sum >> 16) & 0xFFFF;
+  n.either = sum >> 32;
+  return n;
+}
+
+inline __mmask8 tail_mask(size_t left) { return static_cast<__mmask8>(left >= 8 ? 0xFF : (1u << left) - 1u); }
+
+}  // namespace
+
+// dense_counts, 8 words of each plane at a time: per-byte counts from a table (AVX-512BW), added up in
+// bytes (at most 8 per step and 8 steps for 4096 bins: 64), then summed into 64-bit lanes.
+NEARDUP_TARGET BinCounts dense_counts_avx512(const uint8_t* q, const uint8_t* c, size_t words) {
+  __m512i equal = _mm512_setzero_si512(), both = equal, either = equal;
+  for (size_t w = 0; w < words; w += 8) {
+    const DenseMasks m = dense_masks(q, c, words, w, tail_mask(words - w));
+    equal = _mm512_add_epi8(equal, byte_counts(m.equal));
+    both = _mm512_add_epi8(both, byte_counts(m.both));
+    either = _mm512_add_epi8(either, byte_counts(m.either));
+  }
+  const __m512i zero = _mm512_setzero_si512();
+  return unpack_counts(_mm512_sad_epu8(equal, zero), _mm512_sad_epu8(both, zero), _mm512_sad_epu8(either, zero));
+}
+
+#define NEARDUP_TARGET_VPOPCNT __attribute__((target("avx512f,avx512bw,avx512vpopcntdq,popcnt")))
+
+// The same with the 64-bit popcount of AVX-512 VPOPCNTDQ (Ice Lake and later, Zen 4 and later).
+NEARDUP_TARGET_VPOPCNT BinCounts dense_counts_avx512_vpopcnt(const uint8_t* q, const uint8_t* c, size_t words) {
+  __m512i equal = _mm512_setzero_si512(), both = equal, either = equal;
+  for (size_t w = 0; w < words; w += 8) {
+    const DenseMasks m = dense_masks(q, c, words, w, tail_mask(words - w));
+    equal = _mm512_add_epi64(equal, _mm512_popcnt_epi64(m.equal));
+    both = _mm512_add_epi64(both, _mm512_popcnt_epi64(m.both));
+    either = _mm512_add_epi64(either, _mm512_popcnt_epi64(m.either));
+  }
+  return unpack_counts(equal, both, either);
+}
+
+void adaptive_similarity_avx512(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows,
+                                size_t n, float* out) {
+  static const DenseCountsFn count =
+      __builtin_cpu_supports("avx512vpopcntdq") ? dense_counts_avx512_vpopcnt : dense_counts_avx512;
+  verify_adaptive(query, candidates, bins, rows, n, out, count);
 }
 
 }  // namespace neardup

@@ -47,4 +47,25 @@ uint64_t ascii_word_mask_serial(const uint8_t* p, uint64_t* high) {
   return mask;
 }
 
+size_t sorted_set(std::vector<uint32_t>& hashes) {
+  std::sort(hashes.begin(), hashes.end());
+  hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
+  return hashes.size();
+}
+
+// |A n B| if it can reach `need`, else any value below `need` (the merge stops early).
+size_t intersect_serial(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need) {
+  size_t i = 0, j = 0, found = 0;
+  // Stop once even every remaining element of the shorter side matching would not reach `need`.
+  while (i < na && j < nb) {
+    if (found + std::min(na - i, nb - j) < need) return found;
+    // Branch-free step: mispredicted branches are most of a plain merge's time.
+    const uint32_t x = a[i], y = b[j];
+    found += x == y;
+    i += x <= y;
+    j += y <= x;
+  }
+  return found;
+}
+
 }  // namespace neardup

@@ -151,15 +151,37 @@ void word_tokens_avx512dq(const uint8_t*, size_t, bool, const uint64_t*, const u
 #endif
 
 struct OphFamily;
-// The format-2 bins of shingle hashes (see oph_bins); `value` is the caller's scratch of f.bins slots,
-// all 0xFFFFFFFF before the call and, when `keys` is null, after it. When `keys` is not null, keys[j] =
-// bin << 32 | value of shingle j (what format 3 sorts a short document's shingles by), and `value`
-// keeps each filled bin's minimum for the caller, who resets those slots to 0xFFFFFFFF.
+// The dense estimate sketch's bins of shingle hashes (see oph_bins); `value` is the caller's scratch of
+// f.bins slots, all 0xFFFFFFFF before the call and, when `keys` is null, after it. When `keys` is not
+// null, keys[j] = bin << 32 | value of shingle j (what the sparse mode sorts a short document's
+// shingles by), and `value` keeps each filled bin's minimum for the caller, who resets those slots to
+// 0xFFFFFFFF.
 using OphKernel = void (*)(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value, uint8_t* out,
                            uint64_t* keys);
 void oph_serial(const uint32_t*, size_t, const OphFamily&, uint32_t*, uint8_t*, uint64_t*);
 #ifdef NEARDUP_X86
 void oph_avx512dq(const uint32_t*, size_t, const OphFamily&, uint32_t*, uint8_t*, uint64_t*);
+#endif
+
+// Verification of estimate sketches: out[j] = the estimate of `query` with candidates[row_j] (each
+// adaptive_bytes(bins) bytes), row_j = rows ? rows[j] : j; AdaptiveEstimate's float on every path.
+// The SIMD paths count every pair but two valid sparse sketches on two pairs of bit planes with vector
+// popcounts (a sparse side's residue_planes); the serial path is the reference, one pair at a time.
+using AdaptiveSimilarityKernel = void (*)(const uint8_t* query, const uint8_t* candidates, size_t bins,
+                                          const int64_t* rows, size_t n, float* out);
+void adaptive_similarity_serial(const uint8_t*, const uint8_t*, size_t, const int64_t*, size_t, float*);
+// The SIMD paths' loop over the candidates (one_permutation.cpp): `count` (dense_counts's integers)
+// on the two sides' planes for every pair compared on the bins' minima mod 3; AdaptiveEstimate (with
+// decode_adaptive_fast) for two sparse sketches.
+using DenseCountsFn = BinCounts (*)(const uint8_t* q, const uint8_t* c, size_t words);
+void verify_adaptive(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows, size_t n,
+                     float* out, DenseCountsFn count);
+#ifdef NEARDUP_X86
+BinCounts dense_counts_avx2(const uint8_t* q, const uint8_t* c, size_t words);
+BinCounts dense_counts_avx512(const uint8_t* q, const uint8_t* c, size_t words);
+BinCounts dense_counts_avx512_vpopcnt(const uint8_t* q, const uint8_t* c, size_t words);
+void adaptive_similarity_avx2(const uint8_t*, const uint8_t*, size_t, const int64_t*, size_t, float*);
+void adaptive_similarity_avx512(const uint8_t*, const uint8_t*, size_t, const int64_t*, size_t, float*);
 #endif
 
 struct Kernels {
@@ -171,6 +193,7 @@ struct Kernels {
   OphKernel oph;
   ShingleKeysKernel shingle_keys;
   WordTokensKernel word_tokens;
+  AdaptiveSimilarityKernel adaptive_similarity;
 };
 // Chosen once at load: the best the CPU supports, or NEARDUP_FORCE_ISA=serial|avx2|avx512.
 const Kernels& active_kernels();
@@ -187,41 +210,36 @@ void text_signature(const TextView& text, const TextOptions& options, const Hash
                     uint32_t* signature);
 
 // One 64-bit key per band from `rows` slots; never 0 for a real signature, 0 for an empty one.
-// `salt` is the format's: 0 for format 1, so each format's keys differ for the same slots.
+// `salt` is mixed into every key (0 for the library's keys; the service salts each verification
+// mode's keys apart).
 void band_keys(const uint32_t* signatures, size_t n, size_t num_perm, size_t bands, size_t rows,
                uint64_t* out, uint64_t salt = 0);
 
 const char* unicode_version();
 
-// ---- sketch format 2 (sketch_v2.cpp) --------------------------------------------------------------
+// ---- the verification sketches (one_permutation.cpp) ---------------------------------------------
 
-// One-permutation hashing into `bins` bins (a multiple of 64) of which `bits` low bits are kept.
+// One-permutation hashing into `bins` bins (a multiple of 64, at most 4096), each kept as a 2-bit code.
 struct OphFamily {
   size_t bins = 1024;
-  int bits = 2;
   uint64_t salt = 0;
 };
-OphFamily make_oph_family(size_t bins, int bits, uint64_t seed);
+OphFamily make_oph_family(size_t bins, uint64_t seed);
 // A shingle's one-permutation hash, and its bin: the high 32 bits scaled to [0, bins). The low 32 bits
 // are the value kept as the bin's minimum.
 inline uint64_t oph_hash(uint32_t x, uint64_t salt) { return fmix64(static_cast<uint64_t>(x) ^ salt); }
 inline size_t oph_bin(uint64_t v, size_t bins) {
   return static_cast<size_t>(((v >> 32) * static_cast<uint64_t>(bins)) >> 32);
 }
-inline size_t oph_bytes(const OphFamily& f) { return f.bins * static_cast<size_t>(f.bits) / 8; }
-// The b-bit codes of the one-permutation bins of the shingle hashes x[0..n) (repeats allowed): 0 for
-// an empty bin, else 1 + its minimum mod (2^bits - 1); as `bits` bit planes of bins/64 little-endian
-// words each, into out (oph_bytes, 8-byte aligned); all zero when n == 0.
-// `value` is scratch kept by the caller between calls (it stays all 0xFFFFFFFF). Every kernel gives
-// the same bytes.
+inline size_t oph_bytes(const OphFamily& f) { return f.bins / 4; }
+// The 2-bit codes of the one-permutation bins of the shingle hashes x[0..n) (repeats allowed): 0 for
+// an empty bin, else 1 + its minimum mod 3; as 2 bit planes of bins/64 little-endian words each, into
+// out (oph_bytes, 8-byte aligned); all zero when n == 0. `value` is scratch kept by the caller between
+// calls (it stays all 0xFFFFFFFF). Every kernel gives the same bytes.
 void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
               std::vector<uint32_t>& value, uint8_t* out, uint64_t* keys = nullptr);
-// Estimated Jaccard of query with candidates[row_j] (each bits*bins/8 bytes): agreeing bins, corrected
-// for chance agreement of the codes, over the bins filled on either side.
-void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
-                     const int64_t* rows, size_t n, float* out);
-// Sketch format 3 (sketch_v2.cpp): a mode byte, then bins / 4 bytes. Mode 0 (dense): format 2's two bit
-// planes. Mode w in [kAdaptiveMinWidth, kAdaptiveMaxWidth] (sparse: n distinct (bin, value) pairs with
+// The estimate sketch: a mode byte, then bins / 4 bytes. Mode 0 (dense): oph_bins's two bit planes.
+// Mode w in [kAdaptiveMinWidth, kAdaptiveMaxWidth] (sparse: n distinct (bin, value) pairs with
 // w = min(bins / n - 1, kAdaptiveMaxWidth) >= kAdaptiveMinWidth): the filled-bin bitmap (bins / 64
 // little-endian words), then as a little-endian bit stream every shingle in bin order (within a bin by
 // its 32-bit value): the value mod 3 * 2^(w - 2) in w bits, then 1 if the next shingle is in the same
@@ -231,12 +249,7 @@ void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bin
 size_t adaptive_bytes(size_t bins);
 void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& kernels,
                    std::vector<uint32_t>& value, uint8_t* out);
-// Estimated Jaccard of a format-3 sketch with candidates[row_j] (adaptive_bytes(bins) each).
-void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows,
-                         size_t n, float* out);
-// Sort and deduplicate in place; returns the size.
+// The exact sketch: sort and deduplicate in place; returns the size.
 size_t sorted_set(std::vector<uint32_t>& hashes);
-// Size of the intersection of two sorted sets when it is >= need; otherwise some value < need.
-size_t intersect_serial(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need);
 
 }  // namespace neardup

@@ -205,11 +205,11 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[int]:
     return out
 
 
-# ---- sketch format 2 ---------------------------------------------------------------------------------
+# ---- the stored sketches: exact mode's shingle keys, the estimate sketch's bins ---------------------
 
 OPH_SALT = 0x6F70682D76322D31
-BAND_SALT_V2 = 0x6E6431642D763200
-BAND_SALT_V3 = 0x6E6431642D763300
+EXACT_SALT = 0x6E6431642D763200
+ESTIMATE_SALT = 0x6E6431642D763300
 
 
 def shingle_keys(text: str, *, size: int = 5, shingle: str = "word", **options: bool) -> list[int]:
@@ -259,7 +259,7 @@ def oph_similarity(a: bytes, b: bytes, bins: int, bits: int) -> float:
     return min(1.0, max(0.0, (equal - chance * both) / (1 - chance) / either))
 
 
-def band_keys_v2(sig: np.ndarray, bands: int, rows: int, salt: int = BAND_SALT_V2) -> list[int]:
+def salted_band_keys(sig: np.ndarray, bands: int, rows: int, salt: int = EXACT_SALT) -> list[int]:
     if int(sig[0]) == EMPTY_SLOT:
         return [0] * bands
     out = []
@@ -273,8 +273,8 @@ def band_keys_v2(sig: np.ndarray, bands: int, rows: int, salt: int = BAND_SALT_V
     return out
 
 
-def band_keys_v3(sig: np.ndarray, bands: int, rows: int) -> list[int]:
-    return band_keys_v2(sig, bands, rows, BAND_SALT_V3)
+def estimate_band_keys(sig: np.ndarray, bands: int, rows: int) -> list[int]:
+    return salted_band_keys(sig, bands, rows, ESTIMATE_SALT)
 
 
 def _oph_keys(text: str, bins: int, seed: int, size: int, shingle: str) -> list[tuple[int, int]]:
@@ -287,12 +287,14 @@ def _oph_keys(text: str, bins: int, seed: int, size: int, shingle: str) -> list[
     return sorted(keyed)
 
 
-def oph_bins_v3(text: str, *, bins: int = 1024, seed: int = 1, size: int = 5, shingle: str = "word") -> bytes:
-    """Sketch format 3: a mode byte, then bins / 4 bytes. With n distinct (bin, value) of the shingles and
+def estimate_sketch(
+    text: str, *, bins: int = 1024, seed: int = 1, size: int = 5, shingle: str = "word"
+) -> bytes:
+    """The estimate sketch: a mode byte, then bins / 4 bytes. With n distinct (bin, value) of the shingles and
     w = bins // n - 1 >= 3: mode min(w, 16), the filled-bin bitmap (little-endian 64-bit words), then
     every shingle in bin order (within a bin by its 32-bit value) as its value mod 3 * 2^(w - 2) in w
     bits and 1 bit (1: the next shingle is in the same bin), a little-endian bit stream. Otherwise
-    mode 0 and format 2's 2-bit planes (``oph_bins``)."""
+    mode 0 and the 2-bit planes of ``oph_bins``."""
     keys = _oph_keys(text, bins, seed, size, shingle)
     width = bins // len(keys) - 1 if keys else 0
     if width < 3:
@@ -308,10 +310,10 @@ def oph_bins_v3(text: str, *, bins: int = 1024, seed: int = 1, size: int = 5, sh
     return bytes([width]) + bitmap.to_bytes(bins // 8, "little") + stream.to_bytes(bins // 8, "little")
 
 
-def oph_similarity_v3(a: bytes, b: bytes, bins: int) -> float:
-    """The estimate of two ``oph_bins_v3``. Both sparse with widths >= 6: shingle by shingle (pairs of
+def estimate_similarity(a: bytes, b: bytes, bins: int) -> float:
+    """The estimate of two ``estimate_sketch``. Both sparse with widths >= 6: shingle by shingle (pairs of
     one shingle of each in the bins filled on both sides, those agreeing at the smaller modulus less
-    the 1 / modulus of the others expected to agree by chance, over the union). Otherwise format 2's
+    the 1 / modulus of the others expected to agree by chance, over the union). Otherwise the b-bit
     estimate on the bins' minima at the smaller modulus (3 for mode 0). The shingle-by-shingle count
     of common shingles is rounded to a whole number."""
     words = bins // 64

@@ -78,28 +78,29 @@ def test_estimate_on_overlapping_word_5_shingles_is_unbiased() -> None:
     assert abs(float(np.mean(errors))) < 0.006, float(np.mean(errors))  # se of the mean ~0.0015
 
 
-def test_format_2_estimate_is_unbiased_and_sharper_than_format_1() -> None:
-    # The b-bit one-permutation estimate: no bias, and an error well under the 128-slot MinHash's
-    # binomial sqrt(J (1 - J) / 128), in the same number of stored bytes.
+def test_dense_estimate_is_unbiased_and_sharper_than_minhash_slots() -> None:
+    # The estimate sketch's dense mode (2-bit one-permutation bins): no bias, and an error well under
+    # the 128-slot MinHash's binomial sqrt(J (1 - J) / 128), in fewer stored bytes.
     rng = np.random.default_rng(16)
-    v1_errors, v2_errors, signed = [], [], []
+    slot_errors, bin_errors, signed = [], [], []
     for _ in range(300):
-        total = int(rng.integers(200, 3000))
+        total = int(rng.integers(400, 3000))
         j = float(rng.uniform(0.5, 1.0))
         shared = round(total * j)
         rest = total - shared
         only_a = int(rng.integers(0, rest + 1))
         a, b, exact = make_pair(rng, shared, only_a, rest - only_a)
-        sigs, bins = sketch.estimate_sketches([a, b], size=1)
-        v1 = float(sketch.similarity(sigs[0], sigs[1:2])[0])
-        v2 = float(sketch.bbit_similarity(bins[0], bins[1:2])[0])
-        v1_errors.append(abs(v1 - exact))
-        v2_errors.append(abs(v2 - exact))
-        signed.append(v2 - exact)
+        sigs, bins = sketch.adaptive_sketches([a, b], size=1)
+        assert bins[0, 0] == 0 and bins[1, 0] == 0  # dense
+        slots = float(sketch.similarity(sigs[0], sigs[1:2])[0])
+        estimate = float(sketch.adaptive_similarity(bins[0], bins[1:2])[0])
+        slot_errors.append(abs(slots - exact))
+        bin_errors.append(abs(estimate - exact))
+        signed.append(estimate - exact)
     assert abs(float(np.mean(signed))) < 0.003
-    assert float(np.mean(v2_errors)) < 0.6 * float(np.mean(v1_errors)), (
-        np.mean(v2_errors),
-        np.mean(v1_errors),
+    assert float(np.mean(bin_errors)) < 0.6 * float(np.mean(slot_errors)), (
+        np.mean(bin_errors),
+        np.mean(slot_errors),
     )
 
 
@@ -123,11 +124,18 @@ def test_exact_similarity_is_the_jaccard_of_the_shingle_hash_sets() -> None:
         assert floored == (got if exact >= 0.6 - 1e-9 else 0.0)
 
 
-def test_format_3_estimate_is_unbiased_and_sharper_than_format_2_on_short_documents() -> None:
+def test_sparse_estimate_is_unbiased_and_sharper_than_the_dense_one_on_short_documents() -> None:
     # Sets of 60 to 190 shingles are stored whole (a code of at least 6 bits per shingle beside the
-    # 1,408-bin bitmap) and compared shingle by shingle; long documents keep format 2's bins.
+    # 1,408-bin bitmap) and compared shingle by shingle, against the same documents' two bit planes
+    # (the reference's, as a dense sketch); long documents are dense.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import reference as ref
+
     rng = np.random.default_rng(316)
-    v2_errors, v3_errors, signed = [], [], []
+    dense_errors, sparse_errors, signed = [], [], []
     for n in range(400):
         total = int(rng.integers(60, 190)) if n < 300 else int(rng.integers(2000, 4000))
         j = float(rng.uniform(0.6, 1.0))
@@ -135,19 +143,21 @@ def test_format_3_estimate_is_unbiased_and_sharper_than_format_2_on_short_docume
         rest = total - shared
         only_a = int(rng.integers(0, rest + 1))
         a, b, exact = make_pair(rng, shared, only_a, rest - only_a)
-        _, v2 = sketch.estimate_sketches([a, b], size=1, bins=1408)
-        _, v3 = sketch.adaptive_sketches([a, b], size=1, bins=1408)
-        e2 = float(sketch.bbit_similarity(v2[0], v2[1:2], bins=1408)[0])
-        e3 = float(sketch.adaptive_similarity(v3[0], v3[1:2], bins=1408)[0])
+        _, stored = sketch.adaptive_sketches([a, b], size=1, bins=1408)
+        estimate = float(sketch.adaptive_similarity(stored[0], stored[1:2], bins=1408)[0])
         if n < 300:
-            assert v3[0, 0] >= 6 and v3[1, 0] >= 6  # sparse, wide codes
-            v2_errors.append(abs(e2 - exact))
-            v3_errors.append(abs(e3 - exact))
-            signed.append(e3 - exact)
+            assert stored[0, 0] >= 6 and stored[1, 0] >= 6  # sparse, wide codes
+            planes = [b"\x00" + ref.oph_bins(t, bins=1408, bits=2, size=1) for t in (a, b)]
+            dense = np.frombuffer(b"".join(planes), np.uint8).reshape(2, -1)
+            dense_errors.append(
+                abs(float(sketch.adaptive_similarity(dense[0], dense[1:2], bins=1408)[0]) - exact)
+            )
+            sparse_errors.append(abs(estimate - exact))
+            signed.append(estimate - exact)
         else:
-            assert v3[0, 0] == 0 and v3[1, 0] == 0 and e3 == e2  # dense: format 2's bins and estimate
+            assert stored[0, 0] == 0 and stored[1, 0] == 0  # dense
     assert abs(float(np.mean(signed))) < 0.001
-    assert float(np.mean(v3_errors)) < 0.25 * float(np.mean(v2_errors)), (
-        np.mean(v3_errors),
-        np.mean(v2_errors),
+    assert float(np.mean(sparse_errors)) < 0.25 * float(np.mean(dense_errors)), (
+        np.mean(sparse_errors),
+        np.mean(dense_errors),
     )

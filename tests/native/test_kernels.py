@@ -69,6 +69,17 @@ def test_real_signatures_never_hold_the_empty_slot_value() -> None:
     assert not (sigs == sketch.EMPTY_SLOT).any()
 
 
+def test_band_keys_depend_on_the_salt() -> None:
+    sig = sketch.signatures(["one two three four five six seven eight"])
+    plain = sketch.band_keys(sig, 16, 8)
+    assert np.array_equal(plain, sketch.band_keys(sig, 16, 8, salt=0))
+    salted = sketch.band_keys(sig, 16, 8, salt=0x6E6431642D763300)
+    assert not np.intersect1d(plain, salted).size
+    for bad in (-1, 2**64, 1.5, True):
+        with pytest.raises(ValueError, match="salt"):
+            sketch.band_keys(sig, 16, 8, salt=bad)  # type: ignore[arg-type]
+
+
 def test_band_keys_depend_on_band_and_rows() -> None:
     sig = np.tile(np.arange(4, dtype=np.uint32), 8).reshape(1, 32)  # every band holds the same rows
     keys = sketch.band_keys(sig, 8, 4)[0]
@@ -143,9 +154,9 @@ def test_exact_merge_gives_the_same_answer_on_every_isa(isa: str) -> None:
 @pytest.mark.parametrize(
     ("shingle", "size"), [("word", 1), ("word", 5), ("word", 16), ("word", 17), ("char", 9)]
 )
-def test_format_2_sketches_identical_to_serial(isa: str, shingle: str, size: int) -> None:
+def test_estimate_and_exact_sketches_identical_to_serial(isa: str, shingle: str, size: int) -> None:
     # Texts around the shingle step's 256-token blocks and the 8-wide SIMD steps, shorter than a shingle,
-    # and every bit width of the bins: each path must give the serial path's bytes.
+    # at bins of whole and partial vectors: each path must give the serial path's bytes.
     rng = np.random.default_rng(size)
     # words of 8, 9, 16, 17 and 40 bytes (the SIMD word hash takes up to 16), upper case too
     long_words = [
@@ -160,11 +171,11 @@ def test_format_2_sketches_identical_to_serial(isa: str, shingle: str, size: int
     texts = [" ".join(rng.choice(vocab, size=n)) for n in lengths]
     ascii_vocab = [w for w in vocab if w.isascii()]  # pure ASCII texts take the ASCII path
     texts += [" ".join(rng.choice(ascii_vocab, size=n)) for n in lengths]
-    for bins, bits in [(64, 1), (1408, 2), (960, 3), (1024, 4), (512, 8), (4096, 2)]:
-        opts = {"num_perm": 96, "shingle": shingle, "size": size, "bins": bins, "bits": bits}
-        serial = sketch.estimate_sketches(texts, isa="serial", **opts)  # type: ignore[arg-type]
-        other = sketch.estimate_sketches(texts, isa=isa, **opts)  # type: ignore[arg-type]
-        assert np.array_equal(serial[0], other[0]) and np.array_equal(serial[1], other[1]), (bins, bits)
+    for bins in (64, 1408, 960, 1024, 512, 4096):
+        opts = {"num_perm": 96, "shingle": shingle, "size": size, "bins": bins}
+        serial = sketch.adaptive_sketches(texts, isa="serial", **opts)  # type: ignore[arg-type]
+        other = sketch.adaptive_sketches(texts, isa=isa, **opts)  # type: ignore[arg-type]
+        assert np.array_equal(serial[0], other[0]) and np.array_equal(serial[1], other[1]), bins
     exact_serial = sketch.exact_sketches(texts, shingle=shingle, size=size, isa="serial")  # type: ignore[arg-type]
     exact_other = sketch.exact_sketches(texts, shingle=shingle, size=size, isa=isa)  # type: ignore[arg-type]
     assert all(np.array_equal(a, b) for a, b in zip(exact_serial, exact_other, strict=True))
@@ -172,9 +183,9 @@ def test_format_2_sketches_identical_to_serial(isa: str, shingle: str, size: int
 
 @pytest.mark.parametrize("isa", ISAS[1:] or ["serial"])
 @pytest.mark.parametrize(("shingle", "size"), [("word", 1), ("word", 5), ("char", 9)])
-def test_format_3_sketches_identical_to_serial(isa: str, shingle: str, size: int) -> None:
+def test_estimate_sketch_modes_identical_to_serial(isa: str, shingle: str, size: int) -> None:
     # Sparse and dense documents, and lengths around the switch from one to the other (a third of the
-    # bins filled): every path must give the serial path's bytes, and dense mode format 2's.
+    # bins filled): every path must give the serial path's bytes.
     rng = np.random.default_rng(size + 3)
     vocab = [f"w{i}" for i in range(5000)] + ["Ünï", "ΣΑΣ", "漢字", "x\u0301", "abcdefghijklmnopQ"]
     lengths = [0, 1, 4, 5, 9, 40, 300, 430, 470, 480, 500, 520, 560, 600, 700, 2000, 6000]
@@ -187,14 +198,11 @@ def test_format_3_sketches_identical_to_serial(isa: str, shingle: str, size: int
         serial = sketch.adaptive_sketches(texts, isa="serial", **opts)  # type: ignore[arg-type]
         other = sketch.adaptive_sketches(texts, isa=isa, **opts)  # type: ignore[arg-type]
         assert np.array_equal(serial[0], other[0]) and np.array_equal(serial[1], other[1]), bins
-        v2 = sketch.estimate_sketches(texts, isa=isa, bits=2, **opts)  # type: ignore[arg-type]
-        dense = serial[1][:, 0] == 0
-        assert np.array_equal(serial[1][dense, 1:], v2[1][dense])
         modes.update(serial[1][:, 0].tolist())
         if bins == 1408:
             assert all(row[0] >= 3 for row in serial[1][-2:])  # the repeated ones are sparse
             assert [row.tobytes() for row in serial[1][-2:]] == [
-                ref.oph_bins_v3(t, bins=bins, shingle=shingle, size=size) for t in texts[-2:]
+                ref.estimate_sketch(t, bins=bins, shingle=shingle, size=size) for t in texts[-2:]
             ]
     assert 0 in modes and 3 in modes and 16 in modes, modes
 
@@ -218,7 +226,7 @@ def _unfmix64(h: int) -> int:
 
 
 def _seed_for_oph_salt(salt: int) -> int:
-    # sketch_v2.cpp: salt = splitmix64's first output for seed ^ "oph-v2-1"; run it backwards
+    # one_permutation.cpp: salt = splitmix64's first output for seed ^ "oph-v2-1"; run it backwards
     z = _unxorshift(salt, 31)
     z = (z * pow(0x94D049BB133111EB, -1, 2**64)) & M64
     z = _unxorshift(z, 27)
@@ -227,20 +235,33 @@ def _seed_for_oph_salt(salt: int) -> int:
     return ((z - 0x9E3779B97F4A7C15) & M64) ^ 0x6F70682D76322D31
 
 
+def _oph_bin(x: int, salt: int, bins: int) -> tuple[int, int]:
+    v = ref.fmix64(x ^ salt)
+    return ((v >> 32) * bins) >> 32, v & 0xFFFFFFFF
+
+
 @pytest.mark.parametrize("isa", ISAS)
 def test_a_bin_whose_minimum_is_all_ones_is_filled(isa: str) -> None:
     # A shingle whose bin value is 0xFFFFFFFF (1 in 2^32 of them) fills its bin with code 1 + 0xFFFFFFFF % 3:
     # the AVX-512DQ path, which tells filled bins by their value, marks these apart. The seed is chosen
-    # (by inverting the hashes) so that the one shingle of "hello" has that value.
-    (_, flat, _) = sketch.exact_sketches(["hello"])
+    # (by inverting the hashes) so that the word 1-shingle "hello" has that value, in a dense document
+    # whose other words all fall in other bins.
+    (_, flat, _) = sketch.exact_sketches(["hello"], size=1)
     (x,) = flat.tolist()
     bins = 64
     v = (0x12345678 << 32) | 0xFFFFFFFF  # its bin: the high half scaled to 64 bins
-    seed = _seed_for_oph_salt(_unfmix64(v) ^ x)
-    _, packed = sketch.estimate_sketches(["hello"], seed=seed, bins=bins, bits=2, isa=isa)  # type: ignore[arg-type]
-    planes = np.frombuffer(packed[0].tobytes(), dtype="<u8")
+    salt = _unfmix64(v) ^ x
+    seed = _seed_for_oph_salt(salt)
     b = ((v >> 32) * bins) >> 32
-    assert planes.tolist() == [1 << b, 0]  # code 1: bit 0 of the bin set in plane 0 only
+    assert _oph_bin(x, salt, bins) == (b, 0xFFFFFFFF)
+    words = [f"w{i}" for i in range(200)]
+    (_, hashes, _) = sketch.exact_sketches(words, size=1)  # one shingle each
+    others = [w for w, h in zip(words, hashes.tolist(), strict=True) if _oph_bin(h, salt, bins)[0] != b]
+    text = " ".join(["hello", *others])
+    _, packed = sketch.adaptive_sketches([text], seed=seed, size=1, bins=bins, isa=isa)  # type: ignore[arg-type]
+    assert packed[0, 0] == 0  # dense
+    planes = np.frombuffer(packed[0, 1:].tobytes(), dtype="<u8")
+    assert (planes[0] >> b) & 1 == 1 and (planes[1] >> b) & 1 == 0  # code 1: plane 0 only
 
 
 def test_exact_similarity_refuses_offsets_out_of_order_for_the_rows_it_reads() -> None:

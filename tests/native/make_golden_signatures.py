@@ -1,6 +1,7 @@
-"""Writes golden.json: signatures and band keys of fixed texts, computed by the pure-Python reference.
+"""Writes golden_signatures.json: MinHash signatures and band keys of fixed texts, computed by the
+pure-Python reference.
 
-Run once when the signature format is (re)defined: python tests/native/make_golden.py
+Run once when the signature format is (re)defined: python tests/native/make_golden_signatures.py
 The test compares the compiled core against this file, so any change of hashing, tokenizing or
 normalization fails it. Never regenerate it to make a failing test pass: that would silently break
 every stored index.
@@ -54,7 +55,7 @@ def main() -> None:
                 }
             )
     lines = ",\n".join(json.dumps(entry, ensure_ascii=True) for entry in entries)
-    (HERE / "golden.json").write_text("[\n" + lines + "\n]\n")
+    (HERE / "golden_signatures.json").write_text("[\n" + lines + "\n]\n")
     print(f"wrote {len(entries)} golden vectors")
 
 

@@ -1,9 +1,10 @@
-"""Writes golden_v3.json: the stored parts of sketch format 3 for fixed texts, computed by the
-pure-Python reference (tests/reference.py): band keys (format-3 salt) and the adaptive one-permutation
-bins (mode byte, then format 2's planes or a sparse document's bitmap and wide codes).
+"""Writes golden_estimate_sketch.json: the stored parts of the estimate sketch for fixed texts,
+computed by the pure-Python reference (tests/reference.py): band keys (the estimate mode's salt) and
+the adaptive one-permutation bins (mode byte, then the two 2-bit planes or a sparse document's bitmap
+and wide codes).
 
-Run once when format 3 is (re)defined: python tests/native/make_golden_v3.py
-Never regenerate it to make a failing test pass: every format-3 collection stores these bytes.
+Run once when the estimate sketch is (re)defined: python tests/native/make_golden_estimate_sketch.py
+Never regenerate it to make a failing test pass: every estimate-mode collection stores these bytes.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import reference as ref  # noqa: E402
-from make_golden import TEXTS  # noqa: E402
+from make_golden_signatures import TEXTS  # noqa: E402
 
-#: Format 1's texts, and longer ones whose bins are dense at 1,408 bins (and sparse ones of every width).
+#: The signatures' texts, and longer ones whose bins are dense at 1,408 bins (and sparse ones of every width).
 LONG_TEXTS = [" ".join(f"x{(i * 7919) % 5003}" for i in range(n)) for n in (120, 700, 2500)]
 
 CASES = [
@@ -39,12 +40,12 @@ def main() -> None:
                 {
                     **case,
                     "text": text,
-                    "band_keys": [str(k) for k in ref.band_keys_v3(sig, case["bands"], case["rows"])],
-                    "bins_hex": ref.oph_bins_v3(text, bins=case["bins"], **opts).hex(),  # type: ignore[arg-type]
+                    "band_keys": [str(k) for k in ref.estimate_band_keys(sig, case["bands"], case["rows"])],
+                    "bins_hex": ref.estimate_sketch(text, bins=case["bins"], **opts).hex(),  # type: ignore[arg-type]
                 }
             )
     lines = ",\n".join(json.dumps(entry, ensure_ascii=True) for entry in entries)
-    (HERE / "golden_v3.json").write_text("[\n" + lines + "\n]\n")
+    (HERE / "golden_estimate_sketch.json").write_text("[\n" + lines + "\n]\n")
     print(f"wrote {len(entries)} golden vectors")
 
 

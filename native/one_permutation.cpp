@@ -1,22 +1,19 @@
-// Sketch format 2: what a document keeps for verification.
+// The estimate sketch: what a document keeps for verification in estimate mode.
 //
-// - Estimate mode: one-permutation hashing (Li, Owen and Zhang 2012) into `bins` bins from one 64-bit
-//   hash per shingle, each bin kept as a `bits`-bit code (b-bit minwise hashing, Li and Koenig 2010):
-//   0 for an empty bin, else 1 + its minimum mod (2^bits - 1). Stored as bit planes, so comparing
-//   two sketches is XOR, OR and popcount. Empty bins are not densified: most near-duplicate pairs
-//   at a threshold are short documents (half of them with fewer than ~360 shingles in their union on
-//   the benchmark corpus), whose bins are mostly empty; densification copies a few minima into many
-//   bins and doubled the error there, while the bins filled on one side only are exact
-//   disagreements (bench/bench_estimators.py).
-// - Exact mode: the sorted set of distinct 32-bit shingle hashes, compared by a merge that stops as
-//   soon as the floor can no longer be reached.
+// One-permutation hashing (Li, Owen and Zhang 2012) into `bins` bins from one 64-bit hash per shingle,
+// each bin kept as a 2-bit code (b-bit minwise hashing, Li and Koenig 2010): 0 for an empty bin, else
+// 1 + its minimum mod 3. Stored as two bit planes, so comparing two sketches is XOR, OR and popcount.
+// Empty bins are not densified: most near-duplicate pairs at a threshold are short documents (half of
+// them with fewer than ~360 shingles in their union on the benchmark corpus), whose bins are mostly
+// empty; densification copies a few minima into many bins and doubled the error there, while the bins
+// filled on one side only are exact disagreements (bench/bench_estimators.py). A short document keeps
+// every shingle instead (its sparse mode, below).
 //
 // Everything here is integer work done the same way on every CPU: the bytes do not depend on the ISA.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "bbit.hpp"
 #include "neardup.hpp"
 
 namespace neardup {
@@ -33,10 +30,9 @@ uint64_t splitmix_first(uint64_t seed) {
 
 }  // namespace
 
-OphFamily make_oph_family(size_t bins, int bits, uint64_t seed) {
+OphFamily make_oph_family(size_t bins, uint64_t seed) {
   OphFamily f;
   f.bins = bins;
-  f.bits = bits;
   f.salt = splitmix_first(seed ^ kOphSalt);
   return f;
 }
@@ -57,20 +53,20 @@ void oph_serial(const uint32_t* x, size_t n, const OphFamily& f, uint32_t* value
     value[b] = low < value[b] ? low : value[b];
     if (keys) keys[j] = (static_cast<uint64_t>(b) << 32) | low;
   }
-  // Code 0 marks an empty bin; a filled one keeps its minimum's value mod (2^bits - 1), plus 1.
-  const uint32_t codes = (1u << f.bits) - 1u;
+  // Code 0 marks an empty bin; a filled one keeps its minimum's value mod 3, plus 1.
   uint64_t* planes = reinterpret_cast<uint64_t*>(out);  // out is 8-byte aligned by the callers
   for (size_t w = 0; w < words; ++w) {
-    uint64_t plane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    uint64_t plane0 = 0, plane1 = 0;
     for (uint64_t m = filled[w]; m; m &= m - 1) {
       const unsigned t = static_cast<unsigned>(__builtin_ctzll(m));
       uint32_t& slot = value[w * 64 + t];
-      // the format's 2 bits: a constant divisor is a multiply, not a division
-      const uint32_t code = (f.bits == 2 ? slot % 3u : slot % codes) + 1u;
+      const uint32_t code = slot % 3u + 1u;
       if (!keys) slot = 0xFFFFFFFFu;
-      for (int p = 0; p < f.bits; ++p) plane[p] |= static_cast<uint64_t>((code >> p) & 1u) << t;
+      plane0 |= static_cast<uint64_t>(code & 1u) << t;
+      plane1 |= static_cast<uint64_t>(code >> 1) << t;
     }
-    for (int p = 0; p < f.bits; ++p) planes[static_cast<size_t>(p) * words + w] = plane[p];
+    planes[w] = plane0;
+    planes[words + w] = plane1;
   }
 }
 
@@ -82,46 +78,14 @@ void oph_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernels& ke
   kernels.oph(x, n, f, value.data(), out, keys);
 }
 
-void bbit_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, int bits,
-                     const int64_t* rows, size_t n, float* out) {
-  const size_t stride = static_cast<size_t>(bits) * bins / 8;
-  for (size_t j = 0; j < n; ++j)
-    out[j] = bbit_estimate(query, candidates + (rows ? static_cast<size_t>(rows[j]) : j) * stride, bins, bits);
-}
-
-size_t sorted_set(std::vector<uint32_t>& hashes) {
-  std::sort(hashes.begin(), hashes.end());
-  hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
-  return hashes.size();
-}
-
-// |A n B| if it can reach `need`, else any value below `need` (the merge stops early).
-size_t intersect_serial(const uint32_t* a, size_t na, const uint32_t* b, size_t nb, size_t need) {
-  size_t i = 0, j = 0, found = 0;
-  // Stop once even every remaining element of the shorter side matching would not reach `need`.
-  while (i < na && j < nb) {
-    if (found + std::min(na - i, nb - j) < need) return found;
-    // Branch-free step: mispredicted branches are most of a plain merge's time.
-    const uint32_t x = a[i], y = b[j];
-    found += x == y;
-    i += x <= y;
-    j += y <= x;
-  }
-  return found;
-}
-
-}  // namespace neardup
-
-// ---- sketch format 3: format 2's bins, or every shingle of a short document ------------------------
+// ---- the sparse mode: every shingle of a short document ------------------------------------------
 //
 // A document with n distinct shingles, few enough that w = bins / n - 1 >= 3, is stored sparse: the
 // filled-bin bitmap, then every shingle (in bin order, within a bin by its 32-bit value, so the bin's
 // minimum comes first) as its value mod 3 * 2^(w - 2) in w bits and a bit saying whether the next one
-// is in the same bin. From that the bins' minima (format 2's codes: their value mod 3) can be read, and
-// two sparse documents can be compared shingle by shingle: one-permutation hashing loses the shingles
-// that share a bin, which on documents of a few hundred shingles is most of its error.
-
-namespace neardup {
+// is in the same bin. From that the bins' minima (the dense mode's codes: their value mod 3) can be
+// read, and two sparse documents can be compared shingle by shingle: one-permutation hashing loses the
+// shingles that share a bin, which on documents of a few hundred shingles is most of its error.
 
 size_t adaptive_bytes(size_t bins) { return 1 + bins / 4; }
 
@@ -136,7 +100,7 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
   uint8_t* key_bytes = tls_keys.reserve(8 * (n + 1));
   uint8_t* extra_bytes = tls_extra.reserve(8 * (n + 2));
   uint32_t* head = tls_head;
-  // Dense mode first: format 2's bins, from the kernel (the same bytes on every ISA), which also hands
+  // Dense mode first: the 2-bit bins, from the kernel (the same bytes on every ISA), which also hands
   // back every shingle's bin and value and leaves each bin's minimum in `value` (reset below) when
   // the document may be sparse: at most bins / 4 distinct shingles, so a document of more than a
   // quarter more shingles than that (repeats and all) is asked for none (the keys and the reset of
@@ -249,12 +213,50 @@ void adaptive_bins(const uint32_t* x, size_t n, const OphFamily& f, const Kernel
   }
 }
 
-void adaptive_similarity(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows,
-                         size_t n, float* out) {
+// The reference of the verification kernels: AdaptiveEstimate, one pair at a time.
+void adaptive_similarity_serial(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows,
+                                size_t n, float* out) {
   const size_t stride = adaptive_bytes(bins);
   thread_local AdaptiveDecoded tls_q, tls_c;
   AdaptiveEstimate estimate(query, bins, tls_q, tls_c);
   for (size_t j = 0; j < n; ++j) out[j] = estimate(candidates + (rows ? static_cast<size_t>(rows[j]) : j) * stride);
+}
+
+void verify_adaptive(const uint8_t* query, const uint8_t* candidates, size_t bins, const int64_t* rows, size_t n,
+                     float* out, DenseCountsFn count) {
+  const size_t stride = adaptive_bytes(bins), words = bins / 64;
+  thread_local AdaptiveDecoded tls_q, tls_c;
+  BasicAdaptiveEstimate<decode_adaptive_fast> estimate(query, bins, tls_q, tls_c);
+  // Every pair but two valid sparse sketches is compared on the bins' minima mod 3 (the smaller
+  // modulus: a dense sketch's, or an unreadable one's, which has no bin filled): on the two sides'
+  // residue planes, the query's decoded once, so the pair costs what a dense pair costs (plus the
+  // walk of a sparse candidate's stream). AdaptiveEstimate's integers, so its float.
+  alignas(64) uint8_t query_planes[1024], candidate_planes[1024];
+  const uint8_t* q = query + 1;
+  if (query[0] != 0) {
+    residue_planes(estimate.decoded_query(), bins, query_planes);
+    q = query_planes;
+  }
+  auto sparse = [](uint8_t mode) { return mode >= kAdaptiveMinWidth && mode <= kAdaptiveMaxWidth; };
+  const bool sparse_query = sparse(query[0]);
+  constexpr size_t kAhead = 8;  // random rows: their lines asked for this many candidates ahead
+  auto row_of = [&](size_t j) { return candidates + static_cast<size_t>(rows[j]) * stride; };
+  if (rows)
+    for (size_t j = 0; j < std::min(n, kAhead); ++j)
+      for (size_t line = 0; line < stride; line += 64) __builtin_prefetch(row_of(j) + line);
+  for (size_t j = 0; j < n; ++j) {
+    const uint8_t* c = rows ? row_of(j) : candidates + j * stride;
+    if (rows && j + kAhead < n)
+      for (size_t line = 0; line < stride; line += 64) __builtin_prefetch(row_of(j + kAhead) + line);
+    if (c[0] == 0) {
+      out[j] = clamped(bins_estimate(count(q, c + 1, words), 3));
+    } else if (sparse(c[0]) && !sparse_query) {
+      sparse_residue_planes(c, bins, candidate_planes);
+      out[j] = clamped(bins_estimate(count(q, candidate_planes, words), 3));
+    } else {
+      out[j] = estimate(c);  // two sparse sketches (or an unreadable candidate)
+    }
+  }
 }
 
 }  // namespace neardup

@@ -1,4 +1,5 @@
-"""Golden vectors: signatures and band keys must never change (stored indexes depend on them)."""
+"""Golden vectors of the library face: MinHash signatures and band keys must never change (stored
+indexes and library users' signatures depend on them)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from neardup import sketch
 
-GOLDEN: list[dict[str, Any]] = json.loads((Path(__file__).parent / "golden.json").read_text())
+GOLDEN: list[dict[str, Any]] = json.loads((Path(__file__).parent / "golden_signatures.json").read_text())
 
 
 def test_golden_file_covers_every_case() -> None:
