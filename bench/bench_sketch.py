@@ -4,7 +4,7 @@ Measures (k=128, word 5-shingles, one thread unless said otherwise) on the corpu
 ``bench/corpus.py``: text-to-signature throughput in MB/s of UTF-8 input, similarity of one signature
 against N stored ones, and the estimator's mean absolute error against the exact Jaccard of the
 reference shingle sets. Prints one JSON object. Benchmarks are not tests: nothing here asserts; the
-JSON says which targets of issue 2 were met.
+JSON says which of the performance targets (TARGETS) were met.
 
     python bench/bench_sketch.py            # full run, a few minutes
     python bench/bench_sketch.py --quick    # under a minute
@@ -58,7 +58,7 @@ SERVICE_BINS, SERVICE_SLOTS = 1408, 96
 SEED = 1
 U32 = npt.NDArray[np.uint32]
 
-#: The targets of issue 2 ("Performance"): ratio neardup / other, and MAE / binomial bound.
+#: The performance targets: ratio neardup / other, and MAE / binomial bound.
 TARGETS = {
     "signature_vs_rensa": 1.0,
     "signature_vs_datasketch": 50.0,

@@ -2,7 +2,7 @@
 ``bench_growth.py``'s curve.
 
 Each document the service stores reads ~17 band and id groups at random places in the server's heap
-(docs/design.md, "Huge pages, kept through rewrites"), so the server's CPU per document follows the cost
+(docs/performance.md, "Huge pages, kept through rewrites"), so the server's CPU per document follows the cost
 of a random read, which grows once the heap passes what the TLB covers. This measures that cost alone:
 a pointer chase (each read's address comes from the previous read, so reads cannot overlap) over a
 random cycle of every 64-byte line of a buffer on 2 MiB transparent huge pages (``MADV_HUGEPAGE``, as
