@@ -835,7 +835,7 @@ def growth_section(results: Path) -> str:
         lines += [
             "",
             f"Last step over the first: **{target['value']}**{each} (target {target['target']}: "
-            f'{"met" if target["met"] else "missed"}). Where the time goes: docs/performance.md, '
+            f"{'met' if target['met'] else 'missed'}). Where the time goes: docs/performance.md, "
             '"Huge pages, kept through rewrites".',
         ]
     return "\n".join(lines) + "\n"
