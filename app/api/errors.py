@@ -59,8 +59,8 @@ _ERROR_DESCRIPTIONS: dict[int, str] = {
     403: "the API key is read-only and this call writes",
     404: "no such collection or document",
     409: "a conflict with the collection's state: it exists with other parameters (create), it has "
-    "used every insertion it can take (check, PUT: code collection_full, permanent), or it was created "
-    "without a site_field (sites, mirrors)",
+    "used every insertion it can take, or every site id (check, PUT: code collection_full, permanent), "
+    "or it was created without a site_field (sites, mirrors)",
     413: "the request body is larger than NEARDUP_MAX_BODY_BYTES",
     422: "the request is invalid: the message and `detail` say which field and what to change",
     503: "the store cannot be reached or timed out; retry after Retry-After seconds",

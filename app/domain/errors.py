@@ -8,7 +8,8 @@ The tree::
      │    └── DocumentNotFound    no document of that id in the collection
      ├── CollectionConflict       409: the name exists with different parameters
      │    └── SitesNotCounted     the collection has no site_field: it counts no sites
-     ├── CollectionFull           409: the collection can take no more insertions (permanent)
+     ├── CollectionFull           409: the collection can take no more insertions, or no page of a new
+     │                            site (every site id held); a retry cannot help
      ├── InvalidInput             422/400: a value the client sent is wrong (message says what to change)
      │    └── InvalidParameters   collection parameters that cannot work together
      └── StoreUnavailable         503 + Retry-After: the store cannot be reached, timed out, is loading,
@@ -54,7 +55,8 @@ class SitesNotCounted(CollectionConflict):
 
 
 class CollectionFull(NearDupError):
-    """The collection has used every insertion its ordinals allow; permanent: a retry cannot help."""
+    """The collection has used every insertion its ordinals allow, or holds as many sites as its site ids
+    allow and was sent a page of a new one; a retry cannot help (for sites, until some lose all pages)."""
 
 
 class InvalidInput(NearDupError):

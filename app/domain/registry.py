@@ -32,8 +32,8 @@ from neardup.domain.errors import (
 )
 from neardup.domain.models import CollectionParams, is_collection_name
 from neardup.domain.observer import IndexObserver
-from neardup.storage.errors import CollectionMissing, OrdinalsExhausted, StoreDown
-from neardup.storage.keys import CollectionKeys
+from neardup.storage.errors import CollectionMissing, OrdinalsExhausted, SiteIdsExhausted, StoreDown
+from neardup.storage.keys import MAX_SITE_ID, CollectionKeys
 from neardup.storage.store import Store
 
 #: The stored format this release writes and reads (see the module's docstring).
@@ -111,6 +111,14 @@ class Registry:
                 f"collection {name!r} has used all {allowed}insertions its ordinals allow (each "
                 "insertion or replacement takes one, and they are not reused): it cannot take more. Reads, "
                 "queries and deletes still work; put new documents in a new collection"
+            ) from None
+        except SiteIdsExhausted:
+            self._observer.store_call(time.perf_counter() - started, failed=False)
+            raise CollectionFull(
+                f"collection {name!r} holds {MAX_SITE_ID:,} sites, the most it can count at once: a "
+                "document of a new site cannot be stored until some site loses all its pages (nothing of "
+                "this request was stored). Documents of the sites it holds, reads, queries and deletes "
+                "still work"
             ) from None
         else:
             self._observer.store_call(time.perf_counter() - started, failed=False)

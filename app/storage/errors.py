@@ -4,7 +4,8 @@ StoreError
  ├── StoreDown          the server cannot be reached, timed out, is loading, refused (read-only...)
  ├── CollectionMissing  the collection's state is gone (dropped, or never created)
  ├── GenerationChanged  the collection was dropped and created again since the caller read it
- └── OrdinalsExhausted  the collection has handed out every ordinal: it can take no more insertions
+ ├── OrdinalsExhausted  the collection has handed out every ordinal: it can take no more insertions
+ └── SiteIdsExhausted   every site id is held by a site with pages: it can take no page of a new site
 """
 
 from __future__ import annotations
@@ -38,10 +39,20 @@ class OrdinalsExhausted(StoreError):
         return int(found.group(1)) if found else None
 
 
+class SiteIdsExhausted(StoreError):
+    """Permanent while the collection holds its sites: a retry cannot help until some lose every page."""
+
+
 #: The error the scripts answer when a write would need an ordinal past the last one.
 EXHAUSTED_MESSAGE = "ordinals of this collection exhausted"
+#: The error the scripts (and ND.BANDS) answer when a batch would need a site id and none is left.
+SITE_IDS_EXHAUSTED_MESSAGE = "site ids of this collection exhausted"
 
 
 def permanent(error: Exception) -> StoreError | None:
     """The permanent store error a server's error reply stands for, if it is one."""
-    return OrdinalsExhausted(str(error)) if EXHAUSTED_MESSAGE in str(error) else None
+    if EXHAUSTED_MESSAGE in str(error):
+        return OrdinalsExhausted(str(error))
+    if SITE_IDS_EXHAUSTED_MESSAGE in str(error):
+        return SiteIdsExhausted(str(error))
+    return None

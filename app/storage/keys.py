@@ -7,7 +7,8 @@ created again never meets the old one's keys while they are being unlinked)::
     nd:collections          hash  name -> parameters JSON (with "gen")         the registry, tiny
     nd:dropped              hash  "<name>:<gen>" -> shape and time of a dropped generation not yet
                                   swept (DROPPED below)
-    nd:{c}:state            hash  gen, seq, docs, sg, bL bS bN, iL iS iN, sseq  one slot per collection
+    nd:{c}:state            hash  gen, seq, docs, sg, bL bS bN, iL iS iN,     one slot per collection
+                                  sseq sfree
     nd:c:g:b:<n>            hash  band key (8 raw bytes) -> ordinals (ORDINAL_WIDTH bytes each, big-endian)
     nd:c:g:i:<n>            hash  document id -> ordinal
     nd:c:g:s:<ord // sg>    hash  ord % sg -> stored sketch
@@ -39,9 +40,15 @@ both follow this layout byte for byte.
 A collection with a ``site_field`` (standalone only; docs/design.md "Sites") also has, under the same
 ``<base>`` = ``nd:<c>:<gen>`` (the scripts derive these names from the record prefix they get)::
 
-    <base>:sn               hash  site name -> site id (interned; the state's ``sseq`` is the last id)
+    <base>:sn               hash  site name -> site id (interned; the state's ``sseq`` is the highest
+                                  id issued, 1 .. MAX_SITE_ID)
     <base>:si               hash  site id -> site name
-    <base>:sp               hash  site id -> pages (live documents of the site)
+    <base>:sp               hash  site id -> pages (live documents of the site); a site whose pages
+                                  fall to 0 is forgotten (sn, si, sp, x) and its id freed
+    <base>:sf               hash  the free site ids, a stack: n -> the n-th id freed, for n = 1 .. the
+                                  state's ``sfree``; a new site takes the top one before a new id
+                                  from ``sseq``, so ids are held by the sites held at once, not by
+                                  every site ever seen
     <base>:x:<site id>      hash  other site id -> shared (pages of this site with a partner there);
                                   at most SITE_OTHERS fields
     <base>:e:<ord/32>       hash  ord mod 32 -> entry: site id (4 bytes, big-endian), then per partner
@@ -169,6 +176,10 @@ SITE_PARTNERS = 16
 #: Most other sites one site's ``shared`` hash holds: an edge that would add a new other site to a
 #: full hash (on either side) is not recorded. Slots come back when a pair's count falls to 0.
 SITE_OTHERS = 256
+#: The highest site id: ids are 4 bytes (big-endian) in entries and shared counts (_common.lua's and
+#: site_page.hpp's MAX_SITE_ID). Ids of forgotten sites are reused, so this bounds the sites a collection
+#: holds at once; a batch that would need one more is refused before any write (CollectionFull).
+MAX_SITE_ID = 2**32 - 1
 #: Bytes of one ordinal wherever one is stored (band buckets, postings, site entries): 2^40 - 1
 #: insertions. The scripts get it in their shared head (store.py), the module's commands as an argument.
 ORDINAL_WIDTH = 5
@@ -267,6 +278,7 @@ class CollectionKeys:
         self.site_names = f"{base}:sn"
         self.site_ids = f"{base}:si"
         self.site_pages = f"{base}:sp"
+        self.site_free = f"{base}:sf"
         self.shared_prefix = f"{base}:x:"
         self.edge_prefix = f"{base}:e:"
         self.link_journal = f"{base}:lj"
@@ -307,8 +319,8 @@ class CollectionKeys:
         if passage_groups:
             yield from (f"{self.passage_index_prefix}{n}" for n in range(passage_groups))
             yield from (f"{self.passage_blob_prefix}{n}" for n in range(seq // PASSAGE_GROUP + 1))
-        if sites:  # ``sites``: the site ids ever issued (the state's sseq)
-            yield from (self.site_names, self.site_ids, self.site_pages, self.link_journal)
+        if sites:  # ``sites``: the highest site id issued (the state's sseq)
+            yield from (self.site_names, self.site_ids, self.site_pages, self.site_free, self.link_journal)
             yield from (self.shared(n) for n in range(1, sites + 1))
             yield from (self.edge_group(n) for n in range(seq // EDGE_GROUP + 1))
 
@@ -318,5 +330,5 @@ class CollectionKeys:
     ) -> int:
         """How many names ``data_keys`` yields."""
         passages = passage_groups + seq // PASSAGE_GROUP + 1 if passage_groups else 0
-        site_keys = 4 + sites + seq // EDGE_GROUP + 1 if sites else 0
+        site_keys = 5 + sites + seq // EDGE_GROUP + 1 if sites else 0
         return band_groups + id_groups + seq // MIN_SIG_GROUP + seq // DOC_GROUP + 2 + passages + site_keys

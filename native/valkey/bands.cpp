@@ -22,7 +22,7 @@
 //     limit        most ordinals reported: when more are found, those that the most of the document's
 //                  buckets hold, then the smallest
 //     state        the collection's state hash
-//     site base    the site keys' prefix: <base>sn, <base>si, <base>sp, and the document's entry in
+//     site base    the site keys' prefix: <base>sn, <base>si, <base>sp, <base>sf, and the document's entry in
 //                  <base>e: + decimal(ord / edge group), field decimal(ord % edge group)
 //     name         the document's site: in insert or put mode its page is counted as check.lua's
 //                  add_site_page counts it (site_page.hpp), so a page of a site costs no command of its

@@ -1,8 +1,8 @@
 """The stored layout, pinned: a fixed sequence of writes (inserts sharing buckets, a replacement, a
 delete) on a real server must leave exactly the keyspace recorded in ``golden_layout.json``: key names,
 state fields, band bucket bytes (5-byte ordinals), id table values, signature slots (``sg`` per hash)
-and record slots; for a collection with sites, its site keys (names, ids, pages, entries, shared
-counts, the link journal); for a collection with passages, its passage index groups and stored blobs.
+and record slots; for a collection with sites, its site keys (names, ids, pages, free ids, entries,
+shared counts, the link journal); for a collection with passages, its passage index groups and stored blobs.
 The records' insertion times come from the server's clock and are masked. A change to any stored byte
 fails here: regenerate with ``NEARDUP_REGEN_GOLDEN=1 pytest tests/storage/test_layout_golden.py`` and
 say why in the commit."""
@@ -114,7 +114,8 @@ async def test_the_stored_bytes_are_pinned(standalone_store: RedisStore, sync_re
 
 async def site_sequence(store: RedisStore, k: CollectionKeys) -> None:
     """Four pages of three sites, three cross-site links (the check's journal settled with them), then
-    a page deleted whose site's shared record sits before another one (its place taken by the last)."""
+    a page deleted whose site's shared record sits before another one (its place taken by the last):
+    the only page of its site, which is forgotten, its id on the free stack."""
     docs = [
         ("a", [1, 2, 3, 4], 1),
         ("b", [1, 2, 5, 6], 2),

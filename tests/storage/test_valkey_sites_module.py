@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from neardup.storage import RedisStore, scripts
+from neardup.storage import RedisStore, keys, scripts
 from neardup.storage.embedded import EmbeddedValkey
+from neardup.storage.errors import SITE_IDS_EXHAUSTED_MESSAGE
 from tests.storage.test_valkey_module import dump
 
 pytestmark = pytest.mark.anyio
@@ -160,16 +161,26 @@ def test_nd_bands_counts_a_page_as_add_site_page(
 ) -> None:
     """ND.BANDS counts the document's page of a site (the site keys and the entry named from a key base
     and the ordinal, as check.lua sends them) as _common.lua's add_site_page does: a new name interned
-    with the next id of the state's sseq, the page counted, the entry written; a known name keeps its
-    id. The same pages through ND.BANDS with no site and the Lua function store the same bytes (band
-    groups included); an empty name counts nothing (check.lua's readiness call, in read mode, writes
-    nothing); a site key of another type is refused with nothing written."""
-    site_keys = ["st", "sn", "si", "sp"]
+    with the id on top of the free stack (sf, the state's sfree), else the next id of the state's sseq,
+    the page counted, the entry written; a known name keeps its id. The same pages through ND.BANDS with
+    no site and the Lua function store the same bytes (band groups included); an empty name counts
+    nothing (check.lua's readiness call, in read mode, writes nothing); a site key of another type, or a
+    new name when sseq is at the last id and no id is free, is refused with nothing written."""
+    site_keys = ["st", "sn", "si", "sp", "sf"]
     pages = [("a.example", 5), ("b.example", 6), ("a.example", 40), ("c.example", 41), ("b.example", 70)]
     add_site_page = """
 local id = redis.call('HGET', KEYS[2], ARGV[2])
 if id then id = tonumber(id) else
-  id = redis.call('HINCRBY', KEYS[1], 'sseq', 1)
+  local v = redis.call('HMGET', KEYS[1], 'sseq', 'sfree')
+  local free = tonumber(v[2]) or 0
+  if free > 0 then
+    id = tonumber(redis.call('HGET', KEYS[5], free))
+    redis.call('HDEL', KEYS[5], free)
+    redis.call('HSET', KEYS[1], 'sfree', free - 1)
+  else
+    id = tonumber(v[1]) + 1
+    redis.call('HSET', KEYS[1], 'sseq', id)
+  end
   redis.call('HSET', KEYS[2], ARGV[2], id)
   redis.call('HSET', KEYS[3], id, ARGV[2])
 end
@@ -188,28 +199,29 @@ redis.call('HSET', 'e:' .. math.floor(ord / 32), ord % 32, struct.pack('>I4', id
         dumps, replies = [], []
         for path in ("module", "lua"):
             client.flushall()
-            client.hset("st", mapping={"seq": 3, "sseq": 7})
+            client.hset("st", mapping={"seq": 3, "sseq": 7, "sfree": 2})  # ids 3 and 4 were freed
+            client.hset("sf", mapping={"1": 3, "2": 4})
             got = []
             for name, ordinal in pages:
                 if path == "module":  # the key base is "": sn, si, sp, e:<n>
                     got.append(client.execute_command("ND.BANDS", *bands(ordinal), "st", "", 32, name))
                 else:
                     got.append(client.execute_command("ND.BANDS", *bands(ordinal), "", "", "", ""))
-                    client.eval(add_site_page, 4, *site_keys, ordinal, name)
+                    client.eval(add_site_page, 5, *site_keys, ordinal, name)
             replies.append(got)
             dumps.append(dump(servers[0].url))
         assert replies[0] == replies[1]
         assert dumps[0] == dumps[1]
-        assert client.hgetall("sn") == {b"a.example": b"8", b"b.example": b"9", b"c.example": b"10"}
-        assert client.hgetall("sp") == {b"8": b"2", b"9": b"2", b"10": b"1"}
-        assert client.hget("st", "sseq") == b"10"
+        assert client.hgetall("sn") == {b"a.example": b"4", b"b.example": b"3", b"c.example": b"8"}
+        assert client.hgetall("sp") == {b"4": b"2", b"3": b"2", b"8": b"1"}
+        assert client.hmget("st", "sseq", "sfree") == [b"8", b"0"] and not client.exists("sf")
         before = dump(servers[0].url)
         client.execute_command("ND.BANDS", *bands(0, "read"), "", "", "", "")  # the readiness call
         client.execute_command("ND.BANDS", *bands(0, "read"), "st", "", 32, "d.example")  # read: no page
         assert dump(servers[0].url) == before
         client.execute_command("ND.BANDS", *bands(91), "st", "", 32, "")  # no site: bands only
         assert client.hget("e:2", "27") is None
-        assert client.hgetall("sp") == {b"8": b"2", b"9": b"2", b"10": b"1"}
+        assert client.hgetall("sp") == {b"4": b"2", b"3": b"2", b"8": b"1"}
         before = dump(servers[0].url)
         client.set("wrong", "x")
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):  # the state, for a new site
@@ -222,8 +234,21 @@ redis.call('HSET', 'e:' .. math.floor(ord / 32), ord % 32, struct.pack('>I4', id
         client.set("wronge:2", "x")
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):  # the entry's group
             client.execute_command("ND.BANDS", *bands(95), "st", "wrong", 32, "d.example")
-        client.delete("wrongsn", "wronge:2", "wrong")
+        client.delete("wronge:2")
+        client.set("wrongsf", "x")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):  # the free stack, for a new site
+            client.execute_command("ND.BANDS", *bands(95), "st", "wrong", 32, "d.example")
+        client.delete("wrongsn", "wrongsf", "wrong")
         assert dump(servers[0].url) == before
+        # the last id issued and none free: a new name is refused (check.lua refuses it first), a known
+        # one is counted
+        client.hset("st", "sseq", keys.MAX_SITE_ID)
+        before = dump(servers[0].url)
+        with pytest.raises(redis.ResponseError, match=SITE_IDS_EXHAUSTED_MESSAGE):
+            client.execute_command("ND.BANDS", *bands(95), "st", "", 32, "d.example")
+        assert dump(servers[0].url) == before
+        client.execute_command("ND.BANDS", *bands(95), "st", "", 32, "c.example")
+        assert client.hget("sp", "8") == b"2" and client.hget("e:2", "31") == (8).to_bytes(4, "big")
     finally:
         client.flushall()
         client.close()

@@ -200,6 +200,7 @@ local function ordinal_bytes(ord) return struct.pack(OW_FORMAT, ord) end
 -- Sites (collections with a site_field; docs/design.md "Sites"). The keys share the record prefix's
 -- base (DOC is '<base>:d:'), so every script that has the head can reach them:
 --   <base>:sn  site name -> site id      <base>:si  site id -> name      <base>:sp  site id -> pages
+--   <base>:sf  the free site ids, a stack: field n (1 .. the state's `sfree`) -> the id forgotten n-th
 --   <base>:x:<site id>  per other site, shared: pages of this site with a partner on the other. A
 --     string of 8-byte records, the other site id then the count (4 bytes big-endian each), a new site
 --     appended, a site whose count falls to 0 replaced by the last record (shared_add)
@@ -207,6 +208,7 @@ local function ordinal_bytes(ord) return struct.pack(OW_FORMAT, ord) end
 --     document of another site) its ordinal (OW bytes) and site id (4 bytes). Edges are symmetric.
 local SITE_BASE = string.sub(DOC, 1, #DOC - 2)
 local SITE_NAMES, SITE_IDS, SITE_PAGES = SITE_BASE .. 'sn', SITE_BASE .. 'si', SITE_BASE .. 'sp'
+local SITE_FREE = SITE_BASE .. 'sf'
 local SHARED, EDGES = SITE_BASE .. 'x:', SITE_BASE .. 'e:'
 -- <base>:lj  the link journal: a batch's first ordinal -> its documents of a site with candidates, each
 --   its ordinal (OW bytes), the number of its candidates (4 bytes) and their ordinals (check.lua)
@@ -216,14 +218,56 @@ local EDGE_GROUP = 32
 local function edge_key(ord) return EDGES .. string.format('%d', math.floor(ord / EDGE_GROUP)) end
 local function shared_key(site) return SHARED .. site end
 
--- The site id of a name, interned (a new id from the state's `sseq`) when new.
+-- Site ids are 4 bytes in entries and shared counts: 1 .. MAX_SITE_ID (keys.MAX_SITE_ID). A new site
+-- takes the id of the site forgotten last (the free stack), else the next of the state's `sseq`, so
+-- `sseq` is the highest id ever issued and grows only with the sites held at once.
+local MAX_SITE_ID = 4294967295
+local SITE_IDS_EXHAUSTED = 'site ids of this collection exhausted (last 4294967295)'
+
+-- The site id of a name, interned when new. Running out is refused before any write (site_ids_refusal),
+-- so the error here is a guard that a wrapped id is never written.
 local function site_id(name)
   local id = redis.call('HGET', SITE_NAMES, name)
   if id then return tonumber(id) end
-  id = redis.call('HINCRBY', KEYS[1], 'sseq', 1)
-  redis.call('HSET', SITE_NAMES, name, id)
-  redis.call('HSET', SITE_IDS, id, name)
+  local v = redis.call('HMGET', KEYS[1], 'sseq', 'sfree')
+  local free = tonumber(v[2]) or 0
+  if free > 0 then
+    local top = string.format('%d', free)
+    id = tonumber(redis.call('HGET', SITE_FREE, top))
+    if not id then error({err = 'ERR the free site ids are inconsistent'}) end
+    redis.call('HDEL', SITE_FREE, top)
+    redis.call('HSET', KEYS[1], 'sfree', string.format('%d', free - 1))
+  else
+    id = (tonumber(v[1]) or 0) + 1
+    if id > MAX_SITE_ID then error({err = 'ERR ' .. SITE_IDS_EXHAUSTED}) end
+    redis.call('HSET', KEYS[1], 'sseq', string.format('%d', id))
+  end
+  local text = string.format('%d', id)
+  redis.call('HSET', SITE_NAMES, name, text)
+  redis.call('HSET', SITE_IDS, text, name)
   return id
+end
+
+-- The refusal of a batch whose documents' sites (`sites`, '' = none) could need more new ids than are
+-- left, nil otherwise: check.lua asks before its first write. A batch interns at most one id per name
+-- the collection does not know yet (a name forgotten during the batch freed its own id first), so the
+-- names are looked up only when fewer ids are left than the batch has documents.
+local function site_ids_refusal(sites)
+  local named = false
+  for _, s in ipairs(sites) do named = named or s ~= '' end
+  if not named then return nil end
+  local v = redis.call('HMGET', KEYS[1], 'sseq', 'sfree')
+  local left = MAX_SITE_ID - (tonumber(v[1]) or 0) + (tonumber(v[2]) or 0)
+  if left >= #sites then return nil end
+  local new, need = {}, 0
+  for _, s in ipairs(sites) do
+    if s ~= '' and not new[s] then
+      new[s] = true
+      if redis.call('HEXISTS', SITE_NAMES, s) == 0 then need = need + 1 end
+    end
+  end
+  if need > left then return redis.error_reply(SITE_IDS_EXHAUSTED) end
+  return nil
 end
 
 -- The record of site b (`b4`: its id, 4 bytes big-endian) in a's shared counts `s`: its position
@@ -259,14 +303,20 @@ local function shared_add(a, b, d, room)
   return true
 end
 
--- A site whose last page goes is forgotten (its id is never reused: `sseq` only grows).
+-- A site whose last page goes is forgotten, and its id goes on the free stack for the next new site:
+-- nothing names it any more. No entry: its pages are 0. No shared count: its own are gone with its
+-- pages, and another site counts it only while it counts that site (edges are symmetric). Where its own
+-- shared counts were still there (never, while the counts are exact), the id is not reused.
 local function pages_add(a, d)
   if redis.call('HINCRBY', SITE_PAGES, a, d) <= 0 then
     redis.call('HDEL', SITE_PAGES, a)
     local name = redis.call('HGET', SITE_IDS, a)
     redis.call('HDEL', SITE_IDS, a)
     if name then redis.call('HDEL', SITE_NAMES, name) end
-    redis.call('DEL', shared_key(a))
+    if redis.call('DEL', shared_key(a)) == 0 and name then
+      local n = redis.call('HINCRBY', KEYS[1], 'sfree', 1)
+      redis.call('HSET', SITE_FREE, n, string.format('%d', a))
+    end
   end
 end
 

@@ -109,6 +109,10 @@ local function refusal_before_writes(st, batch)
   if st.seq + batch.n > MAX_ORDINAL then
     return redis.error_reply(string.format('ordinals of this collection exhausted (last %d)', MAX_ORDINAL))
   end
+  local sites = {}
+  for i = 1, batch.n do sites[i] = doc_arg(i, 4) end
+  local no_site_id = site_ids_refusal(sites)
+  if no_site_id then return no_site_id end
   -- Every stored version we must remove has to come with its band keys.
   local missing = find_stored_versions(st, batch)
   if #missing > 0 then return {'replace', missing} end
