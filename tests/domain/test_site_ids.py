@@ -5,12 +5,15 @@ page of a new site is refused whole with CollectionFull (a 409), and no site eve
 
 from __future__ import annotations
 
+import contextlib
+import random
+
 import pytest
 
 from neardup.domain import CollectionFull, CollectionParams, Document, DocumentNotFound, Index
 from neardup.storage import RedisStore, keys
 from tests.domain.test_index import text, variant
-from tests.domain.test_sites import THRESHOLD, page, site_store, stored_edges_agree
+from tests.domain.test_sites import THRESHOLD, page, site_dump, site_store, stored_edges_agree
 
 pytestmark = pytest.mark.anyio
 
@@ -96,3 +99,41 @@ async def test_at_the_last_site_id_a_new_site_is_refused_and_no_site_takes_a_liv
     assert a.pages == 3 and a.mirrors == []
     assert await site_state(site_store, index, name) == (LAST, 1, {"a.example": 1}, {1: LAST})
     assert await stored_edges_agree(site_store, index, name)
+
+
+async def churn(store: RedisStore, name: str) -> int:
+    """Sites of one or two pages come and go (pages checked, replaced, deleted; copies across sites
+    link them), so sites are forgotten and new ones take their ids. Returns the most ids ever free."""
+    index = Index(store, settle_delay=3600)  # every check's links ride the next: one order on both
+    await index.create_collection(CollectionParams.create(name, threshold=THRESHOLD, site_field="url"))
+    k = (await index.registry.get(name)).keys
+    rng = random.Random(11)
+    most_free = 0
+    for _ in range(120):
+        site = f"s{rng.randrange(12)}.example"
+        doc_id = f"{site}/{rng.randrange(2)}"
+        if rng.random() < 0.35:
+            with contextlib.suppress(DocumentNotFound):
+                await index.delete_document(name, doc_id)
+        else:
+            body = variant(text(rng.randrange(5)), rng.randrange(1000))
+            await index.check(name, [Document(doc_id, body, page(site, doc_id))], min_similarity=THRESHOLD)
+        most_free = max(most_free, int(await store.client.hget(k.state, "sfree") or 0))
+    await index.settle_links(name)
+    assert await stored_edges_agree(store, index, name)
+    return most_free
+
+
+async def test_module_and_lua_free_and_reuse_site_ids_the_same(redis_url: str, lua_redis_url: str) -> None:
+    dumps = []
+    for url in (redis_url, lua_redis_url):
+        store = RedisStore.from_url(url, timeout=30.0)
+        try:
+            assert await churn(store, "churn") > 0
+            dumps.append(site_dump(url))
+        finally:
+            await store.close()
+    assert dumps[0] == dumps[1]
+    [state] = [fields for key, fields in dumps[0].items() if key[1].startswith(b"{")]
+    assert int(state[b"sseq"]) <= 12  # 12 site names: every id issued is reused, none burned
+    assert any(key[1] == b"x" for key in dumps[0])  # the sites shared pages
