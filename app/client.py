@@ -224,19 +224,49 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class Copy:
+    """Another stored document holding a passage, and where it is there."""
+
+    id: str
+    source_start: int
+    source_end: int
+    metadata: Metadata | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Copy:
+        return cls(data["id"], data["source_start"], data["source_end"], data.get("metadata"))
+
+
+@dataclass(frozen=True)
 class Span:
-    """A passage: code points of the text (``start``, ``end`` exclusive) and of the stored text."""
+    """A passage: code points of the text (``start``, ``end`` exclusive) and of the stored text it is
+    attributed to; ``also_in`` the first of the other stored documents holding it, ``also_in_count``
+    how many they are."""
 
     start: int
     end: int
     source_start: int
     source_end: int
+    also_in: list[Copy] = field(default_factory=list)
+    also_in_count: int = 0
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Span:
+        return cls(
+            data["start"],
+            data["end"],
+            data["source_start"],
+            data["source_end"],
+            [Copy.from_json(c) for c in data["also_in"]],
+            int(data["also_in_count"]),
+        )
 
 
 @dataclass(frozen=True)
 class PassageSource:
-    """A stored document containing passages of the text; ``containment``: the estimated share of the
-    text's word 5-grams found in it; ``spans`` in the text's order."""
+    """A stored document that is the best source of passages of the text; ``containment``: the
+    estimated share of the text's word 5-grams found in it; ``spans``: the passages attributed to it,
+    in the text's order."""
 
     id: str
     containment: float
@@ -245,20 +275,32 @@ class PassageSource:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PassageSource:
-        spans = [Span(s["start"], s["end"], s["source_start"], s["source_end"]) for s in data["spans"]]
+        spans = [Span.from_json(s) for s in data["spans"]]
         return cls(data["id"], float(data["containment"]), spans, data.get("metadata"))
 
 
 @dataclass(frozen=True)
 class Passages:
-    """``coverage``: share of the text's characters inside a span; ``sources`` best first."""
+    """``sources``: each the best source of its passages (other copies under each span's ``also_in``),
+    at most ``limit``; ``coverage``: share of the text's characters inside their spans;
+    ``coverage_all``: the same without ``limit``; ``more_sources``: sources of further passages past
+    ``limit``; ``documents``: stored documents found holding a passage."""
 
     coverage: float
     sources: list[PassageSource]
+    coverage_all: float = 0.0
+    more_sources: int = 0
+    documents: int = 0
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Passages:
-        return cls(float(data["coverage"]), [PassageSource.from_json(s) for s in data["sources"]])
+        return cls(
+            float(data["coverage"]),
+            [PassageSource.from_json(s) for s in data["sources"]],
+            float(data["coverage_all"]),
+            int(data["more_sources"]),
+            int(data["documents"]),
+        )
 
 
 @dataclass(frozen=True)

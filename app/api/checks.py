@@ -113,10 +113,12 @@ async def query(ctx: CollectionCtx, body: QueryRequest) -> Response:
 )
 async def passages(ctx: CollectionCtx, body: PassagesRequest) -> Response:
     """Read-only, in a collection created with `"passages": true`: the stored documents that contain
-    passages of `text` (copied, or lightly edited), best first, at most `limit`, each with its
-    `containment` and the passages as code point offsets in both texts (`end` exclusive); `coverage` is
-    the share of the text inside any passage. Passages shorter than `min_words` words are left out. A
-    collection created without passages answers 409."""
+    passages of `text` (copied, or lightly edited), at most `limit`, each with its `containment` and
+    the passages attributed to it as code point offsets in both texts (`end` exclusive). Each passage
+    goes to its best source, the source adding the most text first; the other stored documents holding
+    it are grouped under it (`also_in`, `also_in_count`) instead of taking places. `coverage` is the
+    share of the text inside the spans returned, `coverage_all` the same without `limit`. Passages
+    shorter than `min_words` words are left out. A collection created without passages answers 409."""
     ctx.limits.check_document(("body",), None, body.text, None)
     ctx.limits.check_query_limit(body.limit)
     result = await ctx.service.passages(ctx.name, body.text, limit=body.limit, min_words=body.min_words)

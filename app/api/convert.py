@@ -58,6 +58,7 @@ def document_dict(doc: StoredDocument) -> dict[str, Any]:
 def passages_dict(result: PassageResult) -> dict[str, Any]:
     return {
         "coverage": result.coverage,
+        "coverage_all": result.coverage_all,
         "sources": [
             {
                 "id": source.id,
@@ -69,10 +70,22 @@ def passages_dict(result: PassageResult) -> dict[str, Any]:
                         "end": s.end,
                         "source_start": s.source_start,
                         "source_end": s.source_end,
+                        "also_in": [
+                            {
+                                "id": c.id,
+                                "metadata": c.metadata,
+                                "source_start": c.source_start,
+                                "source_end": c.source_end,
+                            }
+                            for c in s.also_in
+                        ],
+                        "also_in_count": s.also_in_count,
                     }
                     for s in source.spans
                 ],
             }
             for source in result.sources
         ],
+        "more_sources": result.more_sources,
+        "documents": result.documents,
     }

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat
 
 from neardup.domain.models import COLLECTION_NAME_PATTERN, COLLECTION_NAME_RULE
+from neardup.domain.passage_search import ALSO_IN_SHOWN
 
 Metadata = dict[str, Any]
 
@@ -192,23 +193,50 @@ class PassagesRequest(RequestBody):
     )
 
 
+class CopyOut(BaseModel):
+    id: str
+    metadata: Metadata | None = None
+    source_start: int = Field(description="first code point of the passage in this stored text")
+    source_end: int = Field(description="code point after the passage in this stored text")
+
+
 class SpanOut(BaseModel):
     start: int = Field(description="first code point of the passage in the text")
     end: int = Field(description="code point after the passage in the text")
     source_start: int = Field(description="first code point of the passage in the stored text")
     source_end: int = Field(description="code point after the passage in the stored text")
+    also_in: list[CopyOut] = Field(
+        description="other stored documents holding this passage, most evidence first (at most "
+        f"{ALSO_IN_SHOWN})"
+    )
+    also_in_count: int = Field(description="how many other stored documents hold this passage (all of them)")
 
 
 class PassageSourceOut(BaseModel):
     id: str
     metadata: Metadata | None = None
-    containment: float = Field(description="estimated share of the text's word 5-grams found in this source")
-    spans: list[SpanOut] = Field(description="the passages shared, in the text's order")
+    containment: float = Field(
+        description="estimated share of the text's word 5-grams found in this source (also in passages "
+        "attributed to another source)"
+    )
+    spans: list[SpanOut] = Field(description="the passages attributed to this source, in the text's order")
 
 
 class PassagesResultOut(BaseModel):
-    coverage: float = Field(description="share of the text's characters inside at least one span")
-    sources: list[PassageSourceOut] = Field(description="stored documents containing passages, best first")
+    coverage: float = Field(description="share of the text's characters inside the spans returned")
+    coverage_all: float = Field(
+        description="share of the text's characters inside the spans of every source found, also those "
+        "past `limit`"
+    )
+    sources: list[PassageSourceOut] = Field(
+        description="each the best source of its passages, the one adding the most text first; a further "
+        "copy of a passage is listed under the passage (`also_in`), never as a source"
+    )
+    more_sources: int = Field(description="sources of further passages left out by `limit`")
+    documents: int = Field(
+        description="stored documents found holding a passage of the text: sources, copies under a "
+        "passage and those past `limit`"
+    )
 
 
 class MatchOut(BaseModel):

@@ -4,6 +4,7 @@ much, as a readable report (or the API's JSON with --json), from a running servi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -32,16 +33,26 @@ def _excerpt(text: str, start: int, end: int) -> str:
     return f"{piece[:_SHOWN]} ... {piece[-_SHOWN:]}"
 
 
+#: Ids of the other stored documents holding a passage named in the report (all are counted).
+_NAMED = 3
+
+
 def report(text: str, label: str, collection: str, found: Passages) -> str:
-    """The readable report of one search."""
+    """The readable report of one search: the sentence's share is of the spans listed below it."""
     words = len(text.split())
     if not found.sources:
         return f"{label}: {plural(words, 'word')}; no passage found in collection {collection!r}\n"
     lines = [
         f"{label}: {plural(words, 'word')}; {found.coverage:.1%} of the text is in passages of "
-        f"{plural(len(found.sources), 'stored document')} (collection {collection!r})",
-        "",
+        f"{plural(len(found.sources), 'stored document')} (collection {collection!r}; "
+        f"found in {plural(found.documents, 'stored document')} in all)",
     ]
+    if found.more_sources:
+        lines.append(
+            f"--limit left out {plural(found.more_sources, 'source')} of further passages: with them, "
+            f"{found.coverage_all:.1%} of the text is in passages"
+        )
+    lines.append("")
     for rank, source in enumerate(found.sources, 1):
         meta = f"  {orjson.dumps(source.metadata).decode()}" if source.metadata else ""
         lines.append(f"{rank:>2}. {source.id}  containment {source.containment:.1%}{meta}")
@@ -51,6 +62,13 @@ def report(text: str, label: str, collection: str, found: Passages) -> str:
                 f"{span.source_end:,}  ({plural(len(text[span.start : span.end].split()), 'word')})"
             )
             lines.append(f'        "{_excerpt(text, span.start, span.end)}"')
+            if span.also_in_count:
+                named = ", ".join(c.id for c in span.also_in[:_NAMED])
+                rest = span.also_in_count - min(len(span.also_in), _NAMED)
+                lines.append(
+                    f"        also in {plural(span.also_in_count, 'stored document')}: {named}"
+                    + (f" and {rest} more" if rest else "")
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -68,18 +86,7 @@ def run(args: argparse.Namespace) -> int:
                 raise CliError(f"{args.url}: {exc.message}", ExitCode.UNAVAILABLE) from None
             raise CliError(exc.message) from None
     if args.json:
-        payload = {
-            "coverage": found.coverage,
-            "sources": [
-                {
-                    "id": s.id,
-                    "metadata": s.metadata,
-                    "containment": s.containment,
-                    "spans": [vars(span) for span in s.spans],
-                }
-                for s in found.sources
-            ],
-        }
+        payload = dataclasses.asdict(found)
         sys.stdout.write(orjson.dumps(payload).decode() + "\n")
     else:
         sys.stdout.write(report(text, label, args.collection, found))

@@ -22,26 +22,58 @@ MAX_SOURCES = 64
 #: Texts with more code points than this are fingerprinted and aligned in a thread (the loop keeps
 #: serving).
 INLINE_CHARS = 32_768
+#: Other stored documents holding a passage named under it (all of them are counted).
+ALSO_IN_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Another stored document holding a passage: where it is there."""
+
+    id: str
+    metadata: Metadata | None
+    source_start: int
+    source_end: int
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A passage of the text (code points, ``end`` exclusive) in the source it is attributed to
+    (``source_start``/``source_end``), and the other stored documents holding it: ``also_in`` the best
+    ALSO_IN_SHOWN of them (most hits first), ``also_in_count`` all of them."""
+
+    start: int
+    end: int
+    source_start: int
+    source_end: int
+    also_in: list[Copy]
+    also_in_count: int
 
 
 @dataclass(frozen=True)
 class PassageSource:
-    """A stored document containing passages of the text: ``containment``, the estimated share of the
-    text's word 5-grams found in it; ``spans`` in text order."""
+    """A stored document that is the best source of passages of the text: ``containment``, the
+    estimated share of the text's word 5-grams found in it (also in passages attributed to another
+    source); ``spans`` the passages attributed to it, in text order."""
 
     id: str
     metadata: Metadata | None
     containment: float
-    spans: list[alignment.Span]
+    spans: list[Passage]
 
 
 @dataclass(frozen=True)
 class PassageResult:
-    """``coverage``: share of the text's code points inside a span of any source found (also those
-    past ``limit``); ``sources`` best first."""
+    """``sources``: the first ``limit`` sources in attribution order; ``coverage``: share of the text's
+    code points inside their spans (what a page highlights); ``coverage_all``: the same without
+    ``limit``; ``more_sources``: sources of further passages past ``limit``; ``documents``: stored
+    documents holding a passage of the text (listed, grouped under a passage, or past ``limit``)."""
 
     coverage: float
+    coverage_all: float
     sources: list[PassageSource]
+    more_sources: int
+    documents: int
 
 
 async def search_passages(
@@ -58,7 +90,7 @@ async def search_passages(
     else:
         f = await asyncio.to_thread(fingerprints.features, text)
     if not len(f.grams):
-        return PassageResult(0.0, [])
+        return PassageResult(0.0, 0.0, [], 0, 0)
     wanted = fingerprints.wanted(f.keys)
     async for collection in registry.views(name):
         if not collection.params.passages:  # dropped and created again without passages meanwhile
@@ -78,24 +110,42 @@ async def search_passages(
         if blob and record and records.inserted_ms(record) >= oldest
     ]
     if len(text) <= INLINE_CHARS:
-        candidates = _aligned(query, sources, min_words)
+        found, attributed = _attributed(query, sources, min_words)
     else:  # the native alignment lets go of the GIL: the loop keeps serving
-        candidates = await asyncio.to_thread(_aligned, query, sources, min_words)
-    found: list[PassageSource] = []
-    spans: list[alignment.Span] = []
-    for record, aligned in alignment.drop_overshadowed(candidates):
+        found, attributed = await asyncio.to_thread(_attributed, query, sources, min_words)
+    listed = attributed[:limit]
+    return PassageResult(
+        round(alignment.coverage(len(text), [t.span.span for _, spans in listed for t in spans]), 4),
+        round(alignment.coverage(len(text), [t.span.span for _, spans in attributed for t in spans]), 4),
+        [
+            PassageSource(source.key, source.payload, source.containment, [_passage(t) for t in spans])
+            for source, spans in listed
+        ],
+        len(attributed) - len(listed),
+        len(found),
+    )
+
+
+_Found = alignment.Found[Metadata | None]
+
+
+def _attributed(
+    query: alignment.QueryIndex, sources: list[tuple[bytes, bytes]], min_words: int
+) -> tuple[list[_Found], list[tuple[_Found, list[alignment.Attributed[Metadata | None]]]]]:
+    """The stored documents (their blobs and records) with a passage of the text, and each passage
+    attributed to its best source (alignment.attribute)."""
+    found: list[_Found] = []
+    for record, aligned in alignment.drop_overshadowed(_aligned(query, sources, min_words)):
         stored_id, _, metadata = records.unpack(record)
-        found.append(
-            PassageSource(
-                stored_id,
-                metadata,
-                round(alignment.containment(query, aligned), 4),
-                [a.span for a in aligned],
-            )
-        )
-        spans += found[-1].spans
-    found.sort(key=lambda s: (-s.containment, s.id))
-    return PassageResult(round(alignment.coverage(len(text), spans), 4), found[:limit])
+        containment = round(alignment.containment(query, aligned), 4)
+        found.append(alignment.Found(metadata, containment, stored_id, aligned))
+    return found, alignment.attribute(found)
+
+
+def _passage(t: alignment.Attributed[Metadata | None]) -> Passage:
+    s = t.span.span
+    also_in = [Copy(f.key, f.payload, c.span.source_start, c.span.source_end) for f, c in t.copies]
+    return Passage(s.start, s.end, s.source_start, s.source_end, also_in[:ALSO_IN_SHOWN], len(also_in))
 
 
 def _aligned(

@@ -196,15 +196,27 @@ function showMatches(matches) {
   $("no-matches").hidden = matches.length !== 0;
 }
 
-// The text with each span of a source in a <mark>. Offsets are Unicode code points (Python str
-// indexing), so the text is cut as an array of code points, not of UTF-16 units.
+function plural(n, word) {
+  return n.toLocaleString() + " " + word + (n === 1 ? "" : "s");
+}
+
+// "also in 19 stored documents: d1, d2, d3 and 16 more"
+function alsoIn(span) {
+  const named = span.also_in.slice(0, 3).map((c) => c.id).join(", ");
+  const rest = span.also_in_count - Math.min(span.also_in.length, 3);
+  return "also in " + plural(span.also_in_count, "stored document") + ": " + named + (rest ? " and " + rest + " more" : "");
+}
+
+// The text with each span of a source in a <mark>: the spans returned, the same ones `coverage`
+// measures. Offsets are Unicode code points (Python str indexing), so the text is cut as an array of
+// code points, not of UTF-16 units.
 function highlight(text, sources) {
   const chars = Array.from(text);
+  const spans = [];
+  sources.forEach((source, i) => source.spans.forEach((span) => spans.push({ i, source, span })));
   const owner = new Array(chars.length + 1).fill(-1);
-  sources.forEach((source, i) => {
-    for (const span of source.spans) {
-      for (let k = span.start; k < Math.min(span.end, chars.length); k++) if (owner[k] < 0) owner[k] = i;
-    }
+  spans.forEach((s, j) => {
+    for (let k = s.span.start; k < Math.min(s.span.end, chars.length); k++) if (owner[k] < 0) owner[k] = j;
   });
   const box = $("highlighted");
   box.replaceChildren();
@@ -215,20 +227,30 @@ function highlight(text, sources) {
     if (owner[from] < 0) {
       box.append(document.createTextNode(piece));
     } else {
-      const source = sources[owner[from]];
+      const s = spans[owner[from]];
       box.append(Object.assign(document.createElement("mark"), {
-        className: "src-" + (owner[from] % 6), textContent: piece, title: source.id,
+        className: "src-" + (s.i % 6), textContent: piece,
+        title: s.source.id + (s.span.also_in_count ? "; " + alsoIn(s.span) : ""),
       }));
     }
     from = k;
   }
 }
 
+// The sentence gives `coverage`, the share inside the spans listed and highlighted; `coverage_all`
+// only where `limit` left sources of further passages out.
 function showPassages(text, data) {
-  $("coverage").textContent = data.sources.length
-    ? (100 * data.coverage).toFixed(1) + "% of the text is in passages of " + data.sources.length + " stored document"
-      + (data.sources.length === 1 ? "" : "s") + "."
-    : "No passage of this text was found in the stored documents.";
+  let sentence = "No passage of this text was found in the stored documents.";
+  if (data.sources.length) {
+    sentence = (100 * data.coverage).toFixed(1) + "% of the text is in passages of "
+      + plural(data.sources.length, "stored document") + " (found in " + plural(data.documents, "stored document")
+      + " in all).";
+    if (data.more_sources) {
+      sentence += " " + plural(data.more_sources, "more source") + " of further passages past the limit: with them, "
+        + (100 * data.coverage_all).toFixed(1) + "% of the text.";
+    }
+  }
+  $("coverage").textContent = sentence;
   const list = $("sources");
   list.replaceChildren();
   data.sources.forEach((source, i) => {
@@ -239,6 +261,16 @@ function showPassages(text, data) {
     const spans = source.spans.map((s) => s.source_start + "-" + s.source_end).join(", ");
     li.append(document.createTextNode(" " + (100 * source.containment).toFixed(1) + "% of the text; at "
       + spans + " in the source" + (source.metadata ? " " + JSON.stringify(source.metadata) : "")));
+    const copies = source.spans.filter((s) => s.also_in_count);
+    if (copies.length) {
+      const ul = Object.assign(document.createElement("ul"), { className: "also-in" });
+      for (const s of copies) {
+        ul.append(Object.assign(document.createElement("li"), {
+          textContent: "text " + s.start + "-" + s.end + " " + alsoIn(s),
+        }));
+      }
+      li.append(ul);
+    }
     list.append(li);
   });
   highlight(text, data.sources);

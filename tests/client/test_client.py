@@ -208,6 +208,26 @@ async def test_async_client(service: Any) -> None:
             await nd.get_collection("c4")
 
 
+@pytest.mark.anyio
+async def test_passages_sync_and_async_parse_the_grouped_answer(client: Client, service: Any) -> None:
+    """Copies of a passage come back under its best source, with their offsets; both clients alike."""
+    with contextlib.suppress(NotFound):
+        client.delete_collection("c5")
+    client.create_collection("c5", passages=True)
+    for doc_id in ("a", "b", "c"):
+        client.put("c5", doc_id, PROSE, metadata={"n": doc_id})
+    found = client.passages("c5", OTHER + " " + PROSE, limit=10)
+    [source] = found.sources
+    [span] = source.spans
+    assert (source.id, source.metadata, found.documents, found.more_sources) == ("a", {"n": "a"}, 3, 0)
+    assert [(c.id, c.metadata) for c in span.also_in] == [("b", {"n": "b"}), ("c", {"n": "c"})]
+    assert all((c.source_start, c.source_end) == (span.source_start, span.source_end) for c in span.also_in)
+    assert span.also_in_count == 2 and found.coverage == found.coverage_all > 0.5
+    async with AsyncClient(service.url) as nd:
+        assert await nd.passages("c5", OTHER + " " + PROSE, limit=10) == found
+    client.delete_collection("c5")
+
+
 COLLECTION_C = {"name": "c", "threshold": 0.8, "num_perm": 128, "shingle": "word", "size": 5, "bands": 16,
                 "rows": 8, "seed": 1, "documents": 0}  # fmt: skip
 

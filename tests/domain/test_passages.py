@@ -18,6 +18,7 @@ from neardup.domain import (
     Index,
     InvalidInput,
     InvalidParameters,
+    alignment,
     fingerprints,
     passage_search,
 )
@@ -126,20 +127,57 @@ async def test_a_long_text_is_searched_off_the_loop_with_the_same_answer(
 
 async def test_a_passage_many_stored_documents_hold_is_reported(index: Index) -> None:
     """A paragraph in 80 stored documents (past the 64 a posting keeps) is copied text like any other:
-    its span is reported, against documents that hold it."""
+    its span is reported against one of them, the others that were found grouped under it with their
+    own offsets."""
     paragraph = " ".join(words(500, 120))
     docs = [Document(f"d{i}", f"{' '.join(words(600 + i, 200))}\n\n{paragraph}") for i in range(80)]
     await index.check("p", docs)
     text, where = essay([" ".join(words(700, 300)), paragraph, " ".join(words(701, 300))])
     result = await index.passages("p", text, limit=100)
-    assert len(result.sources) >= 32
-    for source in result.sources:
-        [span] = source.spans
-        assert near(span.start, where[1][0], text) and near(span.end, where[1][1], text)
-        stored = next(d.text for d in docs if d.id == source.id)
+    [source] = result.sources
+    [span] = source.spans
+    assert near(span.start, where[1][0], text) and near(span.end, where[1][1], text)
+    assert span.also_in_count >= 32 and result.documents == span.also_in_count + 1
+    assert len(span.also_in) == passage_search.ALSO_IN_SHOWN and result.more_sources == 0
+    places = [(c.id, c.source_start, c.source_end) for c in span.also_in]
+    for stored_id, start, end in [(source.id, span.source_start, span.source_end), *places]:
+        stored = next(d.text for d in docs if d.id == stored_id)
         at = stored.index(paragraph)
-        assert near(span.source_start, at, stored) and near(span.source_end, at + len(paragraph), stored)
+        assert near(start, at, stored) and near(end, at + len(paragraph), stored)
     assert result.coverage == pytest.approx((where[1][1] - where[1][0]) / len(text), abs=0.02)
+
+
+async def test_each_passage_gets_its_best_source_before_a_further_copy_takes_a_place(index: Index) -> None:
+    """A passage held by 20 stored documents beside one held by one: with limit 10 both passages'
+    sources are listed (not ten copies of the first), the 19 other copies are grouped under the first
+    passage, and coverage is the share inside the spans returned."""
+    common, rare = " ".join(words(800, 150)), " ".join(words(801, 80))
+    docs = [Document(f"c{i:02}", f"{' '.join(words(900 + i, 200))}\n\n{common}") for i in range(20)]
+    docs.append(Document("rare", f"{' '.join(words(950, 200))}\n\n{rare}\n\n{' '.join(words(951, 50))}"))
+    await index.check("p", docs)
+    text, where = essay([" ".join(words(960, 100)), common, " ".join(words(961, 100)), rare])
+    result = await index.passages("p", text, limit=10)
+    assert [s.id for s in result.sources][1:] == ["rare"]
+    first, second = result.sources
+    [copied] = first.spans
+    assert first.id.startswith("c")
+    assert near(copied.start, where[1][0], text) and near(copied.end, where[1][1], text)
+    assert copied.also_in_count == 19 and len(copied.also_in) == passage_search.ALSO_IN_SHOWN
+    assert {c.id for c in copied.also_in} < {d.id for d in docs[:20]} - {first.id}
+    [alone] = second.spans
+    assert alone.also_in_count == 0 and alone.also_in == []
+    assert near(alone.start, where[3][0], text) and near(alone.end, where[3][1], text)
+    spans = [alignment.Span(s.start, s.end, 0, 0) for src in result.sources for s in src.spans]
+    assert result.coverage == round(alignment.coverage(len(text), spans), 4) == result.coverage_all
+    copied_chars = where[1][1] - where[1][0] + where[3][1] - where[3][0]
+    assert result.coverage == pytest.approx(copied_chars / len(text), abs=0.02)
+    assert (result.documents, result.more_sources) == (21, 0)
+
+    cut = await index.passages("p", text, limit=1)
+    [only] = cut.sources
+    assert only.id == first.id and only.spans == first.spans and cut.more_sources == 1
+    assert cut.coverage == pytest.approx((where[1][1] - where[1][0]) / len(text), abs=0.02)
+    assert cut.coverage_all == result.coverage_all and cut.documents == 21
 
 
 async def test_offsets_are_code_points_of_the_texts_as_given(index: Index) -> None:
@@ -320,3 +358,51 @@ async def test_module_and_lua_paths_write_the_same_passage_index(tmp_path: Path)
             server.stop()
     assert answers[0] == answers[1] and sorted(a[0] for a in answers[0]) == ["d3", "d9"]
     assert dumps[0] == dumps[1] and dumps[0]
+
+
+def test_attribution_is_the_greedy_one_and_places_every_source_once() -> None:
+    """alignment.attribute (a lazy greedy) against the plain greedy, on random spans: the same sources
+    in the same order with the same spans; every source is either attributed or a copy under a span it
+    overlaps, and never both for one span."""
+    rng = random.Random(4)
+    for _ in range(200):
+        found = []
+        for n in range(rng.randint(1, 12)):
+            spans, at = [], rng.randint(0, 50)
+            for _ in range(rng.randint(1, 4)):
+                start = at + rng.randint(0, 60)
+                at = start + rng.randint(5, 120)
+                hits = rng.randint(1, 9)
+                spans.append(alignment.Aligned(alignment.Span(start, at, 0, 0), 0, 0, hits, hits))
+            found.append(alignment.Found(n, round(rng.random(), 2), f"s{n}", spans))
+        order = alignment.attribute(found)
+
+        expected, covered, left = [], [], sorted(found, key=lambda f: (-f.containment, f.key))
+        while left:
+            best = None
+            for f in left:
+                new = [
+                    a
+                    for a in f.spans
+                    if 2 * sum(1 for k in range(a.span.start, a.span.end) if k not in covered)
+                    >= a.span.end - a.span.start
+                ]
+                gain = len({k for a in new for k in range(a.span.start, a.span.end)} - set(covered))
+                if gain and (best is None or gain > best[0]):
+                    best = (gain, f, new)
+            if best is None:
+                break
+            expected.append((best[1].payload, [a.span for a in best[2]]))
+            covered += [k for a in best[2] for k in range(a.span.start, a.span.end)]
+            left.remove(best[1])
+        assert [(f.payload, [t.span.span for t in spans]) for f, spans in order] == expected
+
+        placed = {(f.payload, id(t.span)) for f, spans in order for t in spans}
+        for _, spans in order:
+            for t in spans:
+                for f, copy in t.copies:
+                    assert (f.payload, id(copy)) not in placed and copy.span.start < t.span.span.end
+                    assert copy.span.end > t.span.span.start
+                    placed.add((f.payload, id(copy)))
+                assert len({f.payload for f, _ in t.copies}) == len(t.copies)
+        assert {payload for payload, _ in placed} == {f.payload for f in found}

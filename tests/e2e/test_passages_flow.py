@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from neardup.client import Client, Conflict
@@ -57,11 +59,17 @@ def test_the_client_finds_each_source_with_offsets_in_both_texts(client: Client)
     assert 0.3 < lighthouse.containment < 0.7 and 0.1 < bread.containment < lighthouse.containment
 
 
-def test_deleting_a_source_removes_its_passages(client: Client) -> None:
-    client.put("sources", "copy", BREAD)
-    assert "copy" in [s.id for s in client.passages("sources", BREAD).sources]
+def test_a_copy_is_grouped_under_its_passage_and_goes_when_deleted(client: Client) -> None:
+    client.put("sources", "copy", BREAD)  # the same text: the tie goes to the smaller id
+    found = client.passages("sources", BREAD)
+    [bread] = found.sources
+    [span] = bread.spans
+    assert bread.id == "bread" and span.also_in_count == 1 and found.documents == 2
+    [copy] = span.also_in
+    assert copy.id == "copy" and (copy.source_start, copy.source_end) == (span.source_start, span.source_end)
     client.delete("sources", "copy")
-    assert [s.id for s in client.passages("sources", BREAD).sources] == ["bread"]
+    found = client.passages("sources", BREAD)
+    assert [s.id for s in found.sources] == ["bread"] and found.sources[0].spans[0].also_in_count == 0
 
 
 def test_bad_requests_are_4xx(service: Service, client: Client) -> None:
@@ -74,7 +82,10 @@ def test_bad_requests_are_4xx(service: Service, client: Client) -> None:
         assert http.post("/v1/collections/nope/passages", json={"text": "x"}).status_code == 404
         assert http.post("/v1/collections/sources/passages", json={"text": ""}).json() == {
             "coverage": 0.0,
+            "coverage_all": 0.0,
             "sources": [],
+            "more_sources": 0,
+            "documents": 0,
         }
     with pytest.raises(Conflict, match="without passages"):
         client.passages("plain", BREAD)
@@ -94,6 +105,24 @@ def test_the_command_prints_a_readable_report(service: Service, client: Client, 
     assert "of the text is in passages of 2 stored documents" in lines[0]
     assert lines[2].startswith(" 1. lighthouse  containment") and '{"title":"The lighthouse"}' in lines[2]
     assert any(line.strip().startswith("2. bread") for line in lines)
+    assert "(collection 'sources'; found in 2 stored documents in all)" in lines[0]
+    cut = subprocess.run(
+        [*neardup_command(), "passages", str(path), "-c", "sources", "--url", service.url, "--limit", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = cut.stdout.splitlines()
+    assert "passages of 1 stored document " in lines[0] and lines[1].startswith("--limit left out 1 source ")
+    as_json = subprocess.run(
+        [*neardup_command(), "passages", str(path), "-c", "sources", "--url", service.url, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    reply = orjson.loads(as_json.stdout)
+    assert reply == dataclasses.asdict(client.passages("sources", essay()[0]))
+    assert set(reply["sources"][0]["spans"][0]) >= {"also_in", "also_in_count", "source_start"}
     missing = subprocess.run(
         [*neardup_command(), "passages", str(path), "-c", "nope", "--url", service.url],
         capture_output=True,

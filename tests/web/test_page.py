@@ -153,6 +153,8 @@ def test_a_sites_mirrors(service: Any, browser: Any) -> None:
 
 
 def test_paste_and_see_the_copied_passage_highlighted(service: Any, browser: Any) -> None:
+    """The passage is highlighted under its best source, the other stored copy named under it, and the
+    sentence's share is the highlighted one."""
     stored = ORIGINAL + " " + PASTED.split(".")[0]
     copied = " ".join(ORIGINAL.split()[8:44]).rstrip(",.")
     # Characters outside the BMP before the passage: offsets are code points, JavaScript's are not.
@@ -162,6 +164,7 @@ def test_paste_and_see_the_copied_passage_highlighted(service: Any, browser: Any
             nd.delete_collection("web-passages")
         nd.create_collection("web-passages", passages=True)
         nd.check("web-passages", "lighthouse", stored, metadata={"url": "https://example.org/lighthouse"})
+        nd.check("web-passages", "mirror", stored)  # the same text: the tie goes to the smaller id
 
     browser.get(f"{service.url}/?collection=web-passages")
     wait = WebDriverWait(browser, 15)
@@ -170,9 +173,15 @@ def test_paste_and_see_the_copied_passage_highlighted(service: Any, browser: Any
     browser.find_element(By.ID, "text").send_keys(essay)
     button.click()
     mark = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#highlighted mark")))
-    assert mark.text == copied and mark.get_attribute("title") == "lighthouse"
+    assert mark.text == copied
+    assert mark.get_attribute("title") == "lighthouse; also in 1 stored document: mirror"
     assert len(browser.find_elements(By.CSS_SELECTOR, "#highlighted mark")) == 1
     assert browser.find_element(By.ID, "highlighted").text == essay
     [source] = browser.find_elements(By.CSS_SELECTOR, "#sources li.source")
     assert source.get_attribute("data-id") == "lighthouse" and "example.org/lighthouse" in source.text
-    assert "of the text is in passages of 1 stored document." in browser.find_element(By.ID, "coverage").text
+    assert "also in 1 stored document: mirror" in source.text
+    share, sentence = browser.find_element(By.ID, "coverage").text.split("%", 1)
+    assert float(share) == pytest.approx(100 * len(copied) / len(essay), abs=0.051)  # len: code points
+    assert sentence.endswith(
+        " of the text is in passages of 1 stored document (found in 2 stored documents in all)."
+    )
