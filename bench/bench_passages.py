@@ -129,11 +129,22 @@ async def search_all(port: int, name: str, texts: list[str]) -> tuple[list[dict[
 
 
 def detections(reply: dict[str, Any], index_of: dict[str, int]) -> list[pl.Detection]:
+    """Every passage the answer attributes, to its source and to each stored copy listed under it."""
     return [
-        pl.Detection(s["start"], s["end"], index_of[src["id"]], s["source_start"], s["source_end"])
+        pl.Detection(s["start"], s["end"], index_of[doc["id"]], doc["source_start"], doc["source_end"])
         for src in reply["sources"]
         for s in src["spans"]
+        for doc in [{**s, "id": src["id"]}, *s.get("also_in", ())]
     ]
+
+
+def found_sources(reply: dict[str, Any], index_of: dict[str, int]) -> set[int]:
+    """The stored documents an answer names: its sources and the copies listed under their passages."""
+    return {
+        index_of[doc["id"]]
+        for src in reply["sources"]
+        for doc in [src, *(copy for s in src["spans"] for copy in s.get("also_in", ()))]
+    }
 
 
 def exact_containment(text: str, stored: str) -> float:
@@ -227,7 +238,7 @@ def compare(
         return pl.acceptable(case, source, words, (case.start, case.end))
 
     truth = [t.cases for t in texts]
-    ours = [{index_of[s["id"]] for s in r["sources"]} for r in replies]
+    ours = [found_sources(r, index_of) for r in replies]
     out: dict[str, Any] = {
         "stored_documents": len(stored),
         "texts": len(texts),
@@ -267,9 +278,10 @@ def score_all(
     )
     errors = []
     for t, reply in zip(texts, replies, strict=True):
+        # containment is given for the listed sources (a copy grouped under a passage has none)
         reported = {index_of[s["id"]]: s["containment"] for s in reply["sources"]}
-        for source in {c.source for c in t.cases}:
-            errors.append(abs(reported.get(source, 0.0) - exact_containment(t.text, stored[source])))
+        for source in {c.source for c in t.cases} & set(reported):
+            errors.append(abs(reported[source] - exact_containment(t.text, stored[source])))
     errors.sort()
     return {
         "quality": quality_by_level,
