@@ -175,11 +175,16 @@ async def test_a_site_read_is_bounded_while_three_processes_write(redis_url: str
         await store.close()
 
 
-async def test_a_journal_nobody_reads_stays_bounded_while_processes_die(redis_url: str) -> None:
+@pytest.mark.parametrize("server", ["redis_url", "lua_redis_url"])
+async def test_a_journal_nobody_reads_stays_bounded_while_processes_die(
+    server: str, request: pytest.FixtureRequest
+) -> None:
     """Four processes in turn each check eight copies of a.example's pages (each check the only one of
     a process that dies holding its entry: eight entries left per death) while a service process keeps
     checking pages of its own; nobody reads the sites. The journal stays bounded (the survivor's sweeps
-    settle what the dead left), and no link is lost (a read at the end counts every copy)."""
+    settle what the dead left), and no link is lost (a read at the end counts every copy). On a server
+    with neardup's module and on one without."""
+    redis_url = request.getfixturevalue(server)
     name = "unread"
     store = RedisStore.from_url(redis_url, timeout=30.0)
     client = redis.Redis.from_url(redis_url)
