@@ -127,10 +127,13 @@ class PendingLinks:
         held when it is called, in at most ceil(held / MAX_SETTLE_ENTRIES) calls, however many checks
         add meanwhile (a site read settles what they wrote before it from the store's journal)."""
         queue = self._queues.get(name)
-        for _ in range(-(-len(queue.entries) // MAX_SETTLE_ENTRIES) if queue is not None else 0):
+        calls = -(-len(queue.entries) // MAX_SETTLE_ENTRIES) if queue is not None else 0
+        for _ in range(calls):
             queue = self._queues.get(name)
-            settle = self.take(name, queue.gen) if queue is not None else None
-            if queue is None or settle is None:
+            if queue is None:
+                return
+            settle = self.take(name, queue.gen)
+            if settle is None:
                 return
             await self._flush(name, queue.gen, settle)
 
