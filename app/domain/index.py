@@ -4,6 +4,7 @@ stored signatures and first-seen order taken from the store's stamps (one script
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import secrets
@@ -51,7 +52,7 @@ from neardup.domain.sites import MirrorPair, SiteMirrors, mirror_pairs, site_mir
 from neardup.storage import records
 from neardup.storage.errors import GenerationChanged, StoreDown
 from neardup.storage.keys import ORDINAL_WIDTH, SITE_PARTNERS, CollectionKeys, max_ordinal
-from neardup.storage.store import CheckBatch, CheckReply, Mode, NeedOldBands, Settle, Store
+from neardup.storage.store import CheckBatch, CheckReply, JournalEntries, Mode, NeedOldBands, Settle, Store
 
 #: Most documents one ``check`` call takes (the API should reject larger batches with a 4xx).
 MAX_BATCH = 1000
@@ -105,6 +106,10 @@ _SITE_RECLAIM_ROUNDS = 16
 _SETTLE_DELAY = 0.1
 #: Link journal entries read per round when a site read settles what is left (``_settle_journal``).
 _JOURNAL_ROUND = 64
+#: Seconds between two sweeps of a collection's link journal by a process that writes entries to it:
+#: each settles the entries written before the last one (see ``pending_links``), so that entries whose
+#: process died or whose check's answer was lost do not pile up where nobody reads the sites.
+_JOURNAL_SWEEP = 10.0
 log = logging.getLogger("neardup.index")
 
 
@@ -123,11 +128,13 @@ class Index:
         threads: int = 1,
         observer: IndexObserver | None = None,
         settle_delay: float = _SETTLE_DELAY,
+        journal_sweep: float = _JOURNAL_SWEEP,
     ) -> None:
         """``threads``: threads the native core may use for one batch's signatures. ``observer`` is told
         about signature time, store calls and verification (metrics). ``settle_delay``: seconds this
-        process holds a check's verified cross-site pairs for its next check of the collection to carry
-        (see ``pending_links``)."""
+        process holds a check's verified cross-site pairs for its next check of the collection to carry;
+        ``journal_sweep``: seconds between two sweeps of a collection's link journal (see
+        ``pending_links``)."""
         self._store = store
         self._threads = threads
         self._observer: IndexObserver = observer or NullObserver()
@@ -139,11 +146,13 @@ class Index:
             self._check_inserts, max_items=MAX_BATCH
         )
         # Cross-site pairs verified here, until a later check (or a call of their own) settles them.
-        self._pending = PendingLinks(self._settle_pending, delay=settle_delay)
+        self._pending = PendingLinks(
+            self._settle_pending, delay=settle_delay, sweep=self._sweep_journal, sweep_every=journal_sweep
+        )
 
     async def close(self) -> None:
         """Settle what this process still holds (the store's link journal keeps it otherwise, until a
-        site read settles it)."""
+        site read or another process's sweep settles it)."""
         await self._pending.close()
 
     # --- plumbing -------------------------------------------------------------------------------------
@@ -375,14 +384,25 @@ class Index:
 
     async def put(self, name: str, doc: Document) -> StoredDocument:
         """Insert or replace without reporting matches (it still takes its place in first-seen order).
-        The same text and metadata as the stored version change nothing."""
+        The same text and metadata as the stored version change nothing. In a collection with a
+        ``site_field`` it is stored as a check stores it (its candidates read and verified, its
+        cross-site matches linked), so that a page counts the same however it was stored, and whether or
+        not it was sent again."""
         check_document(doc)
         meta = encode_metadata(doc.id, doc.metadata)
         try:
-            collection, _, _, inserted_ms = await self._run(name, [doc], [meta], "put", keep_unchanged=True)
+            collection, batch, reply, inserted_ms = await self._run(
+                name, [doc], [meta], "put", keep_unchanged=True
+            )
         except _Unchanged as unchanged:  # stored as it is: it keeps its place, as in a check
             await self._check_some_unchanged(name, [(doc, meta, None)], unchanged.stored)
             return await self.get_document(name, doc.id)
+        if collection.params.site_field is not None:  # "put" ran as "insert" (see _run)
+            links: list[tuple[int, int]] = []
+            floors = [collection_floor(collection.params)]
+            self._results(collection, [doc], batch, reply, floors, inserted=True, links=links)
+            if reply.journal:
+                self._pending.add(name, collection.keys.gen, reply.journal, links)
         await self._reclaim(collection, 1, inserted_ms)
         return StoredDocument(doc.id, doc.metadata, inserted_ms / 1000.0)
 
@@ -443,7 +463,8 @@ class Index:
         """Sketch the texts and send the batch; retries when the collection was recreated (new
         parameters: sketch again) or when stored versions of the ids need their band keys. With
         ``keep_unchanged``, raises :class:`_Unchanged` (nothing written) if some ids are stored with
-        the same signature and metadata."""
+        the same signature and metadata. A "put" into a collection with a site_field runs as an
+        "insert": its cross-site matches are counted like a check's."""
         texts = [doc.text for doc in docs]
         ids = [doc.id.encode("utf-8", "surrogatepass") for doc in docs]
         batch: Sketches | None = None
@@ -474,13 +495,14 @@ class Index:
                 sites=_sites(collection.params, docs),
             )
             gen = collection.keys.gen
-            request.settle = self._pending.take(name, gen) if mode == "insert" else None
+            sent: Mode = "insert" if mode == "put" and collection.params.site_field is not None else mode
+            request.settle = self._pending.take(name, gen) if sent == "insert" else None
             settled = False
             try:
                 for _ in range(_ATTEMPTS):
                     async with self.registry.call(name):
                         reply = await self._store.check(
-                            collection.keys, mode, request, max_candidates=MAX_CANDIDATES
+                            collection.keys, sent, request, max_candidates=MAX_CANDIDATES
                         )
                     if not isinstance(reply, NeedOldBands):
                         settled = True
@@ -653,45 +675,68 @@ class Index:
         except GenerationChanged:
             pass
 
-    async def _settle_journal(self, collection: Collection) -> None:
-        """Settle every entry left in the collection's link journal (a process that died, or has not
-        settled yet): each document's candidates verified from the stored sketches, as ``_results``
-        verifies them for a check (the same scorer, threshold and order), and linked (link.lua, which
-        deletes the entries with the same call). Linking is idempotent, so an entry that its own
-        process settles too converges to the same edges."""
+    async def _sweep_journal(self, name: str, gen: str, through: int) -> None:
+        """Settle the link journal entries of fields up to ``through`` (a sweep: see ``pending_links``)."""
+        collection = await self.registry.get(name)
+        if collection.keys.gen != gen:
+            return  # recreated: those entries went with the old generation
+        with contextlib.suppress(GenerationChanged):
+            await self._settle_journal(collection, through=through)
+
+    async def _settle_journal(self, collection: Collection, *, through: int = 0) -> None:
+        """Settle the entries of the collection's link journal written before this call (or those of
+        fields up to ``through``): a process that died, or has not settled yet. Each document's
+        candidates are verified from the stored sketches, as ``_results`` verifies them for a check (the
+        same scorer, threshold and order), and linked (link.lua, which deletes the entries with the same
+        call). Linking is idempotent, so an entry that its own process settles too converges to the same
+        edges.
+
+        Bounded whatever other processes write meanwhile: the first read fixes the highest field (the
+        collection's last ordinal then: a field is its batch's first ordinal), every round settles up to
+        _JOURNAL_ROUND of the entries at or below it and they only get fewer, and a round that finds fewer
+        than that is the last. So E entries there at the start take at most E // _JOURNAL_ROUND + 1
+        rounds of two calls (journal.lua, then link.lua when there is anything to link)."""
         params, keys = collection.params, collection.keys
         assert params.site_field is not None
         while True:
             async with self.registry.call(params.name):
-                journal = await self._store.link_journal(keys, limit=_JOURNAL_ROUND)
-            if not journal.entries:
+                journal = await self._store.link_journal(keys, limit=_JOURNAL_ROUND, through=through)
+            through = journal.through
+            if journal.entries:
+                await self._link_journal(collection, journal)
+            if len(journal.entries) < _JOURNAL_ROUND:
                 return
-            oldest_ms = _oldest_live_ms(params, journal.now_ms)
-            pool = [
-                ordinal
-                for ordinal, (sig, rec) in journal.found.items()
-                if readable(params, sig) and rec and records.inserted_ms(rec) >= oldest_ms
-            ]
-            row = {ordinal: r for r, ordinal in enumerate(pool)}
-            metas = {o: records.unpack(journal.found[o][1])[2] for o in pool}
-            score = candidate_scorer(params, sketch_texts(params, [], 1), [journal.found[o][0] for o in pool])
-            floor = params.threshold - _EPSILON
-            pairs: list[tuple[int, int]] = []
-            for _, docs in journal.entries:
-                for own, candidates in docs:
-                    own_site = site_of(metas[own], params.site_field) if own in metas else None
-                    rows = [c for c in candidates if c in row and c != own]
-                    if own_site is None or not rows:
-                        continue
-                    sims = score(row[own], [row[c] for c in rows], floor)
-                    linked = [(sim, c, metas[c]) for c, sim in zip(rows, sims, strict=True) if sim >= floor]
-                    pairs.extend(_site_links(own, own_site, linked, params.site_field))
-            async with self.registry.call(params.name):
-                await self._store.link(keys, pairs, [f for f, _ in journal.entries])
+
+    async def _link_journal(self, collection: Collection, journal: JournalEntries) -> None:
+        """Verify and link one round of journal entries (see ``_settle_journal``)."""
+        params, keys = collection.params, collection.keys
+        oldest_ms = _oldest_live_ms(params, journal.now_ms)
+        pool = [
+            ordinal
+            for ordinal, (sig, rec) in journal.found.items()
+            if readable(params, sig) and rec and records.inserted_ms(rec) >= oldest_ms
+        ]
+        row = {ordinal: r for r, ordinal in enumerate(pool)}
+        metas = {o: records.unpack(journal.found[o][1])[2] for o in pool}
+        score = candidate_scorer(params, sketch_texts(params, [], 1), [journal.found[o][0] for o in pool])
+        floor = params.threshold - _EPSILON
+        pairs: list[tuple[int, int]] = []
+        for _, docs in journal.entries:
+            for own, candidates in docs:
+                own_site = site_of(metas[own], params.site_field) if own in metas else None
+                rows = [c for c in candidates if c in row and c != own]
+                if own_site is None or not rows:
+                    continue
+                sims = score(row[own], [row[c] for c in rows], floor)
+                linked = [(sim, c, metas[c]) for c, sim in zip(rows, sims, strict=True) if sim >= floor]
+                pairs.extend(_site_links(own, own_site, linked, params.site_field))
+        async with self.registry.call(params.name):
+            await self._store.link(keys, pairs, [f for f, _ in journal.entries])
 
     async def settle_links(self, name: str) -> None:
-        """Link every verified cross-site match of the collection's checks so far, of this process and
-        of any other (what a site read does first; see ``pending_links``)."""
+        """Link every verified cross-site match of the collection's checks that answered before this
+        call, of this process and of any other (what a site read does first; see ``_settle_journal``
+        for its bound)."""
 
         async def nothing(_: CollectionKeys) -> None:
             return None
@@ -733,7 +778,9 @@ class Index:
         was recreated meanwhile."""
         async for collection in self.registry.views(name, first=self._site_collection):
             try:
-                # every verified match linked first, this process's and any other's: counts are exact
+                # every verified match of a check that answered before the read linked first, this
+                # process's and any other's: the counts are exact as of the read's start (and may
+                # include what checks wrote meanwhile); a bounded number of calls (_settle_journal)
                 await self._pending.flush(name)
                 await self._settle_journal(collection)
                 async with self.registry.call(name):

@@ -6,8 +6,12 @@ those candidates anyway for its answer; the pairs it finds on other sites are ke
 entry's field, and go to the store with the collection's next check from this process (check.lua
 settles them before its own batch: no call of their own, no second fsync, no second verification on the
 server), or after ``delay`` seconds with one link.lua call when no check comes. Nothing here needs to
-survive the process: an entry it never settles stays in the store's journal, and a site read settles
-whatever the journal holds, verifying it from the stored sketches.
+survive the process: an entry it never settles (its process died, or its check's answer was lost) stays
+in the store's journal until a site read settles it, verifying it from the stored sketches, or until a
+*sweep*: every ``sweep_every`` seconds a process that keeps writing entries settles, in the background,
+the journal's entries written before its previous sweep (``sweep_every`` ago or more: a live process
+settled its own long before), so a collection nobody reads keeps a journal of at most about two sweep
+intervals of such entries.
 """
 
 from __future__ import annotations
@@ -40,16 +44,34 @@ class _Queue:
     #: oldest first; a take keeps each entry whole
     entries: list[_Entry] = field(default_factory=list)
     timer: asyncio.Task[None] | None = None
+    #: the journal field of the check that set the last sweep mark, and when (time.monotonic()): the
+    #: next sweep settles the entries up to it, all written ``sweep_every`` ago or more
+    mark: int = 0
+    marked: float = 0.0
+    sweeping: bool = False
 
 
 class PendingLinks:
     """Per collection name: the journal fields of this process's checks not yet settled, with their
     pairs. ``flush(name, gen, settle)`` settles them without a check (link.lua)."""
 
-    def __init__(self, flush: Callable[[str, str, Settle], Awaitable[None]], *, delay: float) -> None:
+    def __init__(
+        self,
+        flush: Callable[[str, str, Settle], Awaitable[None]],
+        *,
+        delay: float,
+        sweep: Callable[[str, str, int], Awaitable[None]] | None = None,
+        sweep_every: float = 0.0,
+    ) -> None:
+        """``sweep(name, gen, through)`` settles the store's journal entries of fields up to ``through``
+        (whoever wrote them); it runs at most every ``sweep_every`` seconds per collection, only in a
+        process that writes entries (see the module's docstring)."""
         self._flush = flush
         self._delay = delay
+        self._sweep = sweep
+        self._sweep_every = sweep_every
         self._queues: dict[str, _Queue] = {}
+        self._sweeps: set[asyncio.Task[None]] = set()
 
     def add(self, name: str, gen: str, journal_field: int, pairs: list[tuple[int, int]]) -> None:
         """A check's journal entry and the cross-site pairs verified for it (possibly none: the entry
@@ -58,9 +80,19 @@ class PendingLinks:
         if queue is None or queue.gen != gen:  # a recreated collection: the old entries went with it
             self._cancel(queue)
             queue = self._queues[name] = _Queue(gen)
-        queue.entries.append(_Entry(journal_field, pairs, time.monotonic()))
+        now = time.monotonic()
+        queue.entries.append(_Entry(journal_field, pairs, now))
         if queue.timer is None:
             queue.timer = asyncio.create_task(self._later(name))
+        if self._sweep is not None and not queue.sweeping:
+            if not queue.mark:
+                queue.mark, queue.marked = journal_field, now
+            elif now - queue.marked >= self._sweep_every:
+                queue.sweeping = True
+                task = asyncio.create_task(self._swept(name, queue, queue.mark))
+                self._sweeps.add(task)
+                task.add_done_callback(self._sweeps.discard)
+                queue.mark, queue.marked = journal_field, now
 
     def take(self, name: str, gen: str) -> Settle | None:
         """Up to MAX_SETTLE_ENTRIES entries, oldest first, for a check of this generation to settle."""
@@ -91,23 +123,40 @@ class PendingLinks:
             queue.timer = asyncio.create_task(self._later(name))
 
     async def flush(self, name: str) -> None:
-        """Settle everything this process holds for ``name`` now (before a site read, at shutdown)."""
+        """Settle what this process holds for ``name`` (before a site read, at shutdown): the entries
+        held when it is called, in at most ceil(held / MAX_SETTLE_ENTRIES) calls, however many checks
+        add meanwhile (a site read settles what they wrote before it from the store's journal)."""
         queue = self._queues.get(name)
-        while queue is not None and queue.entries:
+        calls = -(-len(queue.entries) // MAX_SETTLE_ENTRIES) if queue is not None else 0
+        for _ in range(calls):
+            queue = self._queues.get(name)
+            if queue is None:
+                return
             settle = self.take(name, queue.gen)
             if settle is None:
-                break
+                return
             await self._flush(name, queue.gen, settle)
-            queue = self._queues.get(name)
 
     async def close(self) -> None:
-        """Flush every collection (best effort: what fails stays in the store's journal)."""
+        """Flush every collection (best effort: what fails stays in the store's journal), after the
+        sweeps under way (each ends within its store calls' deadlines)."""
+        await asyncio.gather(*self._sweeps, return_exceptions=True)
         for name in list(self._queues):
             try:
                 await self.flush(name)
             except Exception as error:
                 log.info("settling the link journal of %r at shutdown deferred: %s", name, error)
             self._cancel(self._queues.pop(name, None))
+
+    async def _swept(self, name: str, queue: _Queue, through: int) -> None:
+        """One sweep of the journal up to ``through`` (best effort: what fails waits for the next)."""
+        try:
+            assert self._sweep is not None
+            await self._sweep(name, queue.gen, through)
+        except Exception as error:
+            log.info("sweeping the link journal of %r deferred: %s", name, error)
+        finally:
+            queue.sweeping = False
 
     async def _later(self, name: str) -> None:
         """Settle what waited ``delay`` with no check to carry it. While checks keep coming, each takes

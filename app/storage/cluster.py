@@ -124,7 +124,7 @@ class ClusterStore:
     ) -> tuple[int, int]:
         raise StoreDown("sites are not counted on a Redis Cluster")
 
-    async def link_journal(self, k: keys.CollectionKeys, *, limit: int) -> JournalEntries:
+    async def link_journal(self, k: keys.CollectionKeys, *, limit: int, through: int = 0) -> JournalEntries:
         raise StoreDown("sites are not counted on a Redis Cluster")
 
     async def site(self, k: keys.CollectionKeys, name: bytes) -> SiteCounts:

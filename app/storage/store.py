@@ -72,11 +72,13 @@ class Settle:
 class JournalEntries:
     """The link journal as :meth:`Store.link_journal` read it: ``entries``, per field, each document's
     ordinal and its candidates'; ``found``: the sketch and record of every ordinal they name (b"", b""
-    for a gone one); ``now_ms``: the store server's time."""
+    for a gone one); ``now_ms``: the store server's time; ``through``: the highest field it read up to
+    (entries written later have higher fields)."""
 
     now_ms: int
     entries: list[tuple[int, list[tuple[int, list[int]]]]]
     found: dict[int, tuple[bytes, bytes]]
+    through: int
 
 
 def _shared_counts(raw: bytes | None) -> Iterator[tuple[bytes, int]]:
@@ -230,7 +232,9 @@ class Store(Protocol):
     async def link(
         self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]], settles: Sequence[int] = ()
     ) -> tuple[int, int]: ...
-    async def link_journal(self, k: keys.CollectionKeys, *, limit: int) -> JournalEntries: ...
+    async def link_journal(
+        self, k: keys.CollectionKeys, *, limit: int, through: int = 0
+    ) -> JournalEntries: ...
     async def site(self, k: keys.CollectionKeys, name: bytes) -> SiteCounts: ...
     async def site_pairs(self, k: keys.CollectionKeys, *, min_pages: int) -> list[SiteCounts]: ...
 
@@ -557,10 +561,11 @@ class RedisStore:
         self._status(reply)
         return int(reply[1]), int(reply[2])
 
-    async def link_journal(self, k: keys.CollectionKeys, *, limit: int) -> JournalEntries:
-        """At most ``limit`` link journal entries, with every sketch and record they name (journal.lua,
-        one read-only call)."""
-        reply = await self._call("journal", [k.state], [*self._head(k), limit])
+    async def link_journal(self, k: keys.CollectionKeys, *, limit: int, through: int = 0) -> JournalEntries:
+        """At most ``limit`` link journal entries whose field is at most ``through`` (0: the collection's
+        last ordinal now, i.e. the entries written before this call), with every sketch and record they
+        name (journal.lua, one read-only call)."""
+        reply = await self._call("journal", [k.state], [*self._head(k), limit, through])
         self._status(reply)
         width = int(reply[2])
         entries: list[tuple[int, list[tuple[int, list[int]]]]] = []
@@ -580,6 +585,7 @@ class RedisStore:
         return JournalEntries(
             int(reply[1]), entries,
             {int(found[j]): (bytes(found[j + 1]), bytes(found[j + 2])) for j in range(0, len(found), 3)},
+            int(reply[5]),
         )  # fmt: skip
 
     async def site(self, k: keys.CollectionKeys, name: bytes) -> SiteCounts:

@@ -74,3 +74,30 @@ async def test_sites_and_mirrors(client: AsyncClient, texts: Any, store_target: 
     plain = await client.get("/v1/collections/default/sites/a.example")
     assert plain.status_code == 409 and "site_field" in plain.json()["message"]
     assert (await client.get("/v1/collections/default/mirrors")).status_code == 409
+
+
+async def test_a_put_page_counts_as_a_checked_one(
+    client: AsyncClient, texts: Any, store_target: StoreTarget
+) -> None:
+    """PUT /documents/{id} of a copy on another site counts as a check of it does, first time and on a
+    retry (the same PUT again)."""
+    if store_target.cluster:
+        return  # no site_field on a cluster (test_sites_and_mirrors)
+    created = await client.post(
+        "/v1/collections", json={"name": "put", "threshold": 0.7, "site_field": "url"}
+    )
+    assert created.status_code == 201, created.text
+    original = texts.words(40)
+    stored = await client.put(
+        "/v1/collections/put/documents/a1",
+        json={"text": original, "metadata": {"url": "https://a.example/1"}},
+    )
+    assert stored.status_code in (200, 201), stored.text
+    copy = {"text": texts.edited(original), "metadata": {"url": "https://b.example/1"}}
+    shared = []
+    for _ in range(2):  # the PUT, then its retry
+        response = await client.put("/v1/collections/put/documents/b1", json=copy)
+        assert response.status_code in (200, 201), response.text
+        site = (await client.get("/v1/collections/put/sites/b.example")).json()
+        shared.append([(m["site"], m["shared"], m["other_shared"]) for m in site["mirrors"]])
+    assert shared == [[("a.example", 1, 1)]] * 2

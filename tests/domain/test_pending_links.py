@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from neardup.domain import CollectionParams, Document, Index
-from neardup.domain.pending_links import PendingLinks
+from neardup.domain.pending_links import MAX_SETTLE_ENTRIES, PendingLinks
 from neardup.storage import RedisStore
 from neardup.storage.store import Settle
 
@@ -78,6 +78,56 @@ async def test_what_a_failed_check_gives_back_is_settled_after_the_delay() -> No
     await eventually(lambda: len(flushes.calls) == 2)
     assert sorted(call[0] for call in flushes.calls) == ["c", "other"]
     assert {call[0]: call[2] for call in flushes.calls}["c"] == Settle([3], [(3, 1)])
+    await pending.close()
+
+
+async def test_a_flush_settles_what_was_held_when_it_began() -> None:
+    """A flush (before a site read) takes the entries held when it began, in at most
+    ceil(held / MAX_SETTLE_ENTRIES) calls, however many checks add entries meanwhile."""
+    pending: PendingLinks
+
+    async def adding(name: str, gen: str, settle: Settle) -> None:
+        flushes.calls.append((name, gen, settle))
+        for _ in range(MAX_SETTLE_ENTRIES):  # a steady stream of checks, faster than the flush
+            pending.add("c", "g1", next(fields), [])
+
+    flushes = Flushes()
+    fields = iter(range(1, 10_000))
+    pending = PendingLinks(adding, delay=3600)
+    for _ in range(MAX_SETTLE_ENTRIES + 1):
+        pending.add("c", "g1", next(fields), [])
+    await asyncio.wait_for(pending.flush("c"), 5)
+    assert len(flushes.calls) == 2
+    assert [f for _, _, settle in flushes.calls for f in settle.fields][: MAX_SETTLE_ENTRIES + 1] == list(
+        range(1, MAX_SETTLE_ENTRIES + 2)
+    )
+    for queue in pending._queues.values():
+        pending._cancel(queue)
+
+
+async def test_a_sweep_settles_what_was_written_a_sweep_interval_ago() -> None:
+    """Each sweep goes up to the field of the entry that started the one before (written ``sweep_every``
+    ago or more), never while one is under way, and not at a process's first entry."""
+    sweeps: list[tuple[str, str, int]] = []
+    release = asyncio.Event()
+
+    async def sweep(name: str, gen: str, through: int) -> None:
+        sweeps.append((name, gen, through))
+        await release.wait()
+
+    pending = PendingLinks(Flushes(), delay=3600, sweep=sweep, sweep_every=DELAY)
+    pending.add("c", "g1", 10, [])
+    pending.add("c", "g1", 20, [])
+    await asyncio.sleep(DELAY)
+    pending.add("c", "g1", 30, [])  # a sweep interval after the first: up to it
+    await eventually(lambda: sweeps)
+    await asyncio.sleep(DELAY)
+    pending.add("c", "g1", 40, [])  # the sweep is still under way: none more
+    release.set()
+    await asyncio.sleep(DELAY / 10)
+    pending.add("c", "g1", 50, [])  # the next: up to the entry that started the last one
+    await eventually(lambda: len(sweeps) == 2)
+    assert sweeps == [("c", "g1", 10), ("c", "g1", 30)]
     await pending.close()
 
 

@@ -191,6 +191,37 @@ async def test_a_retried_check_records_its_edges_once(site_store: RedisStore) ->
     assert await stored_edges_agree(site_store, index, "retry")
 
 
+async def test_check_put_and_a_retried_put_count_the_same(site_store: RedisStore) -> None:
+    """The same pages stored by a check, by a PUT, and by a PUT sent twice (a retry of one whose answer
+    was lost: the second takes the unchanged path) give the same site counts and the same edges; so
+    does a PUT that replaces a page with a copy of another site's."""
+    index = Index(site_store)
+    answers = []
+    for how in ("check", "put", "put twice"):
+        name = "agree-" + how.replace(" ", "-")
+        await index.create_collection(CollectionParams.create(name, threshold=0.7, site_field="url"))
+        await index.check(
+            name, [Document(f"a{k}", text(400 + k), page("a.example", str(k))) for k in range(4)]
+        )
+        copies = [Document(f"b{k}", variant(text(400 + k), k), page("b.example", str(k))) for k in range(3)]
+        # b3 first stored with a text of its own, then replaced by a copy of a3
+        copies[:0] = [Document("b3", text(500), page("b.example", "3"))]
+        copies.append(Document("b3", variant(text(403), 3), page("b.example", "3")))
+        for doc in copies:
+            if how == "check":
+                await index.check(name, [doc])
+            else:
+                await index.put(name, doc)
+                if how == "put twice":
+                    await index.put(name, doc)
+        answers.append([await index.site(name, s) for s in ("a.example", "b.example")])
+        assert await stored_edges_agree(site_store, index, name)
+    assert answers[0] == answers[1] == answers[2]
+    a, b = answers[0]
+    assert (a.pages, b.pages) == (4, 4)
+    assert [(m.site, m.shared, m.other_shared) for m in a.mirrors] == [("b.example", 4, 4)]
+
+
 async def stored_edges_agree(store: RedisStore, index: Index, name: str) -> bool:
     """The raw state: every edge is symmetric and joins two sites, and pages/shared are exactly what
     the edges and entries say. Settles first: nothing is linked behind the reads' backs."""

@@ -3,22 +3,28 @@
 -- service verifies and settles them with link.lua (docs/design.md "Sites").
 --
 -- KEYS[1]  collection state hash
--- ARGV[1..9] shared head (see _common.lua), then ARGV[10] most entries to return
+-- ARGV[1..9] shared head (see _common.lua), then ARGV[10] most entries to return, ARGV[11] the highest
+--   field to return, 0 for the collection's last ordinal now: a field is its batch's first ordinal, so
+--   the entries at or below the last ordinal of one call are those written before it, and a reader that
+--   passes that bound on to its next calls never meets an entry written after its first
 -- Returns {'ok', this server's time in ms, the ordinal width (OW), {field, value, ...},
---   {ordinal, sketch, record, ...}}
+--   {ordinal, sketch, record, ...}, the highest field it returned entries up to (ARGV[11], or the last
+--   ordinal)}
 -- (a gone document's sketch and record are '') or {'nocollection'} / {'stale'}
 
 local st, status = load_state()
 if not st then return {status} end
 
 local limit = tonumber(ARGV[10])
+local through = tonumber(ARGV[11])
+if through == 0 then through = st.seq end
 local entries, found, seen = {}, {}, {}
 local cursor = '0'
 repeat
   local r = redis.call('HSCAN', LINK_JOURNAL, cursor, 'COUNT', 100)
   cursor = r[1]
   for i = 1, #r[2], 2 do
-    if #entries < 2 * limit then
+    if #entries < 2 * limit and tonumber(r[2][i]) <= through then
       entries[#entries + 1] = r[2][i]
       entries[#entries + 1] = r[2][i + 1]
     end
@@ -45,4 +51,4 @@ for e = 2, #entries, 2 do
     end
   end
 end
-return {'ok', server_ms(), OW, entries, found}
+return {'ok', server_ms(), OW, entries, found, string.format('%d', through)}
