@@ -67,7 +67,7 @@ class Settings(BaseSettings):
         ge=0,
         le=1000,
         description="(embedded Valkey) restart attempts in a row, when the server keeps exiting or cannot "
-        "start, before the service gives up and /healthz answers 503 (a server that stays up 60 s starts "
+        "start, before the service gives up and /healthz answers 503 (a server that stays up 10 s starts "
         "the count over); 0 never restarts it",
     )
     store_restart_backoff: float = Field(

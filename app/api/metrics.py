@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -24,7 +25,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from neardup.storage.embedded import SupervisorStatus
+
+class SupervisorStatus(Protocol):
+    """What the embedded server's supervisor reports (``neardup.storage.embedded.SupervisorStatus``)."""
+
+    @property
+    def restarts(self) -> int: ...
+    @property
+    def failed_attempts(self) -> int: ...
+    @property
+    def failed(self) -> bool: ...
+
 
 #: Latency buckets in seconds: single checks take ~1 ms, batches of 1,000 documents ~100 ms.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -419,8 +419,8 @@ class EmbeddedValkey:
 #: the parent).
 STATUS_FILE_ENV = "NEARDUP_EMBEDDED_STATUS_FILE"
 #: A server that stayed up this long has recovered: the next death restarts it at once again, and the
-#: count of attempts towards giving up starts over.
-STABLE_SECONDS = 60.0
+#: count of attempts towards giving up starts over (systemd's default start limit counts over 10 s too).
+STABLE_SECONDS = 10.0
 #: The longest wait between two restart attempts.
 MAX_BACKOFF_SECONDS = 30.0
 #: How often the supervisor looks at the server process.
@@ -459,7 +459,7 @@ class Supervisor:
     """Keeps an :class:`EmbeddedValkey` running: when its process exits (killed by the OOM killer, a
     crash, a signal) a watcher thread starts it again with :meth:`EmbeddedValkey.restart`, on the same
     port and data directory. Attempts are spaced by ``backoff`` seconds, doubled after each attempt up
-    to 30 s (the first right away); a server that then stays up 60 s has recovered and the count starts
+    to 30 s (the first right away); a server that then stays up 10 s has recovered and the count starts
     over. The supervisor gives up (``failed``) after ``attempts`` attempts in a row, or at once when the
     data directory or its append-only file is gone; the service's ``/healthz`` then answers 503 so an
     orchestrator restarts it. ``attempts`` 0: never restart.
