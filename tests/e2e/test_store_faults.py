@@ -32,6 +32,8 @@ def test_killing_the_store_under_load_gives_only_2xx_and_503_and_loses_nothing(
     ).start()
     result = asyncio.run(driver.stress(service.url, service.valkey_pid, seconds=16.0, every=5.0, clients=8))
     assert result["kills"] == 3, result
+    # each kill: checks answered again (a 2xx to a request sent after it) within a bounded time
+    assert all(0 <= seconds < 30 for seconds in result["recovered_after_s"]), result
     assert result["broken"] == [], result
     assert result["lost"] == [], result
     answers = result["answers"]
