@@ -519,6 +519,8 @@ class Supervisor:
             return
         partial = self.status_file.with_name(self.status_file.name + ".partial")
         with contextlib.suppress(OSError):
+            # again if a cleaner of temporary files took it (systemd-tmpfiles: after 10 days unchanged)
+            self.status_file.parent.mkdir(parents=True, exist_ok=True)
             partial.write_text(json.dumps(asdict(status)))
             partial.replace(self.status_file)
 
@@ -543,7 +545,11 @@ class Supervisor:
     def _watch_until_stopped(self) -> None:
         tries = 0  # attempts since the server last stayed up STABLE_SECONDS
         up_since = time.monotonic()
+        looks = 0
         while not self._stop.wait(WATCH_SECONDS):
+            looks += 1
+            if looks % 100 == 0 and self.status_file is not None and not self.status_file.exists():
+                self._publish(self._status)  # the workers' only view of it
             with self._lock:
                 if self._stop.is_set() or self.server.running:
                     continue
