@@ -113,3 +113,28 @@ def test_a_store_whose_data_directory_is_gone_is_not_restarted_and_healthz_says_
         assert check.status_code == 503 and "retry-after" in check.headers
         assert metric(http, "neardup_store_supervisor_failed") == 1
         assert not data_dir.exists()  # not made again
+
+
+def test_every_worker_reads_the_supervisor_of_the_one_server(
+    tmp_path: Path, start_service: type[Service]
+) -> None:
+    # The server and its supervisor live in the parent process; each worker reads the supervisor's
+    # status file for /healthz and /metrics.
+    service = start_service(tmp_path / "data", "--workers", "2").start()
+    with httpx.Client(base_url=service.url, timeout=10.0) as http:
+        pid = service.valkey_pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        assert wait_gone(pid, 10.0)
+        new_server(service, pid, RECOVERY_SECONDS)
+        deadline = time.monotonic() + RECOVERY_SECONDS
+        while http.post(CHECK, json={"id": "after", "text": text_of(5)}).status_code != 200:
+            assert time.monotonic() < deadline, service.log()
+            time.sleep(0.05)
+    # a new connection each time, so that both workers answer: every answer carries the one count
+    counts = set()
+    for _ in range(8):
+        with httpx.Client(base_url=service.url, timeout=10.0) as fresh:
+            counts.add(metric(fresh, "neardup_store_restarts_total"))
+            assert fresh.get("/healthz").status_code == 200
+    assert counts == {1.0}
