@@ -458,17 +458,24 @@ def serve(args: argparse.Namespace) -> int:
     try:
         if settings.redis_url is None:
             from neardup.storage import DataDirInUse, EmbeddedValkey
+            from neardup.storage.embedded import STATUS_FILE_ENV, Supervisor, status_file_in_temp
 
             # Started here, in the main thread of the parent process: once for all workers, and it
             # dies with this process even on SIGKILL (the server is bound to the thread that started it).
             # The data directory's lock is this process's too: the workers are spawned and do not
             # inherit it, so it is held exactly as long as this process (and its server) lives.
+            # Supervised: started again when it dies; the workers read its status (/healthz, /metrics).
             try:
-                embedded = EmbeddedValkey(
-                    settings.data_dir,
-                    fsync=settings.fsync,
-                    malloc=settings.valkey_malloc,
-                    owner=f"neardup serve on http://{settings.host}:{settings.port}",
+                embedded = Supervisor(
+                    EmbeddedValkey(
+                        settings.data_dir,
+                        fsync=settings.fsync,
+                        malloc=settings.valkey_malloc,
+                        owner=f"neardup serve on http://{settings.host}:{settings.port}",
+                    ),
+                    attempts=settings.store_restart_attempts,
+                    backoff=settings.store_restart_backoff,
+                    status_file=status_file_in_temp(),
                 )
                 url = embedded.start()
             except DataDirInUse as exc:
@@ -479,11 +486,12 @@ def serve(args: argparse.Namespace) -> int:
             except (OSError, RuntimeError) as exc:
                 raise CliError(f"could not start the embedded Valkey in {settings.data_dir}: {exc}") from None
             os.environ["NEARDUP_REDIS_URL"] = url
+            os.environ[STATUS_FILE_ENV] = str(embedded.status_file)
             log.info(
                 "embedded valkey on %s, data in %s (malloc: %s)",
                 url,
                 settings.data_dir.resolve(),
-                embedded.malloc,
+                embedded.server.malloc,
             )
         with metrics_dir(settings.workers):
             uvicorn.run(

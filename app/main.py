@@ -10,8 +10,10 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
 
@@ -28,6 +30,7 @@ from neardup.api.metrics import Metrics, MetricsMiddleware
 from neardup.domain import CollectionParams, Index, StoreUnavailable
 from neardup.settings import Settings
 from neardup.storage import ClusterStore, EmbeddedValkey, RedisStore, Store
+from neardup.storage.embedded import STATUS_FILE_ENV, Supervisor, SupervisorStatus
 
 log = logging.getLogger("neardup")
 
@@ -78,6 +81,21 @@ async def sweep_dropped_forever(index: Index, stop: asyncio.Event, interval: flo
             await asyncio.wait_for(stop.wait(), interval)
 
 
+class Supervision:
+    """Where this process reads the embedded server's supervisor status (``/healthz``, ``/metrics``):
+    the supervisor's file when ``neardup serve`` runs it in the parent process, the supervisor itself
+    when the app started the server, nothing with an external store (``status()`` is None)."""
+
+    def __init__(self) -> None:
+        path = os.environ.get(STATUS_FILE_ENV)
+        self.source: Callable[[], SupervisorStatus | None] | None = None
+        if path:
+            self.source = lambda: SupervisorStatus.read(Path(path))
+
+    def status(self) -> SupervisorStatus | None:
+        return self.source() if self.source is not None else None
+
+
 def default_params(settings: Settings) -> CollectionParams:
     return CollectionParams.create(
         "default",
@@ -91,19 +109,28 @@ def default_params(settings: Settings) -> CollectionParams:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app. Without ``settings``, they come from ``NEARDUP_*`` environment variables."""
     settings = settings or Settings()
-    metrics = Metrics()
+    supervision = Supervision()
+    metrics = Metrics(supervision.status)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        embedded: EmbeddedValkey | None = None
+        embedded: Supervisor | None = None
         url = settings.redis_url
         if url is None:
             # Started from the event loop's (main) thread on purpose, not in a worker thread: the
             # server dies with the thread that started it, so a killed service leaves no orphan.
-            embedded = EmbeddedValkey(settings.data_dir, fsync=settings.fsync, malloc=settings.valkey_malloc)
+            embedded = Supervisor(
+                EmbeddedValkey(settings.data_dir, fsync=settings.fsync, malloc=settings.valkey_malloc),
+                attempts=settings.store_restart_attempts,
+                backoff=settings.store_restart_backoff,
+            )
             url = embedded.start()
+            supervision.source = embedded.status
             log.info(
-                "embedded valkey on %s, data in %s (malloc: %s)", url, settings.data_dir, embedded.malloc
+                "embedded valkey on %s, data in %s (malloc: %s)",
+                url,
+                settings.data_dir,
+                embedded.server.malloc,
             )
         store: Store
         if settings.redis_cluster:
@@ -143,6 +170,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=API_DESCRIPTION,
         lifespan=lifespan,
     )
+    app.state.supervision = supervision
     limits = Limits.from_settings(settings)
     for router in routers:
         app.include_router(router)

