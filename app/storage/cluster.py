@@ -108,7 +108,7 @@ class ClusterStore:
         await self._routing.ping()
 
     async def now_ms(self, k: keys.CollectionKeys) -> int:
-        """TIME of the node that holds the collection's state (the clock its scripts use)."""
+        """The collection's clock (the state node's time, kept from going back: scripts/_clock.lua)."""
         return await self._routing.now_ms(k)
 
     async def due(self, k: keys.CollectionKeys, *, now_ms: int, limit: int) -> list[tuple[int, bytes]]:

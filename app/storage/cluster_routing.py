@@ -19,7 +19,7 @@ from redis.retry import Retry
 from neardup.storage import keys
 from neardup.storage.cluster_layout import KeyGroups, Layout, NodeOps, OpsFor
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown, permanent
-from neardup.storage.scripts import MODULE_NAME, Script, uses_module
+from neardup.storage.scripts import MODULE_NAME, Script, module_refused, module_runs, uses_module
 
 #: A pending ordinal older than this belongs to a check that died between append and stamp. It must
 #: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see guard;
@@ -31,7 +31,7 @@ _NODE_CACHE = 1 << 17
 _RESHARD = (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, rx.ClusterError)
 #: State scripts that write nothing a 2xx depends on: reads, and the reservation (fenced by the data
 #: shards instead, docs/design.md "Fencing"; the stamp's replication wait covers it too).
-_UNSYNCED = frozenset({"cluster_reserve", "cluster_status", "cluster_get", "cluster_bands"})
+_UNSYNCED = frozenset({"cluster_reserve", "cluster_status", "cluster_get", "cluster_bands", "clock"})
 
 _T = TypeVar("_T")
 
@@ -95,11 +95,13 @@ class ClusterRouting:
             for name in (
                 "cluster_init", "cluster_drop", "cluster_reserve", "cluster_stamp", "cluster_status",
                 "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_unregister",
+                "clock",
             )
         }  # fmt: skip
         self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")
+        self._scripts["cluster_module_probe"] = Script("cluster_module_probe", "module")
         #: node name -> whether it has neardup's module (ND.BUCKETS): asked once per node, asked again
-        #: after a node answers "unknown command" (restarted without it)
+        #: after the module refused a command there (scripts.module_refused)
         self._modules: dict[str, bool] = {}
 
     @property
@@ -263,7 +265,8 @@ class ClusterRouting:
 
     async def _has_module(self, node: ClusterNode) -> bool:
         """Whether this node has this release's neardup module loaded (False where MODULE LIST is
-        refused, or its module is another build's: scripts.uses_module)."""
+        refused, or its module is another build's: it reports another version, scripts.uses_module, or
+        refuses ND.BUCKETS as cluster_ops.lua sends it, cluster_module_probe.lua)."""
         known = self._modules.get(node.name)
         if known is None:
             try:
@@ -275,17 +278,23 @@ class ClusterRouting:
             # Each entry is [b"name", b"neardup", b"ver", 1, ...], or a dict where a reply parser ran.
             entries = (m if isinstance(m, dict) else dict(zip(m[::2], m[1::2], strict=False)) for m in listed)
             known = any(e.get(b"name") == MODULE_NAME and uses_module(int(e.get(b"ver", 0))) for e in entries)
+            if known:
+                record = b"\0" * (12 + keys.ORDINAL_WIDTH)  # a band record of a bucket nobody has
+                prefix = f"{keys.NAMESPACE}:module:probe:b:"
+                args = [prefix, keys.ORDINAL_WIDTH, record]
+                known = await module_runs(lambda: self.run_script("cluster_module_probe", [], args, node))
             self._modules[node.name] = known
         return known
 
     async def _on_node(self, node: ClusterNode, call: Any) -> Any:
-        """Run ``call(uses_module)`` on the node; a node that lost the module (restarted without it)
-        answers "unknown command" before writing anything: this call fails (a 503), the next asks again."""
+        """Run ``call(uses_module)`` on the node; a node whose module refuses ND.BUCKETS (restarted
+        without it or with another build) refuses it before the script writes anything: this call fails
+        (a 503), the next asks again."""
         uses = await self._has_module(node)
         try:
             return await call(uses)
         except rx.ResponseError as error:
-            if uses and "unknown command" in str(error).lower():
+            if uses and module_refused(error):
                 self._modules.pop(node.name, None)
             raise
 
@@ -427,14 +436,10 @@ class ClusterRouting:
         self._layouts.pop((name, gen), None)
 
     async def now_ms(self, k: keys.CollectionKeys) -> int:
-        """TIME of the node that holds the collection's state (the clock its scripts use)."""
+        """The collection's clock (``scripts/_clock.lua``: the state node's time, kept from going
+        back), the clock its scripts use."""
         async with self.guard(2):
-            node = self._node(k.state)
-            answer = await self.retrying(lambda: self._client.execute_command("TIME", target_nodes=node))
-        if isinstance(answer, dict):  # {node name: answer} in some redis-py versions
-            answer = next(iter(answer.values()))
-        seconds, micros = answer
-        return int(seconds) * 1000 + int(micros) // 1000
+            return int(await self.run_state_script("clock", k, []))
 
     async def ping(self) -> None:
         async with self.guard(2):

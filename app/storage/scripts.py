@@ -7,20 +7,30 @@ Valkey server (``_<step>_lua.lua``): check.lua's band step (``ND.BANDS``, which 
 site: ``_site_page_*``), its passage step (``ND.PASSAGES``) and its link step (``ND.LINK``, also
 link.lua's), passages.lua's read of the passage index (``ND.POSTINGS``), and cluster_ops.lua's band
 records (``ND.BUCKETS``). The store asks the server once, when it loads the scripts, whether it has the
-module this release built (:data:`MODULE_VERSION`): then every script takes the module variant, else
-every one the Lua variant (managed services cannot load modules; a server may run another build's).
+module this release built: its module reports :data:`MODULE_VERSION` and runs each of those commands
+as the scripts send them (``module_probe.lua``; on a cluster node ``cluster_module_probe.lua``). Then
+every script takes the module variant, else every one the Lua variant (managed services cannot load
+modules; a server may run another build's). A script call that fails because the module refused a
+command (:func:`module_refused`: gone, another build's arguments or protocol) makes the store ask
+again before its next call.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
-_NEEDS_COMMON = {"check", "lookup", "delete", "due", "reclaim", "passages", "link", "site", "journal"}
+_NEEDS_COMMON = {
+    "check", "lookup", "delete", "due", "reclaim", "passages", "link", "site", "journal", "module_probe",
+}  # fmt: skip
+#: Scripts that read the collection's clock (``_clock.lua``; ``_common.lua`` reads it too).
+_NEEDS_CLOCK = {*_NEEDS_COMMON, "clock", "cluster_reserve", "cluster_status"}
 
 
 #: The name neardup's Valkey module (native/valkey/bands.cpp) registers under.
@@ -57,7 +67,27 @@ _VARIANTS = {
     "cluster_ops": ["_cluster_buckets_{variant}.lua"],
     "link": ["_link_{variant}.lua"],
     "passages": ["_postings_{variant}.lua"],
+    "module_probe": [
+        "_bands_{variant}.lua",
+        "_passages_{variant}.lua",
+        "_site_page_{variant}.lua",
+        "_link_{variant}.lua",
+        "_postings_{variant}.lua",
+    ],
+    "cluster_module_probe": ["_cluster_buckets_{variant}.lua"],
 }
+
+
+#: What a server answers when its module cannot run a command the scripts sent: the command is gone
+#: (a server restarted without the module; the server does not name it), or the module names it in
+#: its refusal (another build: "unknown protocol version", "ERR wrong number of arguments for
+#: 'nd.bands' command", an argument out of range).
+_REFUSED = re.compile(r"unknown command|\bnd\.[a-z]+\b", re.IGNORECASE)
+
+
+def module_refused(error: Exception) -> bool:
+    """Whether a script (or probe) failed because the server's neardup module refused a command."""
+    return _REFUSED.search(str(error)) is not None
 
 
 def uses_module(version: int) -> bool:
@@ -77,6 +107,8 @@ def _source(name: str, variant: str) -> str:
         parts.insert(0, folder.joinpath(file.format(variant=variant)).read_text("utf-8"))
     if name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
+    if name in _NEEDS_CLOCK:
+        parts.insert(0, folder.joinpath("_clock.lua").read_text("utf-8"))
     return "\n".join([shebang, *parts] if shebang else parts)
 
 
@@ -99,6 +131,19 @@ class Script:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
 
 
+async def module_runs(probe: Callable[[], Awaitable[Any]]) -> bool:
+    """Whether the module runs the commands as the scripts send them: ``probe()`` (a call of
+    ``module_probe`` or ``cluster_module_probe``, module variant) answers without a refusal. Other
+    errors (the server is loading, out of memory) are raised: the caller asks again later."""
+    try:
+        await probe()
+    except ResponseError as error:
+        if module_refused(error):
+            return False
+        raise
+    return True
+
+
 class Scripts:
     """All scripts of the store, loaded together on first use."""
 
@@ -115,22 +160,27 @@ class Scripts:
         self.link = Script("link")
         self.site = Script("site")
         self.journal = Script("journal")
+        self.clock = Script("clock")
         self._loaded = False
 
     def forget(self) -> None:
         """Ask the server again, on the next call, whether it has the module, and load the scripts."""
         self._loaded = False
 
-    async def ensure_loaded(self, client: aioredis.Redis) -> None:
+    async def ensure_loaded(self, client: aioredis.Redis, probe_head: Sequence[Any]) -> None:
+        """Choose the variants (``probe_head``: the shared head, see _common.lua, of key names no
+        collection uses, for the probe) and load every script."""
         if not self._loaded:
-            self.uses_module = uses_module(await module_version(client))
+            self.uses_module = uses_module(await module_version(client)) and await module_runs(
+                lambda: Script("module_probe", "module")(client, [], list(probe_head))
+            )
             variant = "module" if self.uses_module else "lua"
             self.check = Script("check", variant)
             self.link = Script("link", variant)
             self.passages = Script("passages", variant)
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
-                self.due, self.reclaim, self.passages, self.link, self.site, self.journal,
+                self.due, self.reclaim, self.passages, self.link, self.site, self.journal, self.clock,
             )  # fmt: skip
             for script in every:
                 await script.load(client)

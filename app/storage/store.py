@@ -21,7 +21,7 @@ from redis.retry import Retry
 
 from neardup.storage import keys
 from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown, permanent
-from neardup.storage.scripts import Scripts
+from neardup.storage.scripts import Scripts, module_refused
 
 #: insert: store and report candidates; put: store only; read: report only, no writes; restore: read,
 #: after making sure each document's stored copy (``CheckBatch.expected``) is in all its buckets again
@@ -35,6 +35,8 @@ _SITE_CHUNK = 500
 #: A dropped generation is swept by others only this long after its drop (ms): until then the drop
 #: itself is still unlinking it (on a cluster, checks that were in flight may still write to it).
 DROP_SWEEP_AGE_MS = 120_000
+#: Key names of no collection (generations are 12 hex digits), for the module probe (scripts.py).
+_PROBE_KEYS = keys.CollectionKeys("module", "probe")
 
 
 @dataclass(frozen=True)
@@ -193,8 +195,9 @@ class Store(Protocol):
     async def close(self) -> None: ...
     async def ping(self) -> None: ...
     async def now_ms(self, k: keys.CollectionKeys) -> int:
-        """The time of the server that holds the collection's state, in Unix ms: the one clock the
-        protocol compares (insertion times, retention), whatever the service processes' clocks."""
+        """The collection's clock, in Unix ms: the time of the server that holds its state, kept from
+        going back (``scripts/_clock.lua``): the one clock the protocol compares (insertion times,
+        retention), whatever the service processes' clocks."""
         ...
 
     async def create_collection(
@@ -294,15 +297,17 @@ class RedisStore:
 
     async def _call(self, name: str, keys_: list[str], args: list[Any]) -> Any:
         async with self._guard():
-            await self._scripts.ensure_loaded(self._client)
+            await self._scripts.ensure_loaded(self._client, self._head(_PROBE_KEYS))
             script = getattr(self._scripts, name)
             try:
                 return await script(self._client, keys_, args)
             except rx.ResponseError as error:
-                # The server lost neardup's module since the scripts were chosen (an external server
-                # restarted without it; the server does not name the command): choose again on the
-                # next call; this one is a 503.
-                if self._scripts.uses_module and "unknown command" in str(error).lower():
+                # The server's module refused a command since the scripts were chosen (an external
+                # server restarted without it or with another build, a module swapped under us):
+                # choose again on the next call (the probe then finds the module unusable and the Lua
+                # steps are taken); this one is a 503. The module refuses before the script's first
+                # write (check.lua's band_step_ready).
+                if self._scripts.uses_module and module_refused(error):
                     self._scripts.forget()
                 raise
 
@@ -311,9 +316,8 @@ class RedisStore:
             await self._client.ping()
 
     async def now_ms(self, k: keys.CollectionKeys) -> int:
-        async with self._guard():
-            seconds, micros = await self._client.time()
-        return int(seconds) * 1000 + int(micros) // 1000
+        """The collection's clock (``scripts/_clock.lua``: the server's time, kept from going back)."""
+        return int(await self._call("clock", [k.state], []))
 
     # --- collections ----------------------------------------------------------------------------------
 

@@ -65,6 +65,9 @@ def dump(client: redis.Redis, k: CollectionKeys) -> dict[str, Any]:
         fields = client.hgetall(key)
         if name == k.state:
             out[name] = {f.decode(): v.decode() for f, v in sorted(fields.items())}
+            for clock in ("clock", "tick"):  # the collection's clock: the server's
+                if clock in out[name]:
+                    out[name][clock] = "T"
             continue
         values = {}
         for f, v in sorted(fields.items()):

@@ -71,7 +71,8 @@ def dump(url: str) -> dict[bytes, tuple[bytes, dict[bytes, bytes]]]:
     for key, (encoding, fields) in out.items():
         if b":d:" in key:
             fields = {f: value[value.index(b":") :] for f, value in fields.items()}
-        if b"gen" in fields:
+        if b"gen" in fields:  # a state: the collection's clock is each server's own
+            fields = {f: v for f, v in fields.items() if f not in (b"clock", b"tick")}
             fields = {**fields, b"gen": b"g"}
         for gen in gens:
             key = key.replace(gen, b"g")

@@ -62,6 +62,8 @@ def dump(url: str) -> dict[bytes, dict[bytes, bytes]]:
     for key, fields in out.items():
         if b":d:" in key:
             out[key] = {f: value[value.index(b":") :] for f, value in fields.items()}
+        fields.pop(b"clock", None)  # a state's: the collection's clock is each server's own
+        fields.pop(b"tick", None)
     return out
 
 

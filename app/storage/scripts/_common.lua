@@ -27,16 +27,16 @@ local function record_ms(record)
   return tonumber(string.match(record, '^(%d+):')) or 0
 end
 
--- The same record with the insertion time `ms` (the server's clock: TIME, see server_ms below).
+-- The same record with the insertion time `ms` (the collection's clock, see server_ms below).
 local function restamp(record, ms)
   return ms .. string.sub(record, #string.match(record, '^%d+') + 1)
 end
 
--- This server's time in Unix ms, as a decimal string: the one clock the protocol compares (records'
--- insertion times, retention), whatever the clocks of the service processes.
+-- The collection's clock (_clock.lua: this server's TIME, kept from going back) in Unix ms, as a
+-- decimal string: the one clock the protocol compares (records' insertion times, retention), whatever
+-- the clocks of the service processes. save_state keeps the reading.
 local function server_ms()
-  local t = redis.call('TIME')
-  return string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  return string.format('%d', clock_ms(KEYS[1]))
 end
 
 local function record_id(record)
@@ -189,6 +189,7 @@ local function save_state(st)
     'low', string.format('%d', st.low),
     'bL', st.band.L, 'bS', st.band.S, 'bN', st.band.N, 'iL', st.id.L, 'iS', st.id.S, 'iN', st.id.N)
   if st.pas.on then redis.call('HSET', KEYS[1], 'pL', st.pas.L, 'pS', st.pas.S, 'pN', st.pas.N) end
+  clock_save()
 end
 
 local function sig_key(ord) return SIG .. string.format('%d', math.floor(ord / SIG_GROUP)) end

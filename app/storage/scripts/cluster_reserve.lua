@@ -9,8 +9,9 @@
 -- The pending mark is this server's time (TIME), never a service process's: the sweep in
 -- cluster_stamp.lua compares it with the same server's clock, so a skewed or stepped client clock
 -- cannot make a live check look abandoned.
--- Returns {'ok', first ordinal, band groups, id groups, this server's time in ms (the batch's records
--- carry it as their insertion time)} or {'nocollection'} / {'stale'}
+-- Returns {'ok', first ordinal, band groups, id groups, the collection's clock in ms (_clock.lua: the
+-- batch's records carry it as their insertion time, so insertion times grow with ordinals)} or
+-- {'nocollection'} / {'stale'}
 
 local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'bG', 'iG')
 if not v[1] then return {'nocollection'} end
@@ -31,4 +32,6 @@ for o = seq + 1, seq + n do
   marks[#marks + 1] = now
 end
 if n > 0 then redis.call('HSET', KEYS[2], unpack(marks)) end
-return {'ok', seq + 1, tonumber(v[3]), tonumber(v[4]), now}
+local inserted = string.format('%d', clock_ms(KEYS[1]))
+clock_save()
+return {'ok', seq + 1, tonumber(v[3]), tonumber(v[4]), inserted}

@@ -3,7 +3,8 @@
 --
 -- KEYS[1] state hash   KEYS[2] pending hash   KEYS[3] late hash
 -- ARGV[1] gen   ARGV[2] SCALE   ARGV[3..] ordinals
--- Returns {'ok', {stamp or -1 per ordinal}, seq, max documents, retention ms, this server's time in ms}
+-- Returns {'ok', {stamp or -1 per ordinal}, seq, max documents, retention ms, the collection's clock in
+-- ms (_clock.lua: expiry is judged by it)}
 -- or {'nocollection'} / {'stale'}
 
 local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'maxd', 'ttl')
@@ -19,5 +20,4 @@ for i = 3, #ARGV do
     out[#out + 1] = tonumber(redis.call('HGET', KEYS[3], o)) or o * scale
   end
 end
-local t = redis.call('TIME')
-return {'ok', out, seq, tonumber(v[3]), tonumber(v[4]), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
+return {'ok', out, seq, tonumber(v[3]), tonumber(v[4]), clock_ms(KEYS[1])}

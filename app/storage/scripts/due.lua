@@ -1,11 +1,14 @@
 -- due.lua: the oldest documents that expired (retention) or were evicted (max_documents), in ordinal
 -- order from the reclaimed watermark `low`, with their signatures (the caller computes their band
 -- keys and sends them to reclaim.lua). Skips holes (deleted or replaced ordinals) and moves `low`
--- over them. Bounded work per call: no keyspace scan.
+-- over them. Bounded work per call: no keyspace scan. The walk stops at the first live document:
+-- insertion times grow with ordinals, because records are stamped with the collection's clock,
+-- which never goes back (_clock.lua); expiry is judged by that clock too, and the reading is kept,
+-- so what this call found expired stays expired for every later call.
 --
 -- KEYS[1]  collection state hash
--- ARGV[1..9] shared head (see _common.lua), then ARGV[10] unused (was the client's time: expiry is
--- judged by this server's clock, TIME), ARGV[11] most documents to return
+-- ARGV[1..9] shared head (see _common.lua), then ARGV[10] unused (expiry is judged by the
+-- collection's clock, read here), ARGV[11] most documents to return
 -- Returns {'ok', {ordinal, signature, ...}} or {'nocollection'} / {'stale'}
 
 local st, status = load_state()
@@ -34,4 +37,5 @@ while ord < st.seq and #out < 2 * limit and steps < 8 * limit do
   ord = next_ord
 end
 redis.call('HSET', KEYS[1], 'low', st.low)
+clock_save()
 return {'ok', out}
