@@ -81,6 +81,25 @@ async def sweep_dropped_forever(index: Index, stop: asyncio.Event, interval: flo
             await asyncio.wait_for(stop.wait(), interval)
 
 
+async def sweep_retention_forever(index: Index, stop: asyncio.Event, interval: float) -> None:
+    """Reclaim what is due in every collection with a retention (Index.sweep_retention) every
+    ``interval`` seconds, until ``stop`` is set: a collection nobody writes to gives its expired
+    documents back within an interval after their TTL. A store that is down is tried again next time.
+    Stopped by the event, like ``sweep_dropped_forever``."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+        if stop.is_set():
+            return
+        try:
+            reclaimed = await index.sweep_retention(stop=stop)
+        except StoreUnavailable as exc:
+            log.warning("could not sweep expired documents: %s", exc.message)
+        else:
+            if reclaimed:
+                log.info("reclaimed %d expired or evicted document(s)", reclaimed)
+
+
 class Supervision:
     """Where this process reads the embedded server's supervisor status (``/healthz``, ``/metrics``):
     the supervisor's file when ``neardup serve`` runs it in the parent process, the supervisor itself
@@ -151,13 +170,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gc.collect()
         gc.freeze()
         stop_sweeping = asyncio.Event()
-        sweeper = asyncio.create_task(sweep_dropped_forever(index, stop_sweeping))
+        sweepers = {asyncio.create_task(sweep_dropped_forever(index, stop_sweeping))}
+        if settings.retention_sweep_seconds:
+            sweepers.add(
+                asyncio.create_task(
+                    sweep_retention_forever(index, stop_sweeping, settings.retention_sweep_seconds)
+                )
+            )
         try:
             yield
         finally:
             # A sweep under way ends within its store deadline; one that does not is left behind.
             stop_sweeping.set()
-            await asyncio.wait({sweeper}, timeout=settings.store_timeout * 10)
+            await asyncio.wait(sweepers, timeout=settings.store_timeout * 10)
             # cross-site matches this process verified and holds: linked now, not left to a site read
             await asyncio.wait({asyncio.create_task(index.close())}, timeout=settings.store_timeout * 2)
             await store.close()

@@ -77,6 +77,14 @@ class Settings(BaseSettings):
         description="(embedded Valkey) seconds before the second restart attempt in a row, doubled for "
         "each further one up to 30 s; the first is at once",
     )
+    retention_sweep_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        le=3600,
+        description="seconds between two sweeps that reclaim the expired or evicted documents of every "
+        "collection with ttl_seconds or max_documents (up to 4,096 per collection per sweep), so a "
+        "collection nobody writes to gives them back too; 0 leaves reclaiming to writes and site reads",
+    )
     store_timeout: float = Field(
         default=5.0, gt=0, le=300, description="seconds before a store call counts as unreachable"
     )
