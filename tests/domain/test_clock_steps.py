@@ -2,7 +2,7 @@
 file on every call, so a test moves it while the server runs): retention goes by the collection's
 clock (app/storage/scripts/_clock.lua), which never goes back, so records' insertion times grow with
 ordinals, the reclaim walk from ``low`` never stops at a record stamped "in the future", and every
-expired document is reclaimed by the next write after its TTL.
+expired document is reclaimed by the next write (or the timed sweep) after its TTL.
 
 On a standalone server with neardup's module and without it (the Lua steps: the clock is the same
 script code on both), and on a one-node Redis Cluster (its state node's scripts: cluster_reserve,
