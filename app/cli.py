@@ -134,7 +134,8 @@ def _input_options(command: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FIELD",
-        help="copy this field into the document's metadata (repeatable)",
+        help="copy this field into the document's metadata (repeatable); a JSON record's own "
+        '"metadata" object is its metadata too (the API\'s shape)',
     )
     progress = command.add_mutually_exclusive_group()
     progress.add_argument(

@@ -160,12 +160,16 @@ class Source:
             error = (
                 f"no {self.fields.text!r} field" if text is None else f"{self.fields.text!r} is not a string"
             )
-        metadata = {name: data[name] for name in self.fields.metadata if name in data} or None
+        metadata: dict[str, Any] = {}
+        nested = data.get("metadata")
+        if isinstance(nested, dict) and "metadata" not in self.fields.metadata:
+            metadata.update(nested)  # the API's own shape: {"id", "text", "metadata": {...}}
+        metadata.update({name: data[name] for name in self.fields.metadata if name in data})
         return Record(
             number,
             None if doc_id is None else str(doc_id),
             text if isinstance(text, str) else None,
-            metadata,
+            metadata or None,
             raw=raw,
             offset=offset,
             size=size,
