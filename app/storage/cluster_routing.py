@@ -18,7 +18,13 @@ from redis.retry import Retry
 
 from neardup.storage import keys
 from neardup.storage.cluster_layout import KeyGroups, Layout, NodeOps, OpsFor
-from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown, permanent
+from neardup.storage.errors import (
+    CollectionMissing,
+    GenerationChanged,
+    StoreDown,
+    closed_transport,
+    permanent,
+)
 from neardup.storage.scripts import MODULE_NAME, Script, module_refused, module_runs, uses_module
 
 #: A pending ordinal older than this belongs to a check that died between append and stamp. It must
@@ -127,6 +133,10 @@ class ClusterRouting:
             raise permanent(error) or StoreDown(f"{type(error).__name__}: {error}") from error
         except (rx.RedisError, rx.RedisClusterException, OSError, TimeoutError) as error:
             raise StoreDown(f"{type(error).__name__}: {error}") from error
+        except RuntimeError as error:
+            if not closed_transport(error):
+                raise
+            raise StoreDown(f"the connection closed under the client: {error}") from error
 
     # --- routing --------------------------------------------------------------------------------------
 

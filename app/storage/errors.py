@@ -56,3 +56,12 @@ def permanent(error: Exception) -> StoreError | None:
     if SITE_IDS_EXHAUSTED_MESSAGE in str(error):
         return SiteIdsExhausted(str(error))
     return None
+
+
+def closed_transport(error: RuntimeError) -> bool:
+    """Whether a RuntimeError is the event loop refusing to write to a connection that closed under the
+    client (uvloop: "unable to perform operation on <TCPTransport closed=True ...>; the handler is
+    closed"): redis-py lets it out while it connects to a server that has just died. A store failure
+    (a 503), not a bug; any other RuntimeError stays one."""
+    text = str(error)
+    return "unable to perform operation on" in text and "closed" in text

@@ -20,7 +20,13 @@ from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
 from neardup.storage import keys
-from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown, permanent
+from neardup.storage.errors import (
+    CollectionMissing,
+    GenerationChanged,
+    StoreDown,
+    closed_transport,
+    permanent,
+)
 from neardup.storage.scripts import Scripts, module_refused
 
 #: insert: store and report candidates; put: store only; read: report only, no writes; restore: read,
@@ -294,6 +300,10 @@ class RedisStore:
             raise permanent(error) or StoreDown(f"{type(error).__name__}: {error}") from error
         except (rx.RedisError, OSError, TimeoutError) as error:
             raise StoreDown(f"{type(error).__name__}: {error}") from error
+        except RuntimeError as error:
+            if not closed_transport(error):
+                raise
+            raise StoreDown(f"the connection closed under the client: {error}") from error
 
     async def _call(self, name: str, keys_: list[str], args: list[Any]) -> Any:
         async with self._guard():

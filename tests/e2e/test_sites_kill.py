@@ -59,8 +59,8 @@ def test_a_service_killed_before_settling_its_links_loses_none(
                 f"/v1/collections/{name}/check/batch", json={"documents": [page(k, "b") for k in range(6)]}
             )
             assert mirror.status_code == 200, mirror.text
+        valkey = first.valkey_pid()  # read before the kill: the server removes its pid file as it exits
         first.kill()  # no shutdown: the pairs it verified for the mirror's batch were only in its memory
-        valkey = first.valkey_pid()
         assert valkey is not None and wait_gone(valkey, 10.0)
         assert [r["duplicate_of"] for r in mirror.json()["results"]] == [f"a/{k}" for k in range(6)]
 
