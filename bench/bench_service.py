@@ -55,6 +55,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import corpus as corpus_module  # noqa: E402
+import real_mix  # noqa: E402
 from machine import cpu_model, git_commit  # noqa: E402
 
 K = 128
@@ -84,7 +85,7 @@ TARGETS = {
 @dataclass(frozen=True)
 class Settings:
     documents: int  # passages sent to neardup (the whole set, per batch repeat)
-    chunk_bytes: int  # target size of a passage
+    chunk_bytes: int  # target size of a passage; 0: the size mix of real text (real_mix.py)
     batch_size: int
     batch_clients: int
     batch_repeats: int
@@ -353,13 +354,19 @@ def build_documents(path: Path, settings: Settings, seed: int = 1) -> tuple[Corp
         print(f"{path} is missing: building it with bench/corpus.py", file=sys.stderr)
         subprocess.run([sys.executable, str(HERE / "corpus.py")], check=True, stdout=sys.stderr)
     raw = corpus_module.load(path)
-    pairs = [
-        (f"{doc['id']}#{k}", text)
-        for doc in raw
-        for k, text in enumerate(passages(doc["text"], settings.chunk_bytes))
-    ]
-    random.Random(seed).shuffle(pairs)
-    pairs = pairs[: settings.documents]
+    mix: dict[str, Any] = {}
+    if settings.chunk_bytes > 0:
+        pairs = [
+            (f"{doc['id']}#{k}", text)
+            for doc in raw
+            for k, text in enumerate(passages(doc["text"], settings.chunk_bytes))
+        ]
+        random.Random(seed).shuffle(pairs)
+        pairs = pairs[: settings.documents]
+    else:  # the size mix of real text, with near-duplicate groups (real_mix.py)
+        pairs, mix = real_mix.documents(
+            [(d["id"], d["text"]) for d in raw], settings.documents, passages, seed
+        )
     corpus = Corpus(
         [p[0] for p in pairs],
         [p[1] for p in pairs],
@@ -378,6 +385,7 @@ def build_documents(path: Path, settings: Settings, seed: int = 1) -> tuple[Corp
         "mean_id_bytes": round(sum(len(i.encode()) for i in corpus.ids) / max(len(corpus), 1), 1),
         "how": f"corpus.jsonl documents cut at paragraph boundaries into passages of ~{settings.chunk_bytes} "
         "characters (long paragraphs at line breaks), shuffled with seed 1; id = '<corpus id>#<n>'",
+        **mix,
     }
     return corpus, info
 

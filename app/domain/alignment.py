@@ -180,6 +180,10 @@ def align(index: QueryIndex, src: Source, min_words: int) -> list[Aligned]:
 #: its hits: a template line or a shared fragment of the passage, beside the document it was copied
 #: from (documents holding the same passage, near-equal evidence, are all kept).
 OVERSHADOW = 2.0
+#: Attribution: sources whose gains differ by less than this many words (counted as _CHARS_PER_WORD code
+#: points each) are near ties, taken in order of edges that differ least from the text.
+NEAR_TIE_WORDS = 16
+_CHARS_PER_WORD = 6
 
 
 def drop_overshadowed(found: list[tuple[T, list[Aligned]]]) -> list[tuple[T, list[Aligned]]]:
@@ -240,15 +244,38 @@ def attribute(found: list[Found[T]]) -> list[tuple[Found[T], list[Attributed[T]]
     order: list[tuple[Found[T], list[Attributed[T]]]] = []
     heap = [(-sum(a.span.end - a.span.start for a in f.spans), rank) for rank, f in enumerate(ranked)]
     heapq.heapify(heap)
+
+    def new_spans(rank: int) -> tuple[int, list[Aligned]]:
+        new = [a for a in ranked[rank].spans if 2 * _uncovered(covered, a.span) >= a.span.end - a.span.start]
+        return sum(_uncovered(covered, a.span) for a in new), new
+
     while heap:
         _, rank = heapq.heappop(heap)
-        new = [a for a in ranked[rank].spans if 2 * _uncovered(covered, a.span) >= a.span.end - a.span.start]
-        gain = sum(_uncovered(covered, a.span) for a in new)
+        gain, new = new_spans(rank)
         if not gain:
             continue
         if heap and (-gain, rank) > heap[0]:  # another source may gain more now: score it first
             heapq.heappush(heap, (-gain, rank))
             continue
+        # Near ties: copies of one passage gain the same but for their edges, where the text's words
+        # agree with a copy's by chance (one word in 16) and the span runs on a few words; the best
+        # source is the one whose edges differ least from the text and that ran least far (then the
+        # most hits), not the one that ran furthest.
+        close = [(gain, rank, new)]
+        while heap and -heap[0][0] >= gain - NEAR_TIE_WORDS * _CHARS_PER_WORD:
+            _, other = heapq.heappop(heap)
+            g, n = new_spans(other)
+            if g and g >= gain - NEAR_TIE_WORDS * _CHARS_PER_WORD:
+                close.append((g, other, n))
+            elif g:
+                heapq.heappush(heap, (-g, other))
+        best = min(
+            close, key=lambda c: (sum(a.differing for a in c[2]), c[0], -sum(a.hits for a in c[2]), c[1])
+        )
+        for g, other, _ in close:
+            if other != best[1]:
+                heapq.heappush(heap, (-g, other))
+        _, rank, new = best
         order.append((ranked[rank], [Attributed(a, []) for a in new]))
         covered = _union(covered, [(a.span.start, a.span.end) for a in new])
     targets = sorted(

@@ -1,19 +1,22 @@
-"""Passage search of one collection (``Index.passages``): fingerprints of the text, one read-only store
-call for the stored documents sharing the most of them (with their passage blobs and records), then
-spans, containment and coverage (neardup.domain.alignment). docs/design.md, "Passages"."""
+"""Passage search of one collection (``Index.passages``): fingerprints of the text, the postings of its
+keys (one read-only store call per keys.PASSAGE_KEYS_PER_CALL keys), the stored documents to align
+chosen from them (neardup.domain.passage_candidates), their passage blobs and records (one more call),
+then spans, containment and coverage (neardup.domain.alignment). docs/design.md, "Passages"."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
 
-from neardup.domain import alignment, fingerprints
+import numpy as np
+
+from neardup.domain import alignment, fingerprints, passage_candidates
 from neardup.domain.errors import CollectionConflict
 from neardup.domain.models import Metadata
 from neardup.domain.registry import Registry
-from neardup.storage import records
+from neardup.storage import keys, records
 from neardup.storage.errors import GenerationChanged
-from neardup.storage.store import Store
+from neardup.storage.store import PassageReply, Store
 
 #: Spans shorter than this many words of the text are not reported unless the caller asks.
 DEFAULT_MIN_WORDS = 20
@@ -97,7 +100,7 @@ async def search_passages(
             raise CollectionConflict(f"collection {name!r} was created without passages")
         try:
             async with registry.call(name):
-                reply = await store.passages(collection.keys, wanted, MAX_SOURCES)
+                reply = await _read_sources(store, collection.keys, wanted, len(text) > INLINE_CHARS)
             break
         except GenerationChanged:
             continue
@@ -124,6 +127,23 @@ async def search_passages(
         len(attributed) - len(listed),
         len(found),
     )
+
+
+async def _read_sources(store: Store, k: keys.CollectionKeys, wanted: bytes, in_thread: bool) -> PassageReply:
+    """The postings of the text's keys, in calls of at most PASSAGE_KEYS_PER_CALL keys, then the passage
+    blobs and records of the MAX_SOURCES stored documents passage_candidates chooses from them."""
+    step = keys.PASSAGE_KEYS_PER_CALL * fingerprints.KEY_BYTES
+    parts = [await store.postings(k, wanted[at : at + step]) for at in range(0, len(wanted), step)]
+    floor = max(p.floor for p in parts)
+    counts = np.concatenate([p.counts for p in parts])
+    ordinals = np.concatenate([p.ordinals for p in parts])
+    if in_thread:
+        chosen = await asyncio.to_thread(passage_candidates.choose, counts, ordinals, floor, MAX_SOURCES)
+    else:
+        chosen = passage_candidates.choose(counts, ordinals, floor, MAX_SOURCES)
+    if not chosen:
+        return PassageReply([], parts[-1].now_ms)
+    return await store.passage_sources(k, chosen)
 
 
 _Found = alignment.Found[Metadata | None]

@@ -55,6 +55,7 @@ from neardup.storage.store import (
     Mode,
     NeedOldBands,
     PassageReply,
+    Postings,
     SiteCounts,
     StoredVersion,
     each,
@@ -598,6 +599,10 @@ class ClusterStore:
             raise_for_status([reply])
         return True
 
-    async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply:
+    async def postings(self, k: keys.CollectionKeys, fingerprint_keys: bytes) -> Postings:
+        """Never called: collections with passages are refused on a cluster (``supports_passages``)."""
+        raise NotImplementedError("passages are not supported on a Redis Cluster")
+
+    async def passage_sources(self, k: keys.CollectionKeys, ordinals: Sequence[int]) -> PassageReply:
         """Never called: collections with passages are refused on a cluster (``supports_passages``)."""
         raise NotImplementedError("passages are not supported on a Redis Cluster")

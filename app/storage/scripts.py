@@ -27,7 +27,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
 _NEEDS_COMMON = {
-    "check", "lookup", "delete", "due", "reclaim", "passages", "link", "site", "journal", "module_probe",
+    "check", "lookup", "delete", "due", "reclaim", "passages", "passage_sources", "link", "site", "journal",
+    "module_probe",
 }  # fmt: skip
 #: Scripts that read the collection's clock (``_clock.lua``; ``_common.lua`` reads it too).
 _NEEDS_CLOCK = {*_NEEDS_COMMON, "clock", "cluster_reserve", "cluster_status"}
@@ -157,6 +158,7 @@ class Scripts:
         self.due = Script("due")
         self.reclaim = Script("reclaim")
         self.passages = Script("passages")
+        self.passage_sources = Script("passage_sources")
         self.link = Script("link")
         self.site = Script("site")
         self.journal = Script("journal")
@@ -180,7 +182,8 @@ class Scripts:
             self.passages = Script("passages", variant)
             every = (
                 self.check, self.lookup, self.delete, self.create_collection, self.drop_collection,
-                self.due, self.reclaim, self.passages, self.link, self.site, self.journal, self.clock,
+                self.due, self.reclaim, self.passages, self.passage_sources, self.link, self.site,
+                self.journal, self.clock,
             )  # fmt: skip
             for script in every:
                 await script.load(client)

@@ -14,6 +14,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import numpy as np
+import numpy.typing as npt
 import redis.asyncio as aioredis
 from redis import exceptions as rx
 from redis.backoff import ConstantBackoff
@@ -173,12 +175,39 @@ class NeedOldBands:
 
 
 @dataclass(frozen=True)
+class Postings:
+    """The postings of a text's fingerprint keys (passages.lua): ``counts`` per key asked, in order,
+    ``ordinals`` all of them in the same order; ordinals at or below ``floor`` are evicted by
+    max_documents; ``now_ms``: the store server's time (for expiry)."""
+
+    counts: npt.NDArray[np.uint16]
+    ordinals: npt.NDArray[np.uint64]
+    floor: int
+    now_ms: int
+
+
+@dataclass(frozen=True)
 class PassageReply:
-    """Stored documents sharing fingerprints with a text, best first: (ordinal, passage blob, record);
+    """Stored documents a passage search chose: (ordinal, passage blob, record), b"" where gone;
     ``now_ms``: the store server's time (for expiry)."""
 
     sources: list[tuple[int, bytes, bytes]]
     now_ms: int
+
+
+def decode_postings(raw: bytes, n: int, floor: int, now_ms: int) -> Postings:
+    """passages.lua's (or ND.POSTINGS's) reply for ``n`` keys: their 2-byte counts, then their
+    ORDINAL_WIDTH-byte big-endian ordinals."""
+    if len(raw) < 2 * n:
+        raise StoreDown("passages: a postings reply of the wrong length")
+    counts = np.frombuffer(raw, ">u2", n).astype(np.uint16)
+    width = keys.ORDINAL_WIDTH
+    body = np.frombuffer(raw, np.uint8, offset=2 * n)
+    if len(body) != width * int(counts.sum(dtype=np.int64)):
+        raise StoreDown("passages: a postings reply of the wrong length")
+    padded = np.zeros((len(body) // width, 8), np.uint8)
+    padded[:, 8 - width :] = body.reshape(-1, width)
+    return Postings(counts, padded.view(">u8").reshape(-1).astype(np.uint64), floor, now_ms)
 
 
 @dataclass(frozen=True)
@@ -232,7 +261,8 @@ class Store(Protocol):
     ) -> bool | StoredVersion: ...
     async def due(self, k: keys.CollectionKeys, *, now_ms: int, limit: int) -> list[tuple[int, bytes]]: ...
     async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int: ...
-    async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply: ...
+    async def postings(self, k: keys.CollectionKeys, fingerprint_keys: bytes) -> Postings: ...
+    async def passage_sources(self, k: keys.CollectionKeys, ordinals: Sequence[int]) -> PassageReply: ...
 
     #: Whether the store counts sites (``link``, ``site``, ``site_pairs``): a standalone server does,
     #: in the same scripts that add and remove documents; the cluster protocol does not (yet).
@@ -550,11 +580,20 @@ class RedisStore:
 
     # --- passages -------------------------------------------------------------------------------------
 
-    async def passages(self, k: keys.CollectionKeys, fingerprint_keys: bytes, limit: int) -> PassageReply:
-        """The ``limit`` stored documents sharing the most (rarity-weighted) of these fingerprint keys
-        (4 bytes each: fingerprints.wanted), with their passage blobs and records: one
-        read-only script call."""
-        reply = await self._call("passages", [k.state], [*self._head(k), fingerprint_keys, limit])
+    async def postings(self, k: keys.CollectionKeys, fingerprint_keys: bytes) -> Postings:
+        """The postings of these fingerprint keys (4 bytes each: fingerprints.wanted; at most
+        keys.PASSAGE_KEYS_PER_CALL): one read-only script call."""
+        reply = await self._call("passages", [k.state], [*self._head(k), fingerprint_keys])
+        self._status(reply)
+        n = len(fingerprint_keys) // 4
+        return decode_postings(bytes(reply[1]), n, int(reply[2]), int(reply[3]))
+
+    async def passage_sources(self, k: keys.CollectionKeys, ordinals: Sequence[int]) -> PassageReply:
+        """The passage blobs and records of these stored documents (b"" where gone): one read-only
+        script call."""
+        width = keys.ORDINAL_WIDTH
+        wanted = b"".join(o.to_bytes(width, "big") for o in ordinals)
+        reply = await self._call("passage_sources", [k.state], [*self._head(k), wanted])
         self._status(reply)
         flat = reply[1]
         sources = [(int(flat[j]), bytes(flat[j + 1]), bytes(flat[j + 2])) for j in range(0, len(flat), 3)]

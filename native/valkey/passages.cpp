@@ -31,7 +31,8 @@
 //     prefix L S  the index's key prefix, level and split pointer (the state's pL pS); L at least 8
 //     width       bytes of one ordinal: 5 (keys.ORDINAL_WIDTH)
 //     keys        the text's fingerprint keys, 4 raw bytes each
-//   -> one string: per key, in order, u16 count (big-endian) then its `count` ordinals
+//   -> one string: every key's u16 count (big-endian), in order, then every key's `count` ordinals, in
+//      the same order (the service reads both as arrays)
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -174,8 +175,9 @@ int postings_command(VmCtx* ctx, VmString** argv, int argc) {
   const size_t w = kOrdinalWidth, rw = kRecordKey + kOrdinalWidth;
   const char* keys = api.StringPtrLen(argv[6], &len);
   if (len % 4) return api.ReplyWithError(ctx, "ERR ND.POSTINGS: keys are 4 bytes each");
-  std::string out;
-  out.reserve(len / 2 + 64);
+  std::string counts, out;
+  counts.reserve(len / 2);
+  out.reserve(len + 64);
   for (size_t at = 0; at < len; at += 4) {
     const uint32_t h = little_endian32(keys + at);
     StringKey group(ctx, t.prefix, t.group(h), kRead);
@@ -184,11 +186,12 @@ int postings_command(VmCtx* ctx, VmString** argv, int argc) {
     const std::string_view v = group.value();
     const auto [first, last] = posting_of(v, rw, h >> 8);
     const size_t count = std::min<size_t>(last - first, 0xFFFF);
-    out.push_back(static_cast<char>(count >> 8));
-    out.push_back(static_cast<char>(count & 0xFF));
+    counts.push_back(static_cast<char>(count >> 8));
+    counts.push_back(static_cast<char>(count & 0xFF));
     for (size_t r = first; r < first + count; ++r) out.append(v.data() + r * rw + kRecordKey, w);
   }
-  api.ReplyWithStringBuffer(ctx, out.data(), out.size());
+  counts += out;
+  api.ReplyWithStringBuffer(ctx, counts.data(), counts.size());
   return kOk;
 }
 

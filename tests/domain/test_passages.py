@@ -23,7 +23,8 @@ from neardup.domain import (
     passage_search,
 )
 from neardup.domain.fingerprints import GUARANTEE_WORDS
-from neardup.storage import EmbeddedValkey, RedisStore, Store
+from neardup.storage import EmbeddedValkey, RedisStore, Store, keys
+from neardup.storage.store import Postings
 from tests.conftest import StoreTarget
 
 pytestmark = pytest.mark.anyio
@@ -145,6 +146,51 @@ async def test_a_passage_many_stored_documents_hold_is_reported(index: Index) ->
         at = stored.index(paragraph)
         assert near(start, at, stored) and near(end, at + len(paragraph), stored)
     assert result.coverage == pytest.approx((where[1][1] - where[1][0]) / len(text), abs=0.02)
+
+
+async def test_copies_of_one_passage_do_not_crowd_out_the_sources_of_another(index: Index) -> None:
+    """A long passage in 70 stored documents and a short one in 50 others: ranked by score alone, the 64
+    documents read would all hold the long one (each shares many more keys); the search reads the best
+    source of each passage first, so both are found, each with its copies grouped under it."""
+    long, short = " ".join(words(1000, 400)), " ".join(words(1001, 40))
+    docs = [Document(f"l{i:02}", f"{' '.join(words(1100 + i, 100))}\n\n{long}") for i in range(70)]
+    docs += [Document(f"s{i:02}", f"{' '.join(words(1200 + i, 100))}\n\n{short}") for i in range(50)]
+    await index.check("p", docs)
+    text, where = essay([" ".join(words(1300, 100)), long, " ".join(words(1301, 100)), short])
+    result = await index.passages("p", text, limit=10)
+    assert sorted(s.id[0] for s in result.sources) == ["l", "s"]
+    for source, part in zip(result.sources, (where[1], where[3]), strict=True):
+        [span] = source.spans
+        assert near(span.start, part[0], text) and near(span.end, part[1], text)
+        assert span.also_in_count >= 8
+    assert result.coverage == pytest.approx(
+        (where[1][1] - where[1][0] + where[3][1] - where[3][0]) / len(text), abs=0.02
+    )
+
+
+async def test_a_search_reads_the_postings_in_bounded_calls(
+    index: Index, standalone_store: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However long the text, one store call reads at most PASSAGE_KEYS_PER_CALL postings; the answer
+    does not depend on how the keys are split into calls."""
+    sources = {f"src{i}": " ".join(words(400 + i, 600)) for i in range(5)}
+    await index.check("p", [Document(i, t) for i, t in sources.items()])
+    text, where = essay([" ".join(words(410, 2500)), " ".join(sources["src4"].split()[100:200])])
+    whole = await index.passages("p", text)
+    sent: list[int] = []
+    postings = standalone_store.postings
+
+    async def counted(k: keys.CollectionKeys, fingerprint_keys: bytes) -> Postings:
+        sent.append(len(fingerprint_keys) // fingerprints.KEY_BYTES)
+        return await postings(k, fingerprint_keys)
+
+    monkeypatch.setattr(standalone_store, "postings", counted)
+    monkeypatch.setattr(keys, "PASSAGE_KEYS_PER_CALL", 100)
+    assert await index.passages("p", text) == whole
+    distinct = len(fingerprints.wanted(fingerprints.features(text).keys)) // fingerprints.KEY_BYTES
+    assert max(sent) == 100 and sum(sent) == distinct and len(sent) == -(-distinct // 100)
+    [source] = whole.sources
+    assert source.id == "src4" and near(source.spans[0].start, where[1][0], text)
 
 
 async def test_each_passage_gets_its_best_source_before_a_further_copy_takes_a_place(index: Index) -> None:
@@ -373,14 +419,15 @@ def test_attribution_is_the_greedy_one_and_places_every_source_once() -> None:
                 start = at + rng.randint(0, 60)
                 at = start + rng.randint(5, 120)
                 hits = rng.randint(1, 9)
-                spans.append(alignment.Aligned(alignment.Span(start, at, 0, 0), 0, 0, hits, hits))
+                span = alignment.Span(start, at, 0, 0)
+                spans.append(alignment.Aligned(span, 0, 0, hits, hits, rng.choice((0, 0, 1, 2))))
             found.append(alignment.Found(n, round(rng.random(), 2), f"s{n}", spans))
         order = alignment.attribute(found)
 
         expected, covered, left = [], [], sorted(found, key=lambda f: (-f.containment, f.key))
         while left:
-            best = None
-            for f in left:
+            scored = []
+            for rank, f in enumerate(left):
                 new = [
                     a
                     for a in f.spans
@@ -388,10 +435,19 @@ def test_attribution_is_the_greedy_one_and_places_every_source_once() -> None:
                     >= a.span.end - a.span.start
                 ]
                 gain = len({k for a in new for k in range(a.span.start, a.span.end)} - set(covered))
-                if gain and (best is None or gain > best[0]):
-                    best = (gain, f, new)
-            if best is None:
+                if gain:
+                    scored.append((gain, rank, f, new))
+            if not scored:
                 break
+            # near ties (within NEAR_TIE_WORDS words of the best gain): fewest differing edge words,
+            # then the least gain, then the most hits, then the rank
+            top = max(g for g, *_ in scored)
+            tie = alignment.NEAR_TIE_WORDS * alignment._CHARS_PER_WORD
+            close = [c for c in scored if c[0] >= top - tie]
+            g, _, f, new = min(
+                close, key=lambda c: (sum(a.differing for a in c[3]), c[0], -sum(a.hits for a in c[3]), c[1])
+            )
+            best = (g, f, new)
             expected.append((best[1].payload, [a.span for a in best[2]]))
             covered += [k for a in best[2] for k in range(a.span.start, a.span.end)]
             left.remove(best[1])

@@ -214,10 +214,12 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         assert len(records) == 8 * len(set(keys))
         expected = sorted((k % 256, (k >> 8).to_bytes(3, "big") + ordinal) for k in set(keys))
         assert records == b"".join(r for _, r in expected)
-        # ND.POSTINGS reads them back: per key its count (2 bytes) and ordinals
+        # ND.POSTINGS reads them back: every key's count (2 bytes), then every key's ordinals
         wanted = fingerprints.key_bytes(np.array(sorted(set(keys)), np.uint64))
         read = ["1", "f:", 8, 0, 5, wanted]
-        assert client.execute_command("ND.POSTINGS", *read) == (b"\0\1" + ordinal) * len(set(keys))
+        assert client.execute_command("ND.POSTINGS", *read) == b"\0\1" * len(set(keys)) + ordinal * len(
+            set(keys)
+        )
         for message, args in [
             ("wrong number", read[:-1]),
             ("protocol version", ["2", *read[1:]]),

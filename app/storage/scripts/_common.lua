@@ -526,20 +526,25 @@ local function packed_unpost(t, stored_key, o4)
   end
 end
 
--- The postings of a text's keys (`wanted`: PASSAGE_KEY raw bytes each), in Lua: visit(key, value,
--- first, stop, stride, size) for each key that has one, its `size` ordinals in `value` from byte
--- `first` to `stop`, `stride` apart (its run of records). passages.lua reads through read_postings:
--- this, or one ND.POSTINGS (_postings_module.lua).
-local function lua_postings(st, wanted, visit)
+-- The postings of a text's keys (`wanted`: PASSAGE_KEY raw bytes each), in Lua, as ND.POSTINGS
+-- answers them: every key's count (2 bytes, big-endian) in order, then every key's ordinals (OW bytes
+-- each) in the same order. passages.lua reads through read_postings: this, or one ND.POSTINGS
+-- (_postings_module.lua).
+local function lua_postings(st, wanted)
   local rw = 3 + OW
+  local counts, ords = {}, {}
   for q = 1, #wanted - PASSAGE_KEY + 1, PASSAGE_KEY do
     local key = string.sub(wanted, q, q + PASSAGE_KEY - 1)
     local value = redis.call('GET', group_of(st.pas, band_hash(key)))
+    local size = 0
     if value then
       local lo, hi = posting_range(value, record_key(key))
-      if hi > lo then visit(key, value, lo * rw + 4, (hi - 1) * rw + 4, rw, hi - lo) end
+      size = hi - lo
+      for r = lo, hi - 1 do ords[#ords + 1] = string.sub(value, r * rw + 4, r * rw + 3 + OW) end
     end
+    counts[#counts + 1] = string.char(math.floor(size / 256), size % 256)
   end
+  return table.concat(counts) .. table.concat(ords)
 end
 
 -- Remove a document's postings and its passage blob (none stored: nothing to do).

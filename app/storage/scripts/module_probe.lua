@@ -13,7 +13,7 @@ local st = {
   pas = {prefix = PASSAGE_INDEX, L = PASSAGE_LEVEL, n = 2 ^ PASSAGE_LEVEL, S = 0, N = 0, target = PASSAGE_TARGET},
 }
 band_step_ready(st)
-read_postings(st, '', function() end)
+read_postings(st, '')
 link_step(st, 0, -1, 1, 1, '')
 -- a blob of no words and no keys, 9 bytes (the shortest stored: check.lua stores none shorter)
 passage_put(st, 1, ordinal_bytes(1), string.char(PASSAGE_FORMAT, 0, 0) .. string.rep('\0', 6))
