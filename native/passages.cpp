@@ -1,6 +1,6 @@
 // Passage fingerprints (docs/design.md, "Passages"): the words of a text with their code point offsets
 // in the text *as given* (no NFKC here, so an offset is a Python str index), the hash of every word
-// k-gram, and the k-grams winnowing selects. Part of the passage format (passage blobs): changing
+// k-gram, and the k-grams sampled from it. Part of the passage format (passage blobs): changing
 // anything here changes stored fingerprints (pinned by tests/native/test_passages.py).
 //
 //   words    maximal runs of alphanumerics (str.isalnum), combining marks continue a word, each
@@ -9,8 +9,9 @@
 //            str.lower() (the lower_delta of the Unicode tables)
 //   k-gram   K_j = fmix64(sum_i T(w_{j+i}) * P^(k-1-i) mod 2^64), words j .. j+k-1
 //   nibble   the top 4 bits of each word's T
-//   winnow   in every window of w consecutive k-grams the smallest K (the rightmost on ties) is
-//            selected; each selected k-gram once (robust winnowing, Schleimer et al. 2003)
+//   sample   the k-grams j = phase, phase + w, phase + 2w, ... are selected, phase = fmix64(x ^ salt)
+//            mod w where x is the XOR of every K_j; a text of m <= phase k-grams selects phase mod m.
+//            Every w consecutive k-grams hold a selected one.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -18,7 +19,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <deque>
 #include <vector>
 
 #include "neardup.hpp"
@@ -31,6 +31,7 @@ namespace {
 constexpr uint64_t kTokenSeed = 0x9E3779B97F4A7C15ULL;
 constexpr uint64_t kTokenMul = 0xC2B2AE3D27D4EB4FULL;
 constexpr uint64_t kGramMul = 0x100000001B3ULL * 2 + 1;  // odd
+constexpr uint64_t kPhaseSalt = 0x6E64706861736531ULL;  // "ndphase1"
 // The first byte of every passage blob (fingerprints.BLOB_FORMAT).
 constexpr uint8_t kBlobFormat = 3;
 
@@ -109,20 +110,20 @@ void fingerprint(const py::str& text, int k, int w, Fingerprints& out) {
     roll = roll * kGramMul + words.hashes[i];
     if (i + 1 >= static_cast<size_t>(k)) g[i + 1 - k] = neardup::fmix64(roll);
   }
-  // Winnowing with a monotone deque: indices of increasing hashes; the front is the window's
-  // rightmost minimum (a later equal hash pushes out earlier ones).
-  std::deque<size_t> dq;
+  // Sampling: every w-th k-gram from a phase the text's k-grams give (so two copies of one passage in
+  // different documents mostly sample different k-grams of it, and a posting fills up only when
+  // about w x its cap documents hold the passage). Any w consecutive k-grams hold one sampled k-gram;
+  // a text shorter than w k-grams past its phase keeps one.
+  if (m == 0) return;
+  uint64_t fold = 0;
+  for (size_t j = 0; j < m; ++j) fold ^= g[j];
   const size_t win = static_cast<size_t>(w);
-  size_t last = static_cast<size_t>(-1);
-  for (size_t j = 0; j < m; ++j) {
-    while (!dq.empty() && g[dq.back()] >= g[j]) dq.pop_back();
-    dq.push_back(j);
-    if (dq.front() + win <= j) dq.pop_front();
-    if ((j + 1 >= win || j + 1 == m) && dq.front() != last) {
-      last = dq.front();
-      out.selected.push_back(static_cast<uint32_t>(last));
-    }
+  const size_t phase = static_cast<size_t>(neardup::fmix64(fold ^ kPhaseSalt) % win);
+  if (phase >= m) {
+    out.selected.push_back(static_cast<uint32_t>(phase % m));
+    return;
   }
+  for (size_t j = phase; j < m; j += win) out.selected.push_back(static_cast<uint32_t>(j));
 }
 
 template <typename T>
@@ -171,7 +172,7 @@ py::bytes passage_blob(const py::str& text, int k, int w) {
     for (size_t i = 0; i < 4; ++i) out.push_back(static_cast<char>((f.grams[j] >> (8 * i)) & 0xFF));
   uint32_t previous = 0;
   for (uint32_t j : sel) {
-    out.push_back(static_cast<char>(j - previous));  // winnowing keeps steps <= w <= 255
+    out.push_back(static_cast<char>(j - previous));  // sampling keeps steps <= w <= 255
     previous = j;
   }
   uint32_t previous_start = 0;
@@ -220,5 +221,5 @@ void register_passages(py::module_& m) {
   m.def("passage_positions", &passage_positions, py::arg("blob"), py::arg("m"), py::arg("at"),
         "a blob's varint start steps and lengths from byte `at`: (starts, lengths, offset past them)");
   m.def("passage_features", &passage_features, py::arg("text"), py::arg("k"), py::arg("w"),
-        "(word starts, word ends, k-gram hashes, winnowed k-gram indices, word nibbles) of a str; offsets in code points");
+        "(word starts, word ends, k-gram hashes, sampled k-gram indices, word nibbles) of a str; offsets in code points");
 }

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import redis
 
-from neardup.domain import fingerprints
+from neardup.domain import fingerprints, passage_candidates
 from neardup.storage import RedisStore, keys
 from neardup.storage.keys import CollectionKeys
 from neardup.storage.store import CheckBatch, CheckReply, NeedOldBands
@@ -147,7 +147,7 @@ async def test_the_stored_bytes_of_sites_are_pinned(
     check_golden("sites", got)
 
 
-#: Words of the passage texts: a text of 700 of them makes a blob stored in two parts (600 bytes each).
+#: Words of the passage texts: a text of 800 of them makes a blob stored in two parts (600 bytes each).
 WORDS = [f"w{i}" for i in range(2000)]
 
 
@@ -165,15 +165,20 @@ async def test_the_stored_bytes_of_passages_are_pinned(
     texts = [
         " ".join(WORDS[:120]),
         " ".join(WORDS[500:560] + WORDS[30:90]),
-        " ".join(WORDS[1000:1700]),
+        " ".join(WORDS[1000:1800]),
     ]
     docs = [("a", [1, 2, 3, 4], 1), ("b", [1, 2, 5, 6], 2), ("c", [1, 7, 8, 9], 3)]
     b = batch(docs)
     b.passages = [fingerprints.blob(t) for t in texts]
     reply = await standalone_store.check(k, "insert", b, max_candidates=256)
     assert isinstance(reply, CheckReply) and reply.ordinals == [1, 2, 3]
-    found = await standalone_store.passages(k, fingerprints.wanted(fingerprints.features(texts[1]).keys), 8)
-    assert [o for o, _, _ in found.sources][:2] == [2, 1]  # its own keys, then the copied passage's
+    read = await standalone_store.postings(k, fingerprints.wanted(fingerprints.features(texts[1]).keys))
+    chosen = passage_candidates.choose(read.counts, read.ordinals, read.floor, 8)
+    assert chosen == [2, 1]  # its own keys, then the copied passage's
+    found = await standalone_store.passage_sources(k, chosen)
+    assert [o for o, _, _ in found.sources] == chosen and all(
+        blob and record for _, blob, record in found.sources
+    )
     new_b = batch([("b", [2, 10, 11, 12], 4)], {0: (2, b"".join(band_key(x) for x in [1, 2, 5, 6]))})
     new_b.passages = [fingerprints.blob(" ".join(WORDS[1800:1900]))]
     reply = await standalone_store.check(k, "insert", new_b, max_candidates=256)

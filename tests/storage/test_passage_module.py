@@ -23,13 +23,15 @@ pytestmark = pytest.mark.anyio
 
 _RNG = random.Random(16)
 VOCABULARY = sorted({"".join(_RNG.choice("abcdefghij") for _ in range(6)) for _ in range(3000)})
-#: A phrase in more documents than a posting keeps (keys.POSTING_CAP = 64): its postings fill up.
+#: A phrase in most documents, each time at another place.
 BOILERPLATE = " ".join(_RNG.choice(VOCABULARY) for _ in range(40))
+#: A page stored in more documents than a posting keeps (keys.POSTING_CAP = 64): its postings fill up.
+COPIED_PAGE = " ".join(_RNG.choice(VOCABULARY) for _ in range(300))
 
 
 def documents(seed: int, n: int) -> list[Document]:
-    """Random texts; a third copy a passage of an earlier one, most hold the boilerplate; some ids come
-    again (replacements)."""
+    """Random texts; a third copy a passage of an earlier one, most hold the boilerplate, some are one
+    page stored again and again; some ids come again (replacements)."""
     rng = random.Random(seed)
     texts: list[str] = []
     out = []
@@ -40,6 +42,8 @@ def documents(seed: int, n: int) -> list[Document]:
             at = rng.randrange(len(earlier))
             own[len(own) // 2 : len(own) // 2] = earlier[at : at + rng.randrange(25, 120)]
         text = " ".join(own) + ("\n" + BOILERPLATE if rng.random() < 0.8 else "")
+        if rng.random() < 0.3:  # a page stored again and again: its copies select the same k-grams
+            text = COPIED_PAGE
         texts.append(text)
         doc_id = f"d{rng.randrange(i)}" if i > 10 and rng.random() < 0.1 else f"d{i}"
         out.append(Document(doc_id, text))
@@ -151,7 +155,7 @@ def assert_packed_index(keyspace: Keyspace, level: int, records: int) -> None:
             runs[row[:3] + bytes([number % 256])] = runs.get(row[:3] + bytes([number % 256]), 0) + 1
         total += len(rows)
     assert total == records
-    # POSTING_CAP: the boilerplate's postings filled up (replacements and a delete took a few out)
+    # POSTING_CAP: the copied page's postings filled up (replacements and a delete took a few out)
     assert 60 <= max(runs.values()) <= 64
     blobs = {k: v for k, v in keyspace.items() if b":p:" in k}
     parts = [value for _, fields in blobs.values() for value in fields.values()]
@@ -177,7 +181,7 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
 ) -> None:
     client = redis.Redis.from_url(servers[0].url)
     try:
-        blob = fingerprints.blob(" ".join(VOCABULARY[:700]))
+        blob = fingerprints.blob(" ".join(VOCABULARY[:900]))
         assert 600 < len(blob) <= 1200
         _, m, at = fingerprints.header(blob)
         ordinal = (1).to_bytes(5, "big")
