@@ -99,7 +99,8 @@ async def test_a_check_paused_past_the_abandon_time_is_refused_and_its_retry_sta
     # b, a near-duplicate. P1 comes back and writes: its stamp must be refused (the ordinal is dead), not
     # taken for "stamped already", and its retry starts clean.
     p1, p2, _ = processes
-    monkeypatch.setattr(p1._routing, "abandon_ms", lambda: 1000)  # the creator's: the collection's
+    for p in (p1, p2):  # every process's, so the creator's: the collection's
+        monkeypatch.setattr(p._routing, "abandon_ms", lambda: 1000)
     first, second = Index(p1), Index(p2)
     await first.create_collection(CollectionParams.create("paused", threshold=0.7))
     a, b = doc("a", text(70), 1), doc("b", variant(text(70), 1), 2)
