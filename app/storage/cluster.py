@@ -48,7 +48,7 @@ from neardup.storage import keys, records
 from neardup.storage.cluster_layout import KeyGroups, OpsFor, unpack_band_keys
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.cluster_routing import ClusterRouting, as_bytes, cluster_client, raise_for_status
-from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
+from neardup.storage.errors import StoreDown
 from neardup.storage.store import (
     DROP_SWEEP_AGE_MS,
     CheckBatch,
@@ -601,20 +601,24 @@ class ClusterStore:
     async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]:
         async with self._routing.guard():
             g = await self._routing.groups(k)
-            state = await self.client.hmget(k.state, ["gen", "seq", "maxd"])
-            if state[0] is None:
-                raise CollectionMissing()
-            if as_bytes(state[0]).decode() != k.gen:
-                raise GenerationChanged()
-            max_docs = int(state[2] or 0)
-            floor = int(as_bytes(state[1]) or 0) - max_docs if max_docs > 0 else 0
             current = await self._routing.read_fields([(g.ids(i), i) for i in ids])
             ords = [int(c) if c else 0 for c in current]
-            got = await self._routing.read_fields([p for o in ords if o for p in (g.sig(o), g.doc(o))])
+            named = sorted({o for o in ords if o})
+            # The state (with the generation and the eviction floor) says which are dead: their checks
+            # were refused, so they are absent, though their id swaps landed.
+            status, got = await asyncio.gather(
+                self._routing.run_state_script("cluster_status", k, [k.gen, keys.STAMP_SCALE, *named]),
+                self._routing.read_fields([p for o in ords if o for p in (g.sig(o), g.doc(o))]),
+            )
+            raise_for_status(status)
+            dead = {o for o, s in zip(named, status[1], strict=True) if int(s) == -2}
+            max_docs = int(status[3] or 0)
+            floor = int(status[2]) - max_docs if max_docs > 0 else 0
         out: list[StoredVersion | None] = []
         j = 0
         for doc_id, o in zip(ids, ords, strict=True):
-            if not o:
+            if not o or o in dead:
+                j += 1 if o else 0
                 out.append(None)
                 continue
             sig, record = got[2 * j], got[2 * j + 1]

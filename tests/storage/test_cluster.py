@@ -171,9 +171,11 @@ async def test_an_abandoned_reservation_is_made_dead_later(
         assert client.hget(k.late, ordinal) == b"0"  # dead: never stamped
     finally:
         client.close()
-    # Never committed, so never seen by a check, though its id swap landed.
+    # Never committed, so never seen, by a check or by its id, though its id swap landed.
     [r] = await index.check("c", [Document("copy", text(31))], insert=False)
     assert not r.duplicate
+    with pytest.raises(DocumentNotFound):
+        await index.get_document("c", "lost")
     [again] = await index.check("c", [Document("lost", text(31))])  # its retry writes it again
     assert again.inserted and not again.duplicate
     [r] = await index.check("c", [Document("copy", text(31))], insert=False)
