@@ -3,7 +3,8 @@ reserved an ordinal makes it visible, by its stamp, and only while the ordinal i
 fixes an interleaving with the store's pause points (a check held where a GC pause or a SIGSTOP would
 hold it), on the session's real 3-node cluster or, for the failover, a real 3 + 3 cluster with
 replication waits: a process paused past the abandon time, processes with other timeouts, a retry
-that overlaps its first attempt (fenced, or waited for), a reservation lost by a failover. In each,
+that overlaps its first attempt (fenced, or waited for), a reservation lost by a failover, a check
+whose swap lost a race, a stamp run twice. In each,
 first seen holds (exactly one original, nobody the duplicate of its own duplicate) and every
 acknowledged document is found by its id, with its own record, and by its text."""
 
@@ -202,6 +203,61 @@ async def test_a_retry_overlapping_its_first_attempt_waits_for_the_pending_copy_
     finally:
         await p1.close()
         await p2.close()
+
+
+async def test_a_check_whose_swap_lost_a_race_gives_its_reservation_up_dead_at_once(
+    processes: list[ClusterStore], cluster_url: str, valkey_cluster: LocalCluster
+) -> None:
+    # P1 checks a new id and is held before its write round; P2 stores that id meanwhile. P1's swap
+    # fails: it takes its versions out and writes again as a replacement. Its first reservation is
+    # dead at once, not left pending until a sweep (which would hold retention back till then).
+    p1, p2, _ = processes
+    index = Index(p2)
+    await index.create_collection(CollectionParams.create("race", threshold=0.7))
+    mine, theirs = doc("a", text(75), 1), doc("a", text(76), 2)
+    hold = Hold(p1, "claimed")
+    late = asyncio.create_task(Index(p1).check("race", [mine]))
+    assert await hold.until_reached(late)
+    await index.check("race", [theirs])
+    hold.released.set()
+    [answer] = await late
+    assert answer.inserted and not answer.duplicate
+    k = (await index.registry.get("race")).keys
+    client = redis.RedisCluster.from_url(cluster_url)
+    try:
+        assert client.hlen(k.pending) == 0
+        assert list(client.hvals(k.late)) == [b"0"]  # P1's first ordinal: dead
+    finally:
+        client.close()
+    await assert_found(index, valkey_cluster.urls, "race", [mine])
+
+
+async def test_a_stamp_run_twice_is_refused_and_the_retry_answers_as_the_first_attempt_would(
+    processes: list[ClusterStore], valkey_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A replay: the stamp ran, its reply was lost, and it was sent again (as the client resends a
+    # command once after a timeout). The second run is refused (a 503: what the check's stamp came
+    # to is not known to it); the document is committed, and its retry answers as the first would.
+    p1, p2, _ = processes
+    index = Index(p1)
+    await index.create_collection(CollectionParams.create("replay", threshold=0.7))
+    a, b = doc("a", text(77), 1), doc("b", variant(text(77), 1), 2)
+    real = p1._routing.run_state_script
+
+    async def stamp_twice(name: str, k: Any, args: Any) -> Any:
+        if name == "cluster_stamp":
+            await real(name, k, args)
+        return await real(name, k, args)
+
+    monkeypatch.setattr(p1._routing, "run_state_script", stamp_twice)
+    with pytest.raises(StoreUnavailable):
+        await index.check("replay", [a])
+    monkeypatch.setattr(p1._routing, "run_state_script", real)
+    [answer_b] = await Index(p2).check("replay", [b])
+    [answer_a] = await index.check("replay", [a])  # the retry
+    assert_first_seen([("b", answer_b), ("a", answer_a)], {"a", "b"})
+    assert answer_b.duplicate_of == "a"
+    await assert_found(index, valkey_cluster.urls, "replay", [a, b])
 
 
 def client_of(node: Any) -> redis.Redis:
