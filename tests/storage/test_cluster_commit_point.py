@@ -4,9 +4,9 @@ fixes an interleaving with the store's pause points (a check held where a GC pau
 hold it), on the session's real 3-node cluster or, for the failover, a real 3 + 3 cluster with
 replication waits: a process paused past the abandon time, processes with other timeouts, a retry
 that overlaps its first attempt (fenced, or waited for), a reservation lost by a failover, a check
-whose swap lost a race, a stamp run twice. In each,
-first seen holds (exactly one original, nobody the duplicate of its own duplicate) and every
-acknowledged document is found by its id, with its own record, and by its text."""
+whose swap lost a race, a stamp run twice. In each, first seen holds (exactly one original, nobody
+the duplicate of its own duplicate) and every acknowledged document is found by its id, with its own
+record, and by its text."""
 
 from __future__ import annotations
 
