@@ -12,16 +12,18 @@ node:
    failover, so reserve again past it; docs/design.md, "Fencing");
 2. write: append the ordinals to their band buckets, remove replaced versions, swap the id table to
    the new ordinals (compare-and-set), one script call per node;
-3. stamp (state slot): stamps only grow, and a pending ordinal is later than any stamp issued;
+3. stamp (state slot), the commit point: only while every ordinal of the batch is still pending,
+   else the batch is refused (a 503); stamps only grow, and a pending ordinal is later than any
+   stamp issued;
 4. read the buckets; 5. the candidates' stamps (state slot) and signatures/records; 6. verify each
    candidate against the id table (its id must still name it), dropping dead entries lazily.
 
 Why first seen wins: if A is stamped before B, A's appends finished before A's stamp, which came
 before B's stamp, which came before B's reads: B sees A, stamped and smaller. A sees B pending or
-with a larger stamp, and ignores it. A check that dies half-way leaves an ordinal that is pending
-(ignored by everyone) until the stamp script stamps it as abandoned; it is then live only if its id
-still names it and its record is there, exactly as if the check had finished, and a retry of the
-same id replaces it (the id swap makes the old ordinal dead; its entries are removed).
+with a larger stamp, and ignores it. A check that dies or pauses half-way leaves an ordinal that is
+pending (ignored by everyone) until the stamp script's sweep makes it dead, past the collection's
+abandon time, or a retry of the same document fences it (cluster_fence.lua); a dead ordinal is never
+stamped, its check is refused if it comes back, and its retry writes the document again.
 
 With ``min_replicas`` (NEARDUP_MIN_REPLICAS) every write round waits for that many replicas
 (ClusterRouting._synced); see docs/design.md, "Replication".
@@ -37,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
@@ -46,7 +48,7 @@ from neardup.storage import keys, records
 from neardup.storage.cluster_layout import KeyGroups, OpsFor, unpack_band_keys
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.cluster_routing import ClusterRouting, as_bytes, cluster_client, raise_for_status
-from neardup.storage.errors import CollectionMissing, GenerationChanged, StoreDown
+from neardup.storage.errors import StoreDown
 from neardup.storage.store import (
     DROP_SWEEP_AGE_MS,
     CheckBatch,
@@ -66,6 +68,11 @@ _UNLINK_CHUNK = 5000
 #: Reservations a check makes before it gives up (a 503) when the data shards keep showing its
 #: ordinals in use; the jump past a clash doubles each time (docs/design.md, "Fencing").
 _CLAIM_TRIES = 12
+#: How long a retry that finds its stored copy still pending waits for that copy's check to commit it,
+#: in store timeouts, before it fences the copy (docs/design.md, "The commit point"); and how often it
+#: looks meanwhile, in seconds.
+_COPY_WAIT = 0.25
+_COPY_POLL_S = 0.05
 
 
 class ClusterStore:
@@ -83,6 +90,11 @@ class ClusterStore:
     def __init__(self, client: RedisCluster, *, timeout: float = 5.0, min_replicas: int = 0) -> None:
         self._routing = ClusterRouting(client, timeout=timeout, min_replicas=min_replicas)
         self._retention = ClusterRetention(self._routing)
+        self._timeout = timeout
+        #: Awaited, where set, at two points of every check that writes: "claimed" (reserved and
+        #: claimed, before the write round) and "written" (after the write round, before the stamp).
+        #: Tests hold a check there, as a GC pause or a SIGSTOP would, to fix an interleaving.
+        self.pause_points: dict[str, Callable[[], Awaitable[None]]] = {}
 
     @classmethod
     def from_url(
@@ -152,14 +164,16 @@ class ClusterStore:
         """The state first, atomically on the collection's slot (cluster_init.lua: created, or what
         exists), then the registry entry, written again by any later creation that finds it missing
         (a creation that died between the two). ``sketch_bytes`` sets how many sketches share a hash
-        (``keys.sig_group_size``), as on one server."""
+        (``keys.sig_group_size``), as on one server. The collection's abandon time is this process's
+        (``ClusterRouting.abandon_ms``), kept in the state: every process sweeps by that one."""
         async with self._routing.guard():
             band_groups, id_groups = keys.cluster_groups(capacity, bands)
             sig_group = keys.sig_group_size(sketch_bytes)
+            abandon = self._routing.abandon_ms()
             reply = await self._routing.run_state_script(
                 "cluster_init",
                 name,
-                [gen, ttl_ms, max_documents, band_groups, id_groups, params_json, sig_group],
+                [gen, ttl_ms, max_documents, band_groups, id_groups, params_json, sig_group, abandon],
             )
             if reply[0] == b"created":
                 await self._routing.keyed_write(keys.REGISTRY, "HSET", keys.REGISTRY, name, params_json)
@@ -296,7 +310,9 @@ class ClusterStore:
             for i in range(n)
         ]
         if mode == "restore":
-            await self._restore_bands(g, fields, expected)
+            committed = await self._settle_copies(k, expected)
+            kept = [o if int(o or 0) in committed else b"" for o in expected]
+            await self._restore_bands(g, fields, kept)
         if mode in ("read", "restore"):
             return await self._read(k, g, fields, [0] * n, {}, [], max_candidates, set())
 
@@ -324,6 +340,7 @@ class ClusterStore:
         sketches = [batch.signature(i) for i in range(n)]  # (exact mode: of different sizes)
         ordinal0, server_ms, packed = await self._reserve(k, g, n, sketches, packed)
         ordinals = list(range(ordinal0, ordinal0 + n))
+        await self._pause("claimed")
 
         # 2. write
         new_docs = 0
@@ -370,6 +387,9 @@ class ClusterStore:
                     g.remove_document(ops_for, ordinals[i], fields[i])
 
             await self._routing.write(undo, sync=False)
+            # The whole reservation is given up: dead now, rather than pending until the sweep (the
+            # ids this batch did swap name dead versions, replaced on the caller's next call).
+            raise_for_status(await self._routing.run_state_script("cluster_fence", k, [k.gen, *ordinals]))
             current = await self._routing.read_fields([(g.ids(ids[i]), ids[i]) for i in failed])
             named = [(i, int(c)) for i, c in zip(failed, current, strict=True) if c]
             sigs = await self._routing.read_fields([g.sig(o) for _, o in named])
@@ -377,12 +397,17 @@ class ClusterStore:
             need.update({i: (o, s) for (i, o), s in zip(named, sigs, strict=True)})
             return NeedOldBands(need)
 
-        # 3. stamp
+        # 3. stamp: the commit point (only this check can make its ordinals visible, and only while
+        # they are pending: a refusal means they are dead, and nothing of this check is ever seen)
+        await self._pause("written")
         reply = await self._routing.run_state_script(
-            "cluster_stamp",
-            k,
-            [k.gen, ordinal0, n, 0, self._routing.abandon_ms(), new_docs, keys.STAMP_SCALE, *forget],
+            "cluster_stamp", k, [k.gen, ordinal0, n, new_docs, keys.STAMP_SCALE, *forget]
         )
+        if reply and reply[0] == b"dead":
+            raise StoreDown(
+                "this check's ordinals were made dead before its stamp (pending past the collection's "
+                "abandon time, or fenced by a retry of the same document): nothing of it counts; retry"
+            )
         raise_for_status(reply)
         own_stamps = {o: int(s) for o, s in zip(ordinals, reply[1], strict=True)}
         if mode == "put":
@@ -391,6 +416,38 @@ class ClusterStore:
         live_own = {ordinals[i] for i in last_of.values()}
         read = await self._read(k, g, fields, ordinals, own_stamps, ordinals, max_candidates, live_own)
         return read if read.now_ms else dataclasses.replace(read, now_ms=server_ms)
+
+    async def _pause(self, point: str) -> None:
+        hold = self.pause_points.get(point)
+        if hold is not None:
+            await hold()
+
+    async def _settle_copies(self, k: keys.CollectionKeys, copies: Sequence[bytes]) -> set[int]:
+        """The stored copies (ordinals) a retry keeps, of those its check sent (``expected``): a copy
+        still pending may belong to a check that is still going (the first attempt of this very
+        retry, slow or paused), so it is waited for, a quarter of the store timeout, then fenced
+        (cluster_fence.lua: made dead unless its check committed it meanwhile). Never replaced while
+        it can still be committed. Returns the committed ones (stamped); the caller replaces the others."""
+        ordinals = sorted({int(o) for o in copies if o})
+        if not ordinals:
+            return set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _COPY_WAIT * self._timeout
+        fenced = False
+        while True:
+            reply = await self._routing.run_state_script(
+                "cluster_status", k, [k.gen, keys.STAMP_SCALE, *ordinals]
+            )
+            raise_for_status(reply)
+            stamps = dict(zip(ordinals, (int(s) for s in reply[1]), strict=True))
+            pending = [o for o in ordinals if stamps[o] == -1]
+            if not pending or fenced:
+                return {o for o in ordinals if stamps[o] >= 0}
+            if loop.time() >= deadline:
+                raise_for_status(await self._routing.run_state_script("cluster_fence", k, [k.gen, *pending]))
+                fenced = True
+            else:
+                await asyncio.sleep(_COPY_POLL_S)
 
     async def _reserve(
         self, k: keys.CollectionKeys, g: KeyGroups, n: int, sketches: Sequence[bytes], packed: Sequence[bytes]
@@ -525,7 +582,8 @@ class ClusterStore:
         named = [records.record_id(fetched[c][1]) for c in with_record]
         names = await self._routing.read_fields([(g.ids(name), name) for name in named])
         live = {c for c, name in zip(with_record, names, strict=True) if name == str(c).encode()}
-        dead = [c for c in outside if c not in live]
+        # and the ordinals made dead (their checks were refused): never stamped, their entries are dead
+        dead = [c for c in outside if c not in live] + [c for c in every if stamp_of[c] == -2]
         if dead:
             # Entries of replaced, deleted or abandoned versions: drop them from the buckets they
             # were found in, so the next reader does not pay for them again.
@@ -544,20 +602,24 @@ class ClusterStore:
     async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]:
         async with self._routing.guard():
             g = await self._routing.groups(k)
-            state = await self.client.hmget(k.state, ["gen", "seq", "maxd"])
-            if state[0] is None:
-                raise CollectionMissing()
-            if as_bytes(state[0]).decode() != k.gen:
-                raise GenerationChanged()
-            max_docs = int(state[2] or 0)
-            floor = int(as_bytes(state[1]) or 0) - max_docs if max_docs > 0 else 0
             current = await self._routing.read_fields([(g.ids(i), i) for i in ids])
             ords = [int(c) if c else 0 for c in current]
-            got = await self._routing.read_fields([p for o in ords if o for p in (g.sig(o), g.doc(o))])
+            named = sorted({o for o in ords if o})
+            # The state (with the generation and the eviction floor) says which are dead: their checks
+            # were refused, so they are absent, though their id swaps landed.
+            status, got = await asyncio.gather(
+                self._routing.run_state_script("cluster_status", k, [k.gen, keys.STAMP_SCALE, *named]),
+                self._routing.read_fields([p for o in ords if o for p in (g.sig(o), g.doc(o))]),
+            )
+            raise_for_status(status)
+            dead = {o for o, s in zip(named, status[1], strict=True) if int(s) == -2}
+            max_docs = int(status[3] or 0)
+            floor = int(status[2]) - max_docs if max_docs > 0 else 0
         out: list[StoredVersion | None] = []
         j = 0
         for doc_id, o in zip(ids, ords, strict=True):
-            if not o:
+            if not o or o in dead:
+                j += 1 if o else 0
                 out.append(None)
                 continue
             sig, record = got[2 * j], got[2 * j + 1]

@@ -27,17 +27,18 @@ from neardup.storage.errors import (
 )
 from neardup.storage.scripts import MODULE_NAME, Script, module_refused, module_runs, uses_module
 
-#: A pending ordinal older than this belongs to a check that died between append and stamp. It must
-#: exceed the longest a live check can take (a store call is bounded by 8 store timeouts, see guard;
-#: each client passes max(ABANDON_MS, 20 x its timeout)).
+#: A pending ordinal older than this is taken for abandoned and made dead; a live check that takes
+#: longer is refused (a 503), so it should exceed the longest a live check takes (a store call is
+#: bounded by 8 store timeouts, see guard). A collection keeps max(ABANDON_MS, 20 x its creator's
+#: timeout) in its state, one time for every process.
 ABANDON_MS = 60_000
 #: Keys whose node is remembered (group keys repeat from batch to batch).
 _NODE_CACHE = 1 << 17
 #: Errors after which the slot map may be stale: refresh it and try once more.
 _RESHARD = (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, rx.ClusterError)
-#: State scripts that write nothing a 2xx depends on: reads, and the reservation (fenced by the data
-#: shards instead, docs/design.md "Fencing"; the stamp's replication wait covers it too).
-_UNSYNCED = frozenset({"cluster_reserve", "cluster_status", "cluster_get", "cluster_bands", "clock"})
+#: State scripts that write nothing a 2xx depends on: reads. The reservation is waited for: a
+#: failover that lost it would hand its ordinals out again (docs/design.md, "The commit point").
+_UNSYNCED = frozenset({"cluster_status", "cluster_get", "cluster_bands", "clock"})
 
 _T = TypeVar("_T")
 
@@ -101,7 +102,7 @@ class ClusterRouting:
             for name in (
                 "cluster_init", "cluster_drop", "cluster_reserve", "cluster_stamp", "cluster_status",
                 "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_unregister",
-                "clock",
+                "cluster_fence", "clock",
             )
         }  # fmt: skip
         self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")

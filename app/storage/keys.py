@@ -72,9 +72,10 @@ scripts that take ordinals and stamps see it on one slot; every data key (band, 
 record groups) has no tag and spreads over all shards::
 
     nd:{c}:state            hash  gen, seq (ordinals reserved), top (last stamp), docs, low, ttl, maxd,
-                                  sg, bG, iG (fixed group counts on a cluster)
+                                  sg, bG, iG (fixed group counts on a cluster), abandon (ms)
     nd:{c}:pending          hash  ordinal -> ms it was reserved: appended, not stamped yet (in flight)
-    nd:{c}:late             hash  ordinal -> stamp, only for ordinals stamped out of order
+    nd:{c}:late             hash  ordinal -> stamp, only for ordinals stamped out of order; or 0 for
+                                  a dead ordinal (abandoned or fenced: never stamped, never seen)
 
 A cluster check appends its *ordinal* first, then stamps it. Stamps are issued in increasing order;
 an ordinal stamped after every smaller one gets the implicit stamp ``ordinal * STAMP_SCALE``, any

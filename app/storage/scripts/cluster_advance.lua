@@ -3,6 +3,7 @@
 --
 -- KEYS[1] state hash   KEYS[2] pending hash (unused)   KEYS[3] late hash
 -- ARGV[1] gen   ARGV[2] new low   ARGV[3] documents removed   ARGV[4..] reclaimed ordinals
+--   (their late entries go, dead marks too: their records are gone, so nothing of them is seen again)
 -- Returns 'ok', or 'stale' when the collection is gone or was recreated
 
 local v = redis.call('HMGET', KEYS[1], 'gen', 'low')

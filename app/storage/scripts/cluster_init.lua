@@ -8,6 +8,8 @@
 -- ARGV[1] gen   ARGV[2] retention ms (0: none)   ARGV[3] max documents (0: none)
 -- ARGV[4] band groups   ARGV[5] id groups   ARGV[6] the registry entry (parameters JSON)
 -- ARGV[7] sketches per signature hash (keys.sig_group_size), fixed for the collection's life
+-- ARGV[8] the abandon time in ms: a reservation pending longer is made dead (cluster_stamp.lua); one
+--   time for every process that writes the collection, fixed for its life
 -- Returns {'created'} or {'exists', gen, registry entry}
 
 local cur = redis.call('HMGET', KEYS[1], 'gen', 'params')
@@ -17,5 +19,6 @@ if cur[1] then
 end
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'seq', 0, 'top', 0, 'docs', 0, 'low', 0, 'swept', 0,
-  'ttl', ARGV[2], 'maxd', ARGV[3], 'bG', ARGV[4], 'iG', ARGV[5], 'params', ARGV[6], 'sg', ARGV[7])
+  'ttl', ARGV[2], 'maxd', ARGV[3], 'bG', ARGV[4], 'iG', ARGV[5], 'params', ARGV[6], 'sg', ARGV[7],
+  'abandon', ARGV[8])
 return {'created'}

@@ -5,7 +5,8 @@
 -- ARGV[1] gen the client computed for   ARGV[2] n
 -- ARGV[3] (optional) reserve past this ordinal: the sequence jumps to it if it is behind (fencing: the
 --   data shards showed it in use, see docs/design.md "Fencing")   ARGV[4..] this caller's earlier
---   reservation, given up: no longer pending
+--   reservation, given up after a clash: no longer pending, and not made dead, as the clashed ordinal
+--   is another document's (its implicit stamp makes it readable again)
 -- The pending mark is this server's time (TIME), never a service process's: the sweep in
 -- cluster_stamp.lua compares it with the same server's clock, so a skewed or stepped client clock
 -- cannot make a live check look abandoned.

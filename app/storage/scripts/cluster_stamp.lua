@@ -1,47 +1,46 @@
--- cluster_stamp.lua: (Redis Cluster) phase 2 of a check: stamp the batch's ordinals, in batch order,
--- after their band entries were appended (docs/design.md, "Why first seen wins").
+-- cluster_stamp.lua: (Redis Cluster) phase 3 of a check, its commit point: stamp the batch's ordinals,
+-- in batch order, after their band entries were appended (docs/design.md, "Why first seen wins").
+--
+-- Only the check that reserved an ordinal commits it, here, and only while it is still pending: an
+-- ordinal no longer pending is dead (swept as abandoned below, fenced by a retry: cluster_fence.lua)
+-- or committed already (this very call, run twice), and either way the batch is refused ('dead'):
+-- nothing of it is stamped, and its ordinals still pending are made dead at once. The check answers
+-- 503 and its retry starts clean; a refusal is never taken for a stamp.
 --
 -- Stamps only grow. They reach 2^52 (keys.STAMP_SCALE), past the 14 digits Lua keeps when it turns a
 -- number into a string: every stamp is written with string.format('%d'), never joined with '..'.
--- An ordinal whose implicit stamp (ordinal * SCALE) is above the last stamp issued
--- (`top`) takes it and nothing is recorded; one that was overtaken by a larger ordinal gets top + 1,
--- recorded in the late hash. An ordinal no longer pending was stamped already (by an earlier try, or
--- as abandoned, below): its stamp is returned again, so a retry converges.
--- Pending ordinals older than ARGV[5] ms (by this server's clock, TIME: the one cluster_reserve.lua
--- marked them with) belong to checks that died between append and stamp: they
--- are stamped here (at most 100 per call, at most one sweep a second), as if the check had finished,
--- so a retry of the same id (a new version) or verification sorts them out.
+-- An ordinal whose implicit stamp (ordinal * SCALE) is above the last stamp issued (`top`) takes it
+-- and nothing is recorded; one that was overtaken by a larger ordinal gets top + 1, recorded in the
+-- late hash. A dead ordinal is recorded there too, with 0 (no stamp is 0): readers skip it, and its
+-- band entries are dead.
+--
+-- The abandon sweep: pending ordinals reserved more than the collection's abandon time ago (its state's
+-- `abandon`, ms, fixed at creation; compared with this server's clock, TIME, the one
+-- cluster_reserve.lua marked them with) are made dead, at most 100 per call, at most one sweep a
+-- second. Their checks are refused if they ever come back.
 --
 -- KEYS[1] state hash   KEYS[2] pending hash   KEYS[3] late hash
--- ARGV[1] gen   ARGV[2] first ordinal   ARGV[3] n   ARGV[4] unused (was the client's time)
--- ARGV[5] abandon after (ms)
--- ARGV[6] new documents (ids that did not exist)   ARGV[7] SCALE   ARGV[8..] ordinals whose late
---   stamp can be forgotten (versions this batch replaced)
--- Returns {'ok', {stamp per document}, seq, max documents} or {'nocollection'} / {'stale'}, or {'lost'}
--- when the batch's ordinals are above the sequence: this state lost their reservation (a failover to
--- a replica that missed it), so nothing is stamped; the data shards still fence those ordinals.
+-- ARGV[1] gen   ARGV[2] first ordinal   ARGV[3] n   ARGV[4] new documents (ids that did not exist)
+-- ARGV[5] SCALE   ARGV[6..] ordinals whose late entry can be forgotten (versions this batch replaced:
+--   their record is gone, so nothing of them can be seen again)
+-- Returns {'ok', {stamp per document}, seq, max documents}, or {'dead'} (refused, above), or
+-- {'nocollection'} / {'stale'}, or {'lost'} when the batch's ordinals are above the sequence: this
+-- state lost their reservation (a failover to a replica that missed it), so nothing is stamped; the
+-- data shards still fence those ordinals.
 
-local v = redis.call('HMGET', KEYS[1], 'gen', 'top', 'swept', 'seq', 'maxd')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'top', 'swept', 'seq', 'maxd', 'abandon')
 if not v[1] then return {'nocollection'} end
 if v[1] ~= ARGV[1] then return {'stale'} end
-local top, swept = tonumber(v[2]), tonumber(v[3])
+local top, swept, seq = tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
 local first, n = tonumber(ARGV[2]), tonumber(ARGV[3])
-if first + n - 1 > tonumber(v[4]) then return {'lost'} end
+if first + n - 1 > seq then return {'lost'} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local abandon, scale = tonumber(ARGV[5]), tonumber(ARGV[7])
+local abandon, scale = tonumber(v[6]), tonumber(ARGV[5])
 
-local function stamp(o)
-  if redis.call('HDEL', KEYS[2], o) == 0 then
-    return tonumber(redis.call('HGET', KEYS[3], o)) or o * scale
-  end
-  local s = o * scale
-  if s <= top then
-    s = top + 1
-    redis.call('HSET', KEYS[3], string.format('%d', o), string.format('%d', s))
-  end
-  top = s
-  return s
+-- A pending ordinal made dead: no longer pending, and recorded as dead for its readers.
+local function kill(o)
+  if redis.call('HDEL', KEYS[2], o) == 1 then redis.call('HSET', KEYS[3], o, 0) end
 end
 
 if now - swept > 1000 then
@@ -51,13 +50,33 @@ if now - swept > 1000 then
     if tonumber(all[i + 1]) < now - abandon then old[#old + 1] = tonumber(all[i]) end
   end
   table.sort(old)
-  for i = 1, math.min(#old, 100) do stamp(old[i]) end
+  for i = 1, math.min(#old, 100) do kill(string.format('%d', old[i])) end
   redis.call('HSET', KEYS[1], 'swept', now)
 end
 
+local ordinals = {}
+for o = first, first + n - 1 do ordinals[#ordinals + 1] = string.format('%d', o) end
+if n > 0 then
+  for _, mark in ipairs(redis.call('HMGET', KEYS[2], unpack(ordinals))) do
+    if not mark then
+      for _, o in ipairs(ordinals) do kill(o) end
+      return {'dead'}
+    end
+  end
+end
+
 local stamps = {}
-for o = first, first + n - 1 do stamps[#stamps + 1] = stamp(o) end
-for i = 8, #ARGV do redis.call('HDEL', KEYS[3], ARGV[i]) end
+for i, o in ipairs(ordinals) do
+  redis.call('HDEL', KEYS[2], o)
+  local s = (first + i - 1) * scale
+  if s <= top then
+    s = top + 1
+    redis.call('HSET', KEYS[3], o, string.format('%d', s))
+  end
+  top = s
+  stamps[#stamps + 1] = s
+end
+for i = 6, #ARGV do redis.call('HDEL', KEYS[3], ARGV[i]) end
 redis.call('HSET', KEYS[1], 'top', string.format('%d', top))
-if tonumber(ARGV[6]) ~= 0 then redis.call('HINCRBY', KEYS[1], 'docs', ARGV[6]) end
-return {'ok', stamps, tonumber(v[4]), tonumber(v[5])}
+if tonumber(ARGV[4]) ~= 0 then redis.call('HINCRBY', KEYS[1], 'docs', ARGV[4]) end
+return {'ok', stamps, seq, tonumber(v[5])}
