@@ -171,7 +171,7 @@ def main() -> None:
         args.documents, args.texts, args.memory_documents, args.repeats = 10_000, 150, 3_000, 1
     held_out = args.held_out
     settings = bs.Settings(args.documents + held_out, args.chunk_bytes, 250, 4, 1, 1, 1.0, 1.0, 1, 1)
-    corpus, corpus_info = bs.build_documents(args.corpus, settings)
+    corpus, corpus_info = bs.build_documents(args.corpus, settings, held_out=held_out)
     stored = bs.Corpus(
         corpus.ids[: args.documents], corpus.texts[: args.documents], corpus.utf8_bytes[: args.documents]
     )
@@ -258,6 +258,25 @@ def compare(
     return out
 
 
+#: keys.POSTING_CAP: what a verbatim case's holders are compared with.
+POSTING_CAP = 64
+
+
+def holders(cases: list[pl.Case], stored: list[str]) -> list[int]:
+    """Per case, the stored documents holding its passage's middle word 5-gram (as a passage search
+    hashes it): how many documents hold the copied text."""
+    middle = []
+    for c in cases:
+        grams = fingerprints.features(" ".join(c.words)).grams
+        middle.append(int(grams[len(grams) // 2]) if len(grams) else -1)
+    wanted = np.array(sorted({m for m in middle if m >= 0}), np.uint64)
+    counts: dict[int, int] = {}
+    for text in stored:
+        for g in np.intersect1d(fingerprints.features(text).grams, wanted).tolist():
+            counts[g] = counts.get(g, 0) + 1
+    return [counts.get(m, 0) for m in middle]
+
+
 def score_all(
     texts: list[pl.Submitted], replies: list[dict[str, Any]], stored: list[str], index_of: dict[str, int]
 ) -> dict[str, Any]:
@@ -269,13 +288,16 @@ def score_all(
         quality_by_level[level] = pl.score([texts[i] for i in chosen], [found[i] for i in chosen], words)
     clean = [i for i, t in enumerate(texts) if not t.cases]
     short = [(c, found[i]) for i, t in enumerate(texts) if t.level == "none" for c in t.cases]
-    detected = sum(
+    hits = [
         any(
             d.start < c.end and c.start < d.end and pl.acceptable(c, d.source, words, (d.start, d.end))
             for d in ds
         )
         for c, ds in short
-    )
+    ]
+    detected = sum(hits)
+    held = holders([c for c, _ in short], stored)
+    many = [hit for hit, n in zip(hits, held, strict=True) if n > POSTING_CAP]
     errors = []
     for t, reply in zip(texts, replies, strict=True):
         # containment is given for the listed sources (a copy grouped under a passage has none)
@@ -287,6 +309,12 @@ def score_all(
         "quality": quality_by_level,
         "verbatim_cases_found": round(detected / len(short), 4) if short else None,
         "verbatim_cases": len(short),
+        "verbatim_held_by_more_than_64": {
+            "cases": len(many),
+            "found": round(sum(many) / len(many), 4) if many else None,
+            "most_holders": max(held, default=0),
+            "how": "stored documents holding the copied passage's middle word 5-gram",
+        },
         "clean_texts_without_span": round(sum(not found[i] for i in clean) / len(clean), 4)
         if clean
         else None,

@@ -347,9 +347,13 @@ class Corpus:
         return sum(self.utf8_bytes)
 
 
-def build_documents(path: Path, settings: Settings, seed: int = 1) -> tuple[Corpus, dict[str, Any]]:
+def build_documents(
+    path: Path, settings: Settings, seed: int = 1, held_out: int = 0
+) -> tuple[Corpus, dict[str, Any]]:
     """The corpus documents cut into passages, shuffled with a fixed seed (consecutive releases of a
-    file, which are near-duplicates, end up far apart as in a crawl), the first ``documents`` kept."""
+    file, which are near-duplicates, end up far apart as in a crawl), the first ``documents`` kept; with
+    ``chunk_bytes`` 0, the size mix of real text (real_mix.py), the last ``held_out`` of them pieces
+    that no other document is a near-duplicate of."""
     if not path.exists():
         print(f"{path} is missing: building it with bench/corpus.py", file=sys.stderr)
         subprocess.run([sys.executable, str(HERE / "corpus.py")], check=True, stdout=sys.stderr)

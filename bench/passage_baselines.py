@@ -2,8 +2,10 @@
 
 - ``pairwise``: a MOSS-style comparison (winnowing, Schleimer et al. 2003; what MOSS and copydetect do):
   the winnowed fingerprints of the text against those of every stored document, one pair at a time; a
-  document sharing at least ``PAIRWISE_MIN_SHARED`` fingerprints is reported. The same fingerprints as
-  neardup's (word 5-grams, window 21), so the difference is the index, not the features.
+  document sharing at least ``PAIRWISE_MIN_SHARED`` fingerprints is reported. The same k-grams as
+  neardup's (word 5-grams, its hashes) winnowed with a window of 21 (neardup itself samples every 21st
+  k-gram of a stored document and reads every k-gram of the text), so the difference is the index and
+  the pairing, not the words.
 - ``lsh_ensemble``: datasketch's LSH Ensemble (Zhu et al. 2016) over MinHash signatures of every stored
   document's word 5-grams, queried with the text's for containment >= ``LSH_THRESHOLD``: documents, no
   passages, no offsets; built once in bulk.
@@ -27,9 +29,18 @@ LSH_THRESHOLD = 0.05
 LSH_PERM = 128
 
 
+WINDOW = fingerprints.W
+
+
 def winnowed(text: str) -> np.ndarray:
-    f = fingerprints.features(text)
-    return np.unique(f.keys[f.selected])
+    """The text's winnowed k-gram hashes: in every window of WINDOW consecutive k-grams the smallest
+    (the rightmost on ties)."""
+    keys = fingerprints.features(text).keys
+    if len(keys) <= WINDOW:
+        return np.unique(keys[len(keys) - 1 - np.argmin(keys[::-1])]) if len(keys) else keys
+    windows = np.lib.stride_tricks.sliding_window_view(keys, WINDOW)
+    picks = np.arange(len(windows)) + WINDOW - 1 - np.argmin(windows[:, ::-1], axis=1)
+    return np.unique(keys[picks])
 
 
 def pairwise(stored: Sequence[str], texts: Sequence[str]) -> tuple[list[set[int]], dict[str, Any]]:

@@ -73,21 +73,30 @@ def near_duplicates(base: Sequence[tuple[str, str]], count: int, seed: int) -> l
 
 
 def documents(
-    docs: Sequence[tuple[str, str]], count: int, cut: Callable[[str, int], list[str]], seed: int = 1
+    docs: Sequence[tuple[str, str]],
+    count: int,
+    cut: Callable[[str, int], list[str]],
+    seed: int = 1,
+    held_out: int = 0,
 ) -> tuple[list[tuple[str, str]], dict[str, object]]:
-    """``count`` documents (fewer pieces: the rest near-duplicates), shuffled; and how they were made."""
+    """``count`` documents (fewer pieces: the rest near-duplicates), shuffled, the last ``held_out`` of
+    them pieces that neither the others nor their near-duplicates come from (text for the submitted
+    texts of a passage benchmark); and how they were made."""
     base = pieces(docs, cut, seed)
     random.Random(seed).shuffle(base)
-    copies = near_duplicates(base, count - len(base), seed)
-    out = base[:count] + copies
+    kept, base = base[: min(held_out, len(base))], base[min(held_out, len(base)) :]
+    stored = count - len(kept)
+    copies = near_duplicates(base, stored - len(base), seed)
+    out = base[:stored] + copies
     random.Random(seed + 1).shuffle(out)
+    out += kept
     info = {
         "how": f"corpus.jsonl documents of {MIN_BYTES:,}-{MAX_BYTES:,} bytes whole, longer ones cut at "
         f"paragraph boundaries to sizes drawn from a log-normal law (median {MEDIAN_BYTES:,} bytes, sigma "
         f"{SIGMA}), pieces of {MIN_BYTES:,}-{MAX_BYTES:,} bytes; "
         f"{len(copies):,} near-duplicates of pieces (Zipf {ZIPF} choice of the base, {EDIT_RATES} of the "
         "words edited, case and white-space noise); shuffled with a fixed seed",
-        "pieces": len(base),
+        "pieces": len(base) + len(kept),
         "near_duplicates": len(copies),
     }
     return out, info

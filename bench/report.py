@@ -858,8 +858,9 @@ def passages_section(results: Path) -> str:
         "",
         f"`{run.get('command', 'python bench/bench_passages.py')}` ({run['machine']['cores']} cores): "
         f"{run['corpus']['stored_documents']:,} stored documents of "
-        f"~{run['corpus']['stored_mean_bytes']:,} bytes "
-        "(the corpus cut into passages, as bench_service.py does) in a collection with `passages: true`, "
+        f"~{run['corpus']['stored_mean_bytes']:,} bytes (median {run['corpus']['median_document_bytes']:,}, "
+        f"p99 {run['corpus']['p99_document_bytes']:,}; {run['corpus']['how']}) in a collection with "
+        "`passages: true`, "
         "through a real `neardup serve` (1 worker, embedded Valkey). Submitted texts built the way PAN "
         "built theirs (bench/plagiarism.py): held-out text that shares no run of 10 words and at most 5% of "
         "its 5-grams with the stored documents, with 0 to 3 passages of 25 to 500 words copied from stored "
@@ -884,6 +885,7 @@ def passages_section(results: Path) -> str:
         f"- Verbatim passages (25 words or more) found: **{run['verbatim_cases_found']}** of "
         f"{run['verbatim_cases']} (target 0.99: {met(run['verbatim_cases_found'] >= 0.99)}); the "
         "fingerprinting guarantees it for 25 words (design.md, Passages).",
+        *verbatim_held_line(run),
         f"- Submitted texts with nothing copied that get no span: **{run['clean_texts_without_span']}** of "
         f"{run['clean_texts']} (target 0.99: {met(run['clean_texts_without_span'] >= 0.99)}).",
         f"- `containment` against the exact value (word 5-grams, every true source of every text): "
@@ -917,7 +919,7 @@ def passages_section(results: Path) -> str:
         f"| neardup passages (HTTP) | {ours['source_recall']} | {ours['false_sources_per_text']} | "
         f"{ours['clean_texts_with_a_source']} | {ours['query_ms_mean']} ms | yes (plagdet, all "
         f"levels: {ours['plagdet_all_levels']}) |",
-        "| pairwise winnowing, MOSS/copydetect style (same fingerprints, in process) | "
+        "| pairwise winnowing, MOSS/copydetect style (the same k-grams winnowed, in process) | "
         f"{pw['source_recall']} | "
         f"{pw['false_sources_per_text']} | {pw['clean_texts_with_a_source']} | {pw['query_ms_median']} ms, "
         "linear in the stored documents | no |",
@@ -928,6 +930,18 @@ def passages_section(results: Path) -> str:
         "Raw results: `bench/results/passages.json`.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def verbatim_held_line(run: dict[str, Any]) -> list[str]:
+    """The verbatim cases whose text more stored documents hold than a posting keeps, when measured."""
+    many = run.get("verbatim_held_by_more_than_64")
+    if not many:
+        return []
+    found = "none in this run" if not many["cases"] else f"**{many['found']}** found of {many['cases']}"
+    return [
+        f"- Of those, copies of text held by more than 64 stored documents ({many['how']}; the most: "
+        f"{many['most_holders']:,}): {found}."
+    ]
 
 
 def replace_section(markdown_path: Path, section: str, title_prefix: str | None = None) -> None:

@@ -331,7 +331,7 @@ def _union(covered: list[tuple[int, int]], more: list[tuple[int, int]]) -> list[
 
 def containment(index: QueryIndex, spans: list[Aligned]) -> float:
     """Estimated share of the text's k-grams found in the source: each span's k-grams times the share
-    of the source's selected k-grams inside it that the text has (a winnowed sample of its k-grams)."""
+    of the source's selected k-grams inside it that the text has (a sample of its k-grams)."""
     if not index.grams:
         return 0.0
     total = 0.0

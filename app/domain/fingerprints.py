@@ -1,10 +1,11 @@
 """Passage fingerprints of a text and the stored passage blob (docs/design.md, "Passages").
 
 A text's words (with their code point offsets), the 64-bit hash of every word ``K``-gram and the
-k-grams winnowing selects with a window of ``W`` k-grams come from the native core
-(``native/passages.cpp``). Guarantee (winnowing): two texts that share a run of at least
-``GUARANTEE_WORDS`` = W + K - 1 words (after lower-casing; punctuation and white space are not words)
-share at least one selected fingerprint, so a verbatim passage that long is always a candidate.
+k-grams a stored document selects, every ``W``-th from a phase its k-grams give, come from the native
+core (``native/passages.cpp``). Guarantee: any ``W`` consecutive k-grams of a document hold a selected
+one, and a search reads the postings of every k-gram of the text, so a stored document sharing a run of
+at least ``GUARANTEE_WORDS`` = W + K - 1 words with the text (after lower-casing; punctuation and white
+space are not words) is always a candidate.
 
 Passage blob (little-endian), what the store keeps per document::
 
@@ -14,7 +15,7 @@ Passage blob (little-endian), what the store keeps per document::
 kept by the store with 3-byte keys (:func:`stored`). ``3``: BLOB_FORMAT, which a reader checks first;
 ``key``: a selected k-gram's hash, its low 32 bits: what the passage index is keyed by, the only part
 the scripts read; ``word step``: its first word minus the previous selected one's (the first: its
-first word; winnowing keeps steps <= W); ``start step``: its first code point in the text as stored
+first word; sampling keeps steps <= W); ``start step``: its first code point in the text as stored
 minus the previous selected k-gram's, and ``length``: its code points, each an unsigned LEB128 varint
 (7 bits a byte, low first, the high bit set on every byte but the last); ``nibble``: the top 4 bits of
 each word's hash (word 2i in the low 4 bits of byte i, word 2i+1 in the high), so a passage's edges are
@@ -25,7 +26,7 @@ The index is keyed by 32 bits (its postings are packed records, see neardup.stor
 key meets an unrelated stored k-gram's with probability 2^-32 each, about one spurious posting read per
 search of 1,500 words among the ~2.4 million keys of 100,000 documents, which costs a read and never a
 span (alignment needs the words around a hit to agree); stored blobs keep the low 24 bits of each key,
-enough to pair a source's ~30 selected k-grams with a text's ~1,500 (a spurious pair once in ~360
+enough to pair a source's ~20 selected k-grams with a text's ~1,500 (a spurious pair once in ~550
 sources, and one hit never makes a span without the words around it agreeing) and to name the key's
 index group (the index stops splitting at 2^24 groups, ~4 billion postings).
 """
@@ -39,10 +40,10 @@ import numpy.typing as npt
 
 from neardup import _native
 
-#: Words per k-gram, and k-grams per winnowing window.
+#: Words per k-gram, and the sampling's stride: one k-gram in W is selected.
 K = 5
 W = 21
-#: A shared run of this many words always shares a selected fingerprint.
+#: A run of this many words a stored document shares with a text always holds one of its selected k-grams.
 GUARANTEE_WORDS = W + K - 1
 #: The first byte of every passage blob.
 BLOB_FORMAT = 3
@@ -58,7 +59,7 @@ U64 = npt.NDArray[np.uint64]
 @dataclass(frozen=True)
 class Features:
     """``starts``/``ends``: code points of each word; ``grams``: hash of the k-gram starting at each word
-    (``len(starts) - K + 1`` of them, none below K words); ``selected``: winnowed k-gram indices;
+    (``len(starts) - K + 1`` of them, none below K words); ``selected``: sampled k-gram indices;
     ``nibbles``: the top 4 bits of each word's hash."""
 
     starts: U32

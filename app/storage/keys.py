@@ -211,7 +211,7 @@ PASSAGE_PART = _LISTPACK_VALUE_LIMIT
 #: Most fingerprint keys one passage search call reads the postings of (passages.lua): a call's server
 #: work is at most this many group reads and binary searches and this many x POSTING_CAP ordinals
 #: copied, whatever the text's size; a longer text takes more calls.
-PASSAGE_KEYS_PER_CALL = 2048
+PASSAGE_KEYS_PER_CALL = 1024
 
 
 #: Fixed group counts of a collection's band and id tables on a cluster when no capacity sizes
