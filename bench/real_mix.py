@@ -72,6 +72,35 @@ def near_duplicates(base: Sequence[tuple[str, str]], count: int, seed: int) -> l
     return out
 
 
+def family(doc_id: str) -> str:
+    """The file a piece comes from, whatever its release: a project's releases hold near-copies of the
+    same files (``pypi/<project>/<version>/<path>``)."""
+    parts = doc_id.split("#", 1)[0].split("/")
+    return "/".join(parts[:2] + parts[3:]) if parts[0] == "pypi" and len(parts) > 3 else "/".join(parts)
+
+
+def hold_out(
+    base: list[tuple[str, str]], count: int, seed: int
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``count`` pieces taken out with every other piece of their files' families (kept out of the
+    stored documents too, so that their other releases do not make them copied text), and the rest."""
+    if count <= 0:
+        return [], base
+    families: dict[str, list[int]] = {}
+    for i, (doc_id, _) in enumerate(base):
+        families.setdefault(family(doc_id), []).append(i)
+    names = sorted(families)
+    random.Random(f"held:{seed}").shuffle(names)
+    out: set[int] = set()
+    kept: list[tuple[str, str]] = []
+    for name in names:
+        if len(kept) >= count:
+            break
+        out.update(families[name])
+        kept += [base[i] for i in families[name]][: count - len(kept)]
+    return kept, [p for i, p in enumerate(base) if i not in out]
+
+
 def documents(
     docs: Sequence[tuple[str, str]],
     count: int,
@@ -84,7 +113,7 @@ def documents(
     texts of a passage benchmark); and how they were made."""
     base = pieces(docs, cut, seed)
     random.Random(seed).shuffle(base)
-    kept, base = base[: min(held_out, len(base))], base[min(held_out, len(base)) :]
+    kept, base = hold_out(base, held_out, seed)
     stored = count - len(kept)
     copies = near_duplicates(base, stored - len(base), seed)
     out = base[:stored] + copies
