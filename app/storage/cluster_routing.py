@@ -290,11 +290,19 @@ class ClusterRouting:
             known = any(e.get(b"name") == MODULE_NAME and uses_module(int(e.get(b"ver", 0))) for e in entries)
             if known:
                 record = b"\0" * (12 + keys.ORDINAL_WIDTH)  # a band record of a bucket nobody has
-                prefix = f"{keys.NAMESPACE}:module:probe:b:"
+                # in a slot this node serves: the module refuses a group key of another node's slot
+                prefix = f"{keys.NAMESPACE}:module:probe:{{{_slot_tag(self._slot_of(node))}}}:b:"
                 args = [prefix, keys.ORDINAL_WIDTH, record]
                 known = await module_runs(lambda: self.run_script("cluster_module_probe", [], args, node))
             self._modules[node.name] = known
         return known
+
+    def _slot_of(self, node: ClusterNode) -> int:
+        """A slot ``node`` serves, by the client's slot map (0 if it serves none there)."""
+        for slot, serving in self._client.nodes_manager.slots_cache.items():
+            if serving and serving[0].name == node.name:
+                return slot
+        return 0
 
     async def _on_node(self, node: ClusterNode, call: Any) -> Any:
         """Run ``call(uses_module)`` on the node; a node whose module refuses ND.BUCKETS (restarted

@@ -28,6 +28,31 @@ inline uint32_t little_endian32(const char* p) {
          static_cast<uint32_t>(b[3]) << 24;
 }
 
+// Whether this node serves the slot of the key `name` to this client, as the server routes a command
+// on that key: on a cluster, a module command that declares no keys (its keys are packed in its
+// arguments) is never routed by the server, so it asks before it touches a key. A read of the key
+// through RM_Call runs the server's own cluster check: refused where another node serves the slot
+// (MOVED), where the slot is migrating away and the key is gone from here already (ASK), or while the
+// cluster is down; `why` then holds the server's message. Always true on a standalone server and for
+// what this node must apply (its primary's stream, its append-only file). `cluster`: the context's
+// GetContextFlags has kCtxFlagsCluster (asked once per command by the caller).
+inline bool served_here(VmCtx* ctx, bool cluster, VmString* name, std::string& why) {
+  if (!cluster || (api.MustObeyClient && api.MustObeyClient(ctx))) return true;
+  VmCallReply* reply = api.Call(ctx, "EXISTS", "Es", name);
+  if (!reply) {
+    why = "the server's cluster check failed";
+    return false;
+  }
+  const bool served = api.CallReplyType(reply) != kReplyError;
+  if (!served) {
+    size_t len = 0;
+    const char* message = api.CallReplyStringPtr(reply, &len);
+    why.assign(message ? message : "", message ? len : 0);
+  }
+  api.FreeCallReply(reply);
+  return served;
+}
+
 // A key opened for the duration of one operation: by "prefix + number" (a table's group: the name is
 // freed with it), by the caller's name, or already opened by the caller (who closes it). Group (a hash)
 // and StringKey (packed_index.hpp, a string) add what they read and write.
@@ -50,6 +75,8 @@ class OpenedKey {
   OpenedKey& operator=(const OpenedKey&) = delete;
 
   VmKey* key() const { return key_; }
+  // The key's name where this object made it from a prefix and a number (else nullptr).
+  VmString* name() const { return name_; }
 
  protected:
   // Whether the key holds a value of another type than `type` (an empty key holds none).
