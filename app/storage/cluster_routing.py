@@ -33,8 +33,13 @@ from neardup.storage.scripts import MODULE_NAME, Script, module_refused, module_
 ABANDON_MS = 60_000
 #: Keys whose node is remembered (group keys repeat from batch to batch).
 _NODE_CACHE = 1 << 17
-#: Errors after which the slot map may be stale: refresh it and try once more.
-_RESHARD = (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, rx.ClusterError)
+#: Errors after which the slot map may be stale: refresh it and try again. READONLY is one: a call
+#: that writes reached a node that is a replica now (a graceful failover switched it with its replica).
+_RESHARD = (
+    rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, rx.ClusterError, rx.ReadOnlyError,
+)  # fmt: skip
+#: Calls of one ``ClusterRouting.retrying``: the first, and those after learning the slot map again.
+_SETTLE_TRIES = 3
 #: State scripts that write nothing a 2xx depends on: reads, and the reservation (fenced by the data
 #: shards instead, docs/design.md "Fencing"; the stamp's replication wait covers it too).
 _UNSYNCED = frozenset({"cluster_reserve", "cluster_status", "cluster_get", "cluster_bands", "clock"})
@@ -174,18 +179,29 @@ class ClusterRouting:
             command = ("EVALSHA", script.sha, len(keys_), *keys_, *args)
             try:
                 return (await self._synced(target, [command], touch))[0]
-            except rx.NoScriptError:
-                await self._client.execute_command("SCRIPT", "LOAD", script.source, target_nodes=target)
+            except rx.NoScriptError as error:
+                await self._load(script, target, error)
                 return (await self._synced(target, [command], touch))[0]
         try:
             return await self._client.execute_command(
                 "EVALSHA", script.sha, len(keys_), *keys_, *args, target_nodes=target
             )
-        except rx.NoScriptError:
-            await self._client.execute_command("SCRIPT", "LOAD", script.source, target_nodes=target)
+        except rx.NoScriptError as error:
+            await self._load(script, target, error)
             return await self._client.execute_command(
                 "EVALSHA", script.sha, len(keys_), *keys_, *args, target_nodes=target
             )
+
+    async def _load(self, script: Script, target: ClusterNode, error: rx.NoScriptError) -> None:
+        """Load ``script`` where it was missing: on ``target``, and on the node that answered NOSCRIPT
+        when the client followed a MOVED there (a primary since a failover: scripts are not
+        replicated)."""
+        answered = getattr(error, "connection", None)  # the node that answered (redis-py sets it)
+        nodes = [target]
+        if isinstance(answered, ClusterNode) and answered.name != target.name:
+            nodes.append(answered)
+        for node in nodes:
+            await self._client.execute_command("SCRIPT", "LOAD", script.source, target_nodes=node)
 
     async def run_state_script(self, name: str, k: keys.CollectionKeys | str, args: Sequence[Any]) -> Any:
         """One script call on the collection's state slot (its state, pending and late keys), retried
@@ -248,20 +264,24 @@ class ClusterRouting:
         return await self.retrying(attempt)
 
     async def retrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """``call()``, and once more after learning the slot map again if it met a slot-map change or a
-        lost connection."""
-        try:
-            return await call()
-        except (*_RESHARD, rx.ConnectionError):
-            pass
-        except rx.ResponseError as error:
-            if "non local key" not in str(error) and "MOVED" not in str(error):
-                raise
-        # The slot map changed (or a node came back): learn it again and try once more. Every write
-        # here is idempotent (appends skip an ordinal already there; swaps accept their own result).
-        async with self._init_lock:
-            await self._client.nodes_manager.initialize()
-            self._nodes.clear()
+        """``call()``, and again after learning the slot map anew if it met a slot-map change or a lost
+        connection (up to ``_SETTLE_TRIES`` calls, a short pause before each further one: the node asked
+        for the map may learn of the change a moment after the node that refused)."""
+        for attempt in range(_SETTLE_TRIES - 1):
+            try:
+                return await call()
+            except (*_RESHARD, rx.ConnectionError):
+                pass
+            except rx.ResponseError as error:
+                if "non local key" not in str(error) and "MOVED" not in str(error):
+                    raise
+            # The slot map changed (or a node came back): learn it again and try again. Every write
+            # here is idempotent (appends skip an ordinal already there; swaps accept their own result).
+            if attempt:
+                await asyncio.sleep(0.05 * attempt)
+            async with self._init_lock:
+                await self._client.nodes_manager.initialize()
+                self._nodes.clear()
         return await call()
 
     async def _ensure_initialized(self) -> None:
