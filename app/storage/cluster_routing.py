@@ -42,7 +42,9 @@ _RESHARD = (
 _SETTLE_TRIES = 3
 #: State scripts that write nothing a 2xx depends on: reads, and the reservation (fenced by the data
 #: shards instead, docs/design.md "Fencing"; the stamp's replication wait covers it too).
-_UNSYNCED = frozenset({"cluster_reserve", "cluster_status", "cluster_get", "cluster_bands", "clock"})
+_UNSYNCED = frozenset(
+    {"cluster_reserve", "cluster_status", "cluster_get", "cluster_bands", "cluster_window", "clock"}
+)
 
 _T = TypeVar("_T")
 
@@ -106,7 +108,7 @@ class ClusterRouting:
             for name in (
                 "cluster_init", "cluster_drop", "cluster_reserve", "cluster_stamp", "cluster_status",
                 "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_unregister",
-                "clock",
+                "cluster_window", "clock",
             )
         }  # fmt: skip
         self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")
@@ -213,14 +215,25 @@ class ClusterRouting:
 
     async def _synced(self, node: ClusterNode, commands: Sequence[Sequence[Any]], touch: str) -> list[Any]:
         """Send ``commands`` on one connection of ``node``, then WAIT until ``min_replicas``
-        replicas acknowledged them; fewer within half the store timeout is StoreDown (a 503), and the
-        caller does not count the write as done. WAIT waits for this connection's last write, so the
-        pipeline writes (SET, then DEL) a scratch key in ``touch``'s slot first: the wait then covers
+        replicas acknowledged them and WAITAOF until the node's own append-only file holds them; fewer
+        replicas, or no fsync, within half the store timeout each is StoreDown (a 503), and the caller
+        does not count the write as done. Both wait for this connection's last write, so the pipeline
+        writes (SET, then DEL) a scratch key in ``touch``'s slot first: the waits then cover
         everything this node applied before, also when the commands changed nothing because an earlier
-        try, answered with a 503, wrote it already. Returns the commands' replies."""
+        try, answered with a 503, wrote it already. WAITAOF costs nothing with ``appendfsync always``
+        (written before the reply), up to a second with ``everysec``; a node without the append-only
+        file refuses it, and NEARDUP_MIN_REPLICAS refuses such a node (a primary restarted within the
+        node timeout would reload less than its replicas confirmed, and they would resync from it).
+        Returns the commands' replies."""
         scratch = f"{keys.NAMESPACE}:wait:{{{_slot_tag(self._client.keyslot(touch))}}}"
         wait_ms = max(1, int(self._timeout * 500))
-        pipeline = [*commands, ("SET", scratch, "1"), ("DEL", scratch), ("WAIT", self._min_replicas, wait_ms)]
+        pipeline = [
+            *commands,
+            ("SET", scratch, "1"),
+            ("DEL", scratch),
+            ("WAIT", self._min_replicas, wait_ms),
+            ("WAITAOF", 1, 0, wait_ms),
+        ]
         connection = node.acquire_connection()
         try:
             reconnect = getattr(node, "disconnect_if_needed", None)  # redis-py >= 6
@@ -242,15 +255,22 @@ class ClusterRouting:
                 release(connection)
             else:  # older redis-py: the free list itself
                 node._free.append(connection)
-        for reply in replies:
+        for reply in replies[:-1]:
             if isinstance(reply, Exception):
                 raise reply
-        acknowledged = int(replies[-1])
+        if isinstance(replies[-1], Exception):
+            raise StoreDown(
+                f"NEARDUP_MIN_REPLICAS needs the append-only file on every primary (appendonly yes, "
+                f"WAITAOF: Valkey or Redis 7.2 and later); {node.name} answered: {replies[-1]}"
+            )
+        acknowledged = int(replies[-2])
         if acknowledged < self._min_replicas:
             raise StoreDown(
                 f"written on {node.name}, but acknowledged by {acknowledged} of the "
                 f"{self._min_replicas} replicas required (NEARDUP_MIN_REPLICAS) within {wait_ms} ms"
             )
+        if int(replies[-1][0]) < 1:
+            raise StoreDown(f"written on {node.name}, but not in its append-only file within {wait_ms} ms")
         return replies[: len(commands)]
 
     async def keyed_write(self, key: str, *command: Any) -> Any:
@@ -339,7 +359,9 @@ class ClusterRouting:
     async def _ops(
         self, per_node: dict[str, tuple[ClusterNode, NodeOps]], sync: bool = True
     ) -> dict[str, Any]:
-        names = list(per_node)
+        # A node with nothing to write is visited only to wait for its replicas.
+        waits = sync and self._min_replicas > 0
+        names = [name for name, (_, ops) in per_node.items() if waits or not ops.empty()]
 
         def run(node: ClusterNode, ops: NodeOps) -> Any:
             return lambda uses: self.run_script(
@@ -351,7 +373,8 @@ class ClusterRouting:
             )
 
         replies = await asyncio.gather(*(self._on_node(per_node[n][0], run(*per_node[n])) for n in names))
-        return dict(zip(names, replies, strict=True))
+        nothing: list[Any] = [0, [], []]  # what cluster_ops.lua answers for no ops
+        return {name: nothing for name in per_node} | dict(zip(names, replies, strict=True))
 
     def _group(self, ops: dict[str, tuple[ClusterNode, NodeOps]], key: str) -> NodeOps:
         node = self._node(key)
