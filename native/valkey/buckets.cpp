@@ -50,18 +50,17 @@ bool version_one(VmString* arg) {
 // Groups opened once per call, each checked (served by this node, a hash) before anything is written.
 class Groups {
  public:
-  Groups(VmCtx* ctx, std::string prefix, int mode)
-      : ctx_(ctx),
-        prefix_(std::move(prefix)),
-        mode_(mode),
-        cluster_((api.GetContextFlags(ctx) & kCtxFlagsCluster) != 0) {}
+  // `records`: how many records the call has (the most groups it may open).
+  Groups(VmCtx* ctx, std::string prefix, int mode, size_t records)
+      : ctx_(ctx), prefix_(std::move(prefix)), mode_(mode), routing_(ctx, records) {}
   // nullptr if the key is not served here or holds something else than a hash; error() says which.
   Group* open(uint32_t number) {
     auto& group = groups_[number];
     if (!group) {
       group = std::make_unique<Group>(ctx_, prefix_, number, mode_);
       std::string why;
-      if (!served_here(ctx_, cluster_, group->name(), why)) {
+      const bool here = group->key() && api.KeyType(group->key()) != kKeyTypeEmpty;
+      if (!routing_.served(group->name(), here, why)) {
         error_ = "ERR a band group key of this call is a non local key: " + why;
         return nullptr;
       }
@@ -78,7 +77,7 @@ class Groups {
   VmCtx* ctx_;
   std::string prefix_;
   int mode_;
-  bool cluster_;
+  SlotRouting routing_;
   std::string error_;
   std::unordered_map<uint32_t, std::unique_ptr<Group>> groups_;
 };
@@ -105,7 +104,7 @@ int buckets_command(VmCtx* ctx, VmString** argv, int argc) {
   if (appends_len % record != 0 || removals_len % record != 0)
     return api.ReplyWithError(ctx, "ERR ND.BUCKETS: records are 17 bytes each");
 
-  Groups groups(ctx, std::string(prefix, len), kRead | kWrite);
+  Groups groups(ctx, std::string(prefix, len), kRead | kWrite, (appends_len + removals_len) / record);
   for (const auto& [blob, size] : {std::pair{appends, appends_len}, std::pair{removals, removals_len}})
     for (size_t p = 0; p < size; p += record)
       if (!groups.open(group_at(blob + p))) return api.ReplyWithError(ctx, groups.error().c_str());
@@ -161,7 +160,7 @@ int buckets_get_command(VmCtx* ctx, VmString** argv, int argc) {
   const char* prefix = api.StringPtrLen(argv[2], &len);
   const char* records = api.StringPtrLen(argv[3], &records_len);
   if (records_len % 12 != 0) return api.ReplyWithError(ctx, "ERR ND.BUCKETSGET: records are 12 bytes each");
-  Groups groups(ctx, std::string(prefix, len), kRead);
+  Groups groups(ctx, std::string(prefix, len), kRead, records_len / 12);
   std::vector<Group*> of_record;
   of_record.reserve(records_len / 12);
   for (size_t p = 0; p < records_len; p += 12) {

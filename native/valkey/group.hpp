@@ -2,7 +2,9 @@
 // and the cluster's bucket commands (buckets.cpp); ND.LINK (sites.cpp) opens site keys with it.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "module_api.hpp"
@@ -52,6 +54,71 @@ inline bool served_here(VmCtx* ctx, bool cluster, VmString* name, std::string& w
   api.FreeCallReply(reply);
   return served;
 }
+
+// served_here for the many keys of one command. A command that may touch more than kAskEach keys
+// reads once which slots this node serves (CLUSTER SLOTS, its own view, which the server keeps
+// ready-made), and a key that is here already in such a slot is served here without a question: the
+// server's check serves an existing key of a slot it owns, migrating or not, and nothing can change
+// while the command runs. Any other key (another node's slot, or a key not here yet: its slot may be
+// migrating away, ASK) is asked about as served_here does, and so is the first key, which refuses
+// the command while the cluster is down. A command with fewer keys asks about each.
+class SlotRouting {
+ public:
+  // Keys up to which asking about each costs less than reading the slot table once.
+  static constexpr size_t kAskEach = 48;
+  static constexpr size_t kNodeIdLength = 40;
+
+  // `keys`: the most keys the command may touch.
+  SlotRouting(VmCtx* ctx, size_t keys)
+      : ctx_(ctx),
+        routed_((api.GetContextFlags(ctx) & kCtxFlagsCluster) != 0 &&
+                !(api.MustObeyClient && api.MustObeyClient(ctx))),
+        ask_each_(keys <= kAskEach) {}
+
+  // `here`: the key exists on this node.
+  bool served(VmString* name, bool here, std::string& why) {
+    if (!routed_) return true;
+    if (ask_each_ || !mine_) {
+      if (!served_here(ctx_, true, name, why)) return false;
+      if (!ask_each_) mine_ = read_my_slots();
+      return true;
+    }
+    if (here && mine_->test(api.ClusterKeySlot(name) & 16383)) return true;
+    return served_here(ctx_, true, name, why);
+  }
+
+ private:
+  // The slots CLUSTER SLOTS gives to this node (each entry: first slot, last slot, then the primary
+  // as [ip, port, id, ...]). Empty where it cannot be read: every key is then asked about.
+  std::unique_ptr<std::bitset<16384>> read_my_slots() const {
+    auto slots = std::make_unique<std::bitset<16384>>();
+    const char* myself = api.GetMyClusterID();
+    VmCallReply* reply = api.Call(ctx_, "CLUSTER", "Ec", "SLOTS");
+    if (!reply || !myself) return slots;
+    const std::string me(myself, kNodeIdLength);  // the server's node name: not NUL-terminated
+    const size_t ranges = api.CallReplyType(reply) == kReplyArray ? api.CallReplyLength(reply) : 0;
+    for (size_t r = 0; r < ranges; ++r) {
+      VmCallReply* range = api.CallReplyArrayElement(reply, r);
+      if (!range || api.CallReplyType(range) != kReplyArray || api.CallReplyLength(range) < 3) continue;
+      VmCallReply* primary = api.CallReplyArrayElement(range, 2);
+      if (!primary || api.CallReplyType(primary) != kReplyArray || api.CallReplyLength(primary) < 3) continue;
+      size_t len = 0;
+      const char* id = api.CallReplyStringPtr(api.CallReplyArrayElement(primary, 2), &len);
+      if (!id || me.compare(0, std::string::npos, id, len) != 0) continue;
+      const long long first = api.CallReplyInteger(api.CallReplyArrayElement(range, 0));
+      const long long last = api.CallReplyInteger(api.CallReplyArrayElement(range, 1));
+      for (long long slot = first; slot <= last && slot < 16384; ++slot)
+        if (slot >= 0) slots->set(static_cast<size_t>(slot));
+    }
+    api.FreeCallReply(reply);
+    return slots;
+  }
+
+  VmCtx* ctx_;
+  bool routed_;
+  bool ask_each_;
+  std::unique_ptr<std::bitset<16384>> mine_;
+};
 
 // A key opened for the duration of one operation: by "prefix + number" (a table's group: the name is
 // freed with it), by the caller's name, or already opened by the caller (who closes it). Group (a hash)

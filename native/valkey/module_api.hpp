@@ -32,6 +32,7 @@ constexpr int kHashCFields = 1 << 2;   // HashGet/HashSet: fields as C strings (
 constexpr int kHashCountAll = 1 << 4;  // HashSet: count inserted fields too
 constexpr int kCtxFlagsCluster = 1 << 5;  // GetContextFlags: the server runs in cluster mode
 constexpr int kReplyError = 1;            // CallReplyType of an error reply
+constexpr int kReplyArray = 3;            // CallReplyType of an array reply
 // HashSet's value that deletes the field.
 inline VmString* const kHashDelete = reinterpret_cast<VmString*>(1);
 
@@ -83,6 +84,11 @@ struct Api {
   int (*CallReplyType)(VmCallReply*);
   const char* (*CallReplyStringPtr)(VmCallReply*, size_t*);
   void (*FreeCallReply)(VmCallReply*);
+  unsigned int (*ClusterKeySlot)(VmString*);
+  size_t (*CallReplyLength)(VmCallReply*);
+  VmCallReply* (*CallReplyArrayElement)(VmCallReply*, size_t);
+  long long (*CallReplyInteger)(VmCallReply*);
+  const char* (*GetMyClusterID)();
 };
 
 // Filled by init(); the server is single-threaded for commands, so one global table is enough.
@@ -129,6 +135,11 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_CallReplyType", api.CallReplyType);
   get("RedisModule_CallReplyStringPtr", api.CallReplyStringPtr);
   get("RedisModule_FreeCallReply", api.FreeCallReply);
+  get("RedisModule_ClusterKeySlot", api.ClusterKeySlot);
+  get("RedisModule_CallReplyLength", api.CallReplyLength);
+  get("RedisModule_CallReplyArrayElement", api.CallReplyArrayElement);
+  get("RedisModule_CallReplyInteger", api.CallReplyInteger);
+  get("RedisModule_GetMyClusterID", api.GetMyClusterID);
   if (!ok) return kErr;
   // Optional (servers before Redis 7.2 lack it): without it, served_here asks the server every time.
   if (get_api("RedisModule_MustObeyClient", reinterpret_cast<void*>(&api.MustObeyClient)) != kOk)
