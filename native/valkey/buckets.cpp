@@ -17,8 +17,8 @@
 //   -> the bucket values in order ('' where absent)
 //
 // The group keys are packed in the arguments, so the server cannot route these commands by their keys:
-// on a cluster each command asks the server's routing for every group key it would touch
-// (served_here, group.hpp) before it reads or writes anything, and answers an error naming "a non
+// on a cluster each command checks with the server's routing every group key it would touch
+// (SlotRouting, group.hpp) before it reads or writes anything, and answers an error naming "a non
 // local key" where another node serves the slot (or the slot is migrating away and the group is gone
 // from here), as the Lua loops' own HGET and HSET are refused. The client then learns the slot map
 // again and sends the records where their slots live.
