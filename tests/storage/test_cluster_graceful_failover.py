@@ -41,7 +41,7 @@ def fail_over(url: str, tries: int = 3, timeout: float = 15.0) -> None:
     it did not happen (a manual failover the primary could not finish in time is abandoned)."""
     for _ in range(tries):
         with redis.Redis.from_url(url, socket_timeout=5.0) as client:
-            client.execute_command("CLUSTER", "FAILOVER")  # type: ignore[no-untyped-call]
+            client.execute_command("CLUSTER", "FAILOVER")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if role(url) == "master":
