@@ -20,7 +20,7 @@ from neardup.storage import ClusterStore
 from neardup.testing import LocalCluster
 from tests.domain.test_index import text
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 WORKERS = 4
 

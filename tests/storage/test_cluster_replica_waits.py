@@ -20,7 +20,7 @@ from neardup.storage import ClusterStore, keys
 from neardup.testing import LocalCluster
 from tests.domain.test_index import text
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_a_kept_copy_is_acknowledged_only_once_replicas_have_its_stamp(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from neardup.storage import ClusterStore
 from neardup.testing import LocalCluster
 from tests.domain.test_index import text, variant
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def node_id(client: redis.Redis) -> str:
