@@ -73,7 +73,7 @@ class SlotRouting {
       : ctx_(ctx),
         routed_((api.GetContextFlags(ctx) & kCtxFlagsCluster) != 0 &&
                 !(api.MustObeyClient && api.MustObeyClient(ctx))),
-        ask_each_(keys <= kAskEach) {}
+        ask_each_(keys <= kAskEach || !api.ClusterKeySlot) {}
 
   // `here`: the key exists on this node.
   bool served(VmString* name, bool here, std::string& why) {

@@ -135,15 +135,18 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_CallReplyType", api.CallReplyType);
   get("RedisModule_CallReplyStringPtr", api.CallReplyStringPtr);
   get("RedisModule_FreeCallReply", api.FreeCallReply);
-  get("RedisModule_ClusterKeySlot", api.ClusterKeySlot);
   get("RedisModule_CallReplyLength", api.CallReplyLength);
   get("RedisModule_CallReplyArrayElement", api.CallReplyArrayElement);
   get("RedisModule_CallReplyInteger", api.CallReplyInteger);
   get("RedisModule_GetMyClusterID", api.GetMyClusterID);
   if (!ok) return kErr;
-  // Optional (servers before Redis 7.2 lack it): without it, served_here asks the server every time.
-  if (get_api("RedisModule_MustObeyClient", reinterpret_cast<void*>(&api.MustObeyClient)) != kOk)
-    api.MustObeyClient = nullptr;
+  // Optional (servers before Redis 7.2 lack them): without MustObeyClient, served_here asks the server
+  // also for what this node must apply; without ClusterKeySlot, SlotRouting asks about every key.
+  const auto optional = [&](const char* fn, auto& slot) {
+    if (get_api(fn, reinterpret_cast<void*>(&slot)) != kOk) slot = nullptr;
+  };
+  optional("RedisModule_MustObeyClient", api.MustObeyClient);
+  optional("RedisModule_ClusterKeySlot", api.ClusterKeySlot);
   api.SetModuleAttribs(ctx, name, version, kApiVersion1);
   return kOk;
 }
