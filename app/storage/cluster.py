@@ -312,9 +312,19 @@ class ClusterStore:
         if mode == "restore":
             committed = await self._settle_copies(k, expected)
             kept = [o if int(o or 0) in committed else b"" for o in expected]
-            await self._restore_bands(g, fields, kept)
+            await self._restore_bands(k, g, ids, fields, kept)
         if mode in ("read", "restore"):
-            return await self._read(k, g, fields, [0] * n, {}, [], max_candidates, set())
+            read = await self._read(k, g, fields, [0] * n, {}, [], max_candidates, set())
+            if mode == "restore":
+                # The kept copy's answer relies on its own stamp and on the candidates' stamps it just
+                # read (a candidate's data was waited for before its stamp): with min_replicas, the
+                # state node's replicas must have them all (a wait on that node, nothing to write).
+
+                def state_node(ops_for: OpsFor) -> None:
+                    ops_for(k.state)
+
+                await self._routing.write(state_node)
+            return read
 
         # 0. the stored version of each id (first occurrence in the batch)
         first: dict[bytes, int] = {}
@@ -502,18 +512,31 @@ class ClusterStore:
             f"the data shards hold ordinals this collection's state had not reserved, past {past}"
         )
 
-    async def _restore_bands(self, g: KeyGroups, fields: list[list[bytes]], expected: list[bytes]) -> None:
+    async def _restore_bands(
+        self,
+        k: keys.CollectionKeys,
+        g: KeyGroups,
+        ids: Sequence[bytes],
+        fields: list[list[bytes]],
+        expected: list[bytes],
+    ) -> None:
         """Append each stored copy's ordinal (``expected``) to every bucket of its band keys, where it
         is missing: a check that died between its appends leaves a copy in some buckets only, and a
         retry that keeps that copy (unchanged) completes it here. Idempotent; full buckets stay full. If
-        the copy was replaced meanwhile, these entries are dead and removed when met, as any other."""
-        wanted = [(int(o), f) for o, f in zip(expected, fields, strict=True) if o and f]
-        if not wanted:
+        the copy was replaced meanwhile, these entries are dead and removed when met, as any other.
+        The kept copy's answer also depends on its id, signature and record, written by a first check
+        that may have been answered with a 503 before its replicas confirmed: the round visits their
+        nodes too (nothing to write there), so with ``min_replicas`` it waits on every node the answer
+        depends on (the state node, for the stamps, after the read: see ``_check``)."""
+        kept = [(i, int(o)) for i, o in enumerate(expected) if o]
+        if not kept:
             return
 
         def build(ops_for: OpsFor) -> None:
-            for ordinal, doc_fields in wanted:
-                for f in doc_fields:
+            for i, ordinal in kept:
+                for key in (g.ids(ids[i]), g.sig(ordinal)[0], g.doc(ordinal)[0]):
+                    ops_for(key)
+                for f in fields[i]:
                     g.add_band(ops_for, f, g.ordinal(ordinal))
 
         await self._routing.write(build)

@@ -45,6 +45,11 @@ class NodeOps:
     #: a key of this node's (the first one grouped here): the slot its replication wait is sent for
     touch: str = ""
 
+    def empty(self) -> bool:
+        """Whether this node has nothing to write (it is only visited to wait for its replicas)."""
+        sections = (self.sets, self.deletes, self.swaps, self.unlinks, self.claims)
+        return not (self.appends or self.removals or any(sections))
+
     def args(self) -> list[bytes | str | int]:
         out: list[bytes | str | int] = [
             self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP, keys.ORDINAL_WIDTH

@@ -4,13 +4,11 @@ ordinals and holes (docs/design.md, "Retention")."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 from neardup.storage import keys, records
 from neardup.storage.cluster_layout import OpsFor, unpack_band_keys
-from neardup.storage.cluster_routing import ClusterRouting, as_bytes, raise_for_status
-from neardup.storage.errors import CollectionMissing, GenerationChanged
+from neardup.storage.cluster_routing import ClusterRouting, raise_for_status
 
 
 class ClusterRetention:
@@ -21,18 +19,12 @@ class ClusterRetention:
 
     async def _window(self, k: keys.CollectionKeys) -> tuple[int, int, int, int, int]:
         """(low, end, floor, ttl ms, seq): ordinals (low, end] may be reclaimed; end stops below the
-        first pending ordinal (its record may not be written yet)."""
-        client = self._routing.client
-        state, pending = await asyncio.gather(
-            client.hmget(k.state, ["gen", "low", "seq", "maxd", "ttl"]),
-            client.hkeys(k.pending),
-        )
-        if state[0] is None:
-            raise CollectionMissing()
-        if as_bytes(state[0]).decode() != k.gen:
-            raise GenerationChanged()
-        low, seq, max_docs, ttl = (int(v or 0) for v in state[1:])
-        end = min([seq, *(int(p) - 1 for p in pending)])
+        first pending ordinal (its record may not be written yet). One read of the state slot
+        (cluster_window.lua): a reservation between two reads would leave its ordinals in the window."""
+        reply = await self._routing.run_state_script("cluster_window", k, [k.gen])
+        raise_for_status(reply)
+        low, seq, max_docs, ttl, first_pending = (int(v) for v in reply[1:6])
+        end = min(seq, first_pending - 1) if first_pending else seq
         floor = seq - max_docs if max_docs > 0 else 0
         return low, end, floor, ttl, seq
 

@@ -34,11 +34,16 @@ from neardup.storage.scripts import MODULE_NAME, Script, module_refused, module_
 ABANDON_MS = 60_000
 #: Keys whose node is remembered (group keys repeat from batch to batch).
 _NODE_CACHE = 1 << 17
-#: Errors after which the slot map may be stale: refresh it and try once more.
-_RESHARD = (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, rx.ClusterError)
+#: Errors after which the slot map may be stale: refresh it and try again. READONLY is one: a call
+#: that writes reached a node that is a replica now (a graceful failover switched it with its replica).
+_RESHARD = (
+    rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, rx.ClusterError, rx.ReadOnlyError,
+)  # fmt: skip
+#: Calls of one ``ClusterRouting.retrying``: the first, and those after learning the slot map again.
+_SETTLE_TRIES = 3
 #: State scripts that write nothing a 2xx depends on: reads. The reservation is waited for: a
 #: failover that lost it would hand its ordinals out again (docs/design.md, "The commit point").
-_UNSYNCED = frozenset({"cluster_status", "cluster_get", "cluster_bands", "clock"})
+_UNSYNCED = frozenset({"cluster_status", "cluster_get", "cluster_bands", "cluster_window", "clock"})
 
 _T = TypeVar("_T")
 
@@ -102,7 +107,7 @@ class ClusterRouting:
             for name in (
                 "cluster_init", "cluster_drop", "cluster_reserve", "cluster_stamp", "cluster_status",
                 "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_unregister",
-                "cluster_fence", "clock",
+                "cluster_fence", "cluster_window", "clock",
             )
         }  # fmt: skip
         self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")
@@ -175,18 +180,29 @@ class ClusterRouting:
             command = ("EVALSHA", script.sha, len(keys_), *keys_, *args)
             try:
                 return (await self._synced(target, [command], touch))[0]
-            except rx.NoScriptError:
-                await self._client.execute_command("SCRIPT", "LOAD", script.source, target_nodes=target)
+            except rx.NoScriptError as error:
+                await self._load(script, target, error)
                 return (await self._synced(target, [command], touch))[0]
         try:
             return await self._client.execute_command(
                 "EVALSHA", script.sha, len(keys_), *keys_, *args, target_nodes=target
             )
-        except rx.NoScriptError:
-            await self._client.execute_command("SCRIPT", "LOAD", script.source, target_nodes=target)
+        except rx.NoScriptError as error:
+            await self._load(script, target, error)
             return await self._client.execute_command(
                 "EVALSHA", script.sha, len(keys_), *keys_, *args, target_nodes=target
             )
+
+    async def _load(self, script: Script, target: ClusterNode, error: rx.NoScriptError) -> None:
+        """Load ``script`` where it was missing: on ``target``, and on the node that answered NOSCRIPT
+        when the client followed a MOVED there (a primary since a failover: scripts are not
+        replicated)."""
+        answered = getattr(error, "connection", None)  # the node that answered (redis-py sets it)
+        nodes = [target]
+        if isinstance(answered, ClusterNode) and answered.name != target.name:
+            nodes.append(answered)
+        for node in nodes:
+            await self._client.execute_command("SCRIPT", "LOAD", script.source, target_nodes=node)
 
     async def run_state_script(self, name: str, k: keys.CollectionKeys | str, args: Sequence[Any]) -> Any:
         """One script call on the collection's state slot (its state, pending and late keys), retried
@@ -198,14 +214,25 @@ class ClusterRouting:
 
     async def _synced(self, node: ClusterNode, commands: Sequence[Sequence[Any]], touch: str) -> list[Any]:
         """Send ``commands`` on one connection of ``node``, then WAIT until ``min_replicas``
-        replicas acknowledged them; fewer within half the store timeout is StoreDown (a 503), and the
-        caller does not count the write as done. WAIT waits for this connection's last write, so the
-        pipeline writes (SET, then DEL) a scratch key in ``touch``'s slot first: the wait then covers
+        replicas acknowledged them and WAITAOF until the node's own append-only file holds them; fewer
+        replicas, or no fsync, within half the store timeout each is StoreDown (a 503), and the caller
+        does not count the write as done. Both wait for this connection's last write, so the pipeline
+        writes (SET, then DEL) a scratch key in ``touch``'s slot first: the waits then cover
         everything this node applied before, also when the commands changed nothing because an earlier
-        try, answered with a 503, wrote it already. Returns the commands' replies."""
+        try, answered with a 503, wrote it already. WAITAOF costs nothing with ``appendfsync always``
+        (written before the reply), up to a second with ``everysec``; a node without the append-only
+        file refuses it, and NEARDUP_MIN_REPLICAS refuses such a node (a primary restarted within the
+        node timeout would reload less than its replicas confirmed, and they would resync from it).
+        Returns the commands' replies."""
         scratch = f"{keys.NAMESPACE}:wait:{{{_slot_tag(self._client.keyslot(touch))}}}"
         wait_ms = max(1, int(self._timeout * 500))
-        pipeline = [*commands, ("SET", scratch, "1"), ("DEL", scratch), ("WAIT", self._min_replicas, wait_ms)]
+        pipeline = [
+            *commands,
+            ("SET", scratch, "1"),
+            ("DEL", scratch),
+            ("WAIT", self._min_replicas, wait_ms),
+            ("WAITAOF", 1, 0, wait_ms),
+        ]
         connection = node.acquire_connection()
         try:
             reconnect = getattr(node, "disconnect_if_needed", None)  # redis-py >= 6
@@ -227,15 +254,22 @@ class ClusterRouting:
                 release(connection)
             else:  # older redis-py: the free list itself
                 node._free.append(connection)
-        for reply in replies:
+        for reply in replies[:-1]:
             if isinstance(reply, Exception):
                 raise reply
-        acknowledged = int(replies[-1])
+        if isinstance(replies[-1], Exception):
+            raise StoreDown(
+                f"NEARDUP_MIN_REPLICAS needs the append-only file on every primary (appendonly yes, "
+                f"WAITAOF: Valkey or Redis 7.2 and later); {node.name} answered: {replies[-1]}"
+            )
+        acknowledged = int(replies[-2])
         if acknowledged < self._min_replicas:
             raise StoreDown(
                 f"written on {node.name}, but acknowledged by {acknowledged} of the "
                 f"{self._min_replicas} replicas required (NEARDUP_MIN_REPLICAS) within {wait_ms} ms"
             )
+        if int(replies[-1][0]) < 1:
+            raise StoreDown(f"written on {node.name}, but not in its append-only file within {wait_ms} ms")
         return replies[: len(commands)]
 
     async def keyed_write(self, key: str, *command: Any) -> Any:
@@ -249,20 +283,24 @@ class ClusterRouting:
         return await self.retrying(attempt)
 
     async def retrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """``call()``, and once more after learning the slot map again if it met a slot-map change or a
-        lost connection."""
-        try:
-            return await call()
-        except (*_RESHARD, rx.ConnectionError):
-            pass
-        except rx.ResponseError as error:
-            if "non local key" not in str(error) and "MOVED" not in str(error):
-                raise
-        # The slot map changed (or a node came back): learn it again and try once more. Every write
-        # here is idempotent (appends skip an ordinal already there; swaps accept their own result).
-        async with self._init_lock:
-            await self._client.nodes_manager.initialize()
-            self._nodes.clear()
+        """``call()``, and again after learning the slot map anew if it met a slot-map change or a lost
+        connection (up to ``_SETTLE_TRIES`` calls, a short pause before each further one: the node asked
+        for the map may learn of the change a moment after the node that refused)."""
+        for attempt in range(_SETTLE_TRIES - 1):
+            try:
+                return await call()
+            except (*_RESHARD, rx.ConnectionError):
+                pass
+            except rx.ResponseError as error:
+                if "non local key" not in str(error) and "MOVED" not in str(error):
+                    raise
+            # The slot map changed (or a node came back): learn it again and try again. Every write
+            # here is idempotent (appends skip an ordinal already there; swaps accept their own result).
+            if attempt:
+                await asyncio.sleep(0.05 * attempt)
+            async with self._init_lock:
+                await self._client.nodes_manager.initialize()
+                self._nodes.clear()
         return await call()
 
     async def _ensure_initialized(self) -> None:
@@ -291,11 +329,19 @@ class ClusterRouting:
             known = any(e.get(b"name") == MODULE_NAME and uses_module(int(e.get(b"ver", 0))) for e in entries)
             if known:
                 record = b"\0" * (12 + keys.ORDINAL_WIDTH)  # a band record of a bucket nobody has
-                prefix = f"{keys.NAMESPACE}:module:probe:b:"
+                # in a slot this node serves: the module refuses a group key of another node's slot
+                prefix = f"{keys.NAMESPACE}:module:probe:{{{_slot_tag(self._slot_of(node))}}}:b:"
                 args = [prefix, keys.ORDINAL_WIDTH, record]
                 known = await module_runs(lambda: self.run_script("cluster_module_probe", [], args, node))
             self._modules[node.name] = known
         return known
+
+    def _slot_of(self, node: ClusterNode) -> int:
+        """A slot ``node`` serves, by the client's slot map (0 if it serves none there)."""
+        for slot, serving in self._client.nodes_manager.slots_cache.items():
+            if serving and serving[0].name == node.name:
+                return slot
+        return 0
 
     async def _on_node(self, node: ClusterNode, call: Any) -> Any:
         """Run ``call(uses_module)`` on the node; a node whose module refuses ND.BUCKETS (restarted
@@ -312,7 +358,9 @@ class ClusterRouting:
     async def _ops(
         self, per_node: dict[str, tuple[ClusterNode, NodeOps]], sync: bool = True
     ) -> dict[str, Any]:
-        names = list(per_node)
+        # A node with nothing to write is visited only to wait for its replicas.
+        waits = sync and self._min_replicas > 0
+        names = [name for name, (_, ops) in per_node.items() if waits or not ops.empty()]
 
         def run(node: ClusterNode, ops: NodeOps) -> Any:
             return lambda uses: self.run_script(
@@ -324,7 +372,8 @@ class ClusterRouting:
             )
 
         replies = await asyncio.gather(*(self._on_node(per_node[n][0], run(*per_node[n])) for n in names))
-        return dict(zip(names, replies, strict=True))
+        nothing: list[Any] = [0, [], []]  # what cluster_ops.lua answers for no ops
+        return {name: nothing for name in per_node} | dict(zip(names, replies, strict=True))
 
     def _group(self, ops: dict[str, tuple[ClusterNode, NodeOps]], key: str) -> NodeOps:
         node = self._node(key)

@@ -15,6 +15,13 @@
 //     1         protocol version
 //     records   packed (group number, 4 bytes big-endian; band key, 8 bytes)
 //   -> the bucket values in order ('' where absent)
+//
+// The group keys are packed in the arguments, so the server cannot route these commands by their keys:
+// on a cluster each command checks with the server's routing every group key it would touch
+// (SlotRouting, group.hpp) before it reads or writes anything, and answers an error naming "a non
+// local key" where another node serves the slot (or the slot is migrating away and the group is gone
+// from here), as the Lua loops' own HGET and HSET are refused. The client then learns the slot map
+// again and sends the records where their slots live.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -40,21 +47,38 @@ bool version_one(VmString* arg) {
   return len == 1 && v[0] == '1';
 }
 
-// Groups opened once per call, each type-checked before anything is written.
+// Groups opened once per call, each checked (served by this node, a hash) before anything is written.
 class Groups {
  public:
-  Groups(VmCtx* ctx, std::string prefix, int mode) : ctx_(ctx), prefix_(std::move(prefix)), mode_(mode) {}
-  // nullptr if the key holds something else than a hash.
+  // `records`: how many records the call has (the most groups it may open).
+  Groups(VmCtx* ctx, std::string prefix, int mode, size_t records)
+      : ctx_(ctx), prefix_(std::move(prefix)), mode_(mode), routing_(ctx, records) {}
+  // nullptr if the key is not served here or holds something else than a hash; error() says which.
   Group* open(uint32_t number) {
     auto& group = groups_[number];
-    if (!group) group = std::make_unique<Group>(ctx_, prefix_, number, mode_);
-    return group->wrong_type() ? nullptr : group.get();
+    if (!group) {
+      group = std::make_unique<Group>(ctx_, prefix_, number, mode_);
+      std::string why;
+      const bool here = group->key() && api.KeyType(group->key()) != kKeyTypeEmpty;
+      if (!routing_.served(group->name(), here, why)) {
+        error_ = "ERR a band group key of this call is a non local key: " + why;
+        return nullptr;
+      }
+    }
+    if (group->wrong_type()) {
+      error_ = "WRONGTYPE a band group key holds a non-hash value";
+      return nullptr;
+    }
+    return group.get();
   }
+  const std::string& error() const { return error_; }
 
  private:
   VmCtx* ctx_;
   std::string prefix_;
   int mode_;
+  SlotRouting routing_;
+  std::string error_;
   std::unordered_map<uint32_t, std::unique_ptr<Group>> groups_;
 };
 
@@ -80,11 +104,10 @@ int buckets_command(VmCtx* ctx, VmString** argv, int argc) {
   if (appends_len % record != 0 || removals_len % record != 0)
     return api.ReplyWithError(ctx, "ERR ND.BUCKETS: records are 17 bytes each");
 
-  Groups groups(ctx, std::string(prefix, len), kRead | kWrite);
+  Groups groups(ctx, std::string(prefix, len), kRead | kWrite, (appends_len + removals_len) / record);
   for (const auto& [blob, size] : {std::pair{appends, appends_len}, std::pair{removals, removals_len}})
     for (size_t p = 0; p < size; p += record)
-      if (!groups.open(group_at(blob + p)))
-        return api.ReplyWithError(ctx, "WRONGTYPE ND.BUCKETS: a band group key holds a non-hash value");
+      if (!groups.open(group_at(blob + p))) return api.ReplyWithError(ctx, groups.error().c_str());
   if (appends_len + removals_len > 0) api.ReplicateVerbatim(ctx);
 
   long long created = 0;
@@ -137,12 +160,12 @@ int buckets_get_command(VmCtx* ctx, VmString** argv, int argc) {
   const char* prefix = api.StringPtrLen(argv[2], &len);
   const char* records = api.StringPtrLen(argv[3], &records_len);
   if (records_len % 12 != 0) return api.ReplyWithError(ctx, "ERR ND.BUCKETSGET: records are 12 bytes each");
-  Groups groups(ctx, std::string(prefix, len), kRead);
+  Groups groups(ctx, std::string(prefix, len), kRead, records_len / 12);
   std::vector<Group*> of_record;
   of_record.reserve(records_len / 12);
   for (size_t p = 0; p < records_len; p += 12) {
     Group* group = groups.open(group_at(records + p));
-    if (!group) return api.ReplyWithError(ctx, "WRONGTYPE ND.BUCKETSGET: a band group key holds a non-hash value");
+    if (!group) return api.ReplyWithError(ctx, groups.error().c_str());
     of_record.push_back(group);
   }
   api.ReplyWithArray(ctx, static_cast<long>(of_record.size()));

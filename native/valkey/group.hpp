@@ -2,7 +2,9 @@
 // and the cluster's bucket commands (buckets.cpp); ND.LINK (sites.cpp) opens site keys with it.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "module_api.hpp"
@@ -28,6 +30,96 @@ inline uint32_t little_endian32(const char* p) {
          static_cast<uint32_t>(b[3]) << 24;
 }
 
+// Whether this node serves the slot of the key `name` to this client, as the server routes a command
+// on that key: on a cluster, a module command that declares no keys (its keys are packed in its
+// arguments) is never routed by the server, so it asks before it touches a key. A read of the key
+// through RM_Call runs the server's own cluster check: refused where another node serves the slot
+// (MOVED), where the slot is migrating away and the key is gone from here already (ASK), or while the
+// cluster is down; `why` then holds the server's message. Always true on a standalone server and for
+// what this node must apply (its primary's stream, its append-only file). `cluster`: the context's
+// GetContextFlags has kCtxFlagsCluster (asked once per command by the caller).
+inline bool served_here(VmCtx* ctx, bool cluster, VmString* name, std::string& why) {
+  if (!cluster || (api.MustObeyClient && api.MustObeyClient(ctx))) return true;
+  VmCallReply* reply = api.Call(ctx, "EXISTS", "Es", name);
+  if (!reply) {
+    why = "the server's cluster check failed";
+    return false;
+  }
+  const bool served = api.CallReplyType(reply) != kReplyError;
+  if (!served) {
+    size_t len = 0;
+    const char* message = api.CallReplyStringPtr(reply, &len);
+    why.assign(message ? message : "", message ? len : 0);
+  }
+  api.FreeCallReply(reply);
+  return served;
+}
+
+// served_here for the many keys of one command. A command that may touch more than kAskEach keys
+// reads once which slots this node serves (CLUSTER SLOTS, its own view, which the server keeps
+// ready-made), and a key that is here already in such a slot is served here without a question: the
+// server's check serves an existing key of a slot it owns, migrating or not, and nothing can change
+// while the command runs. Any other key (another node's slot, or a key not here yet: its slot may be
+// migrating away, ASK) is asked about as served_here does, and so is the first key, which refuses
+// the command while the cluster is down. A command with fewer keys asks about each.
+class SlotRouting {
+ public:
+  // Keys up to which asking about each costs less than reading the slot table once.
+  static constexpr size_t kAskEach = 48;
+  static constexpr size_t kNodeIdLength = 40;
+
+  // `keys`: the most keys the command may touch.
+  SlotRouting(VmCtx* ctx, size_t keys)
+      : ctx_(ctx),
+        routed_((api.GetContextFlags(ctx) & kCtxFlagsCluster) != 0 &&
+                !(api.MustObeyClient && api.MustObeyClient(ctx))),
+        ask_each_(keys <= kAskEach || !api.ClusterKeySlot) {}
+
+  // `here`: the key exists on this node.
+  bool served(VmString* name, bool here, std::string& why) {
+    if (!routed_) return true;
+    if (ask_each_ || !mine_) {
+      if (!served_here(ctx_, true, name, why)) return false;
+      if (!ask_each_) mine_ = read_my_slots();
+      return true;
+    }
+    if (here && mine_->test(api.ClusterKeySlot(name) & 16383)) return true;
+    return served_here(ctx_, true, name, why);
+  }
+
+ private:
+  // The slots CLUSTER SLOTS gives to this node (each entry: first slot, last slot, then the primary
+  // as [ip, port, id, ...]). Empty where it cannot be read: every key is then asked about.
+  std::unique_ptr<std::bitset<16384>> read_my_slots() const {
+    auto slots = std::make_unique<std::bitset<16384>>();
+    const char* myself = api.GetMyClusterID();
+    VmCallReply* reply = api.Call(ctx_, "CLUSTER", "Ec", "SLOTS");
+    if (!reply || !myself) return slots;
+    const std::string me(myself, kNodeIdLength);  // the server's node name: not NUL-terminated
+    const size_t ranges = api.CallReplyType(reply) == kReplyArray ? api.CallReplyLength(reply) : 0;
+    for (size_t r = 0; r < ranges; ++r) {
+      VmCallReply* range = api.CallReplyArrayElement(reply, r);
+      if (!range || api.CallReplyType(range) != kReplyArray || api.CallReplyLength(range) < 3) continue;
+      VmCallReply* primary = api.CallReplyArrayElement(range, 2);
+      if (!primary || api.CallReplyType(primary) != kReplyArray || api.CallReplyLength(primary) < 3) continue;
+      size_t len = 0;
+      const char* id = api.CallReplyStringPtr(api.CallReplyArrayElement(primary, 2), &len);
+      if (!id || me.compare(0, std::string::npos, id, len) != 0) continue;
+      const long long first = api.CallReplyInteger(api.CallReplyArrayElement(range, 0));
+      const long long last = api.CallReplyInteger(api.CallReplyArrayElement(range, 1));
+      for (long long slot = first; slot <= last && slot < 16384; ++slot)
+        if (slot >= 0) slots->set(static_cast<size_t>(slot));
+    }
+    api.FreeCallReply(reply);
+    return slots;
+  }
+
+  VmCtx* ctx_;
+  bool routed_;
+  bool ask_each_;
+  std::unique_ptr<std::bitset<16384>> mine_;
+};
+
 // A key opened for the duration of one operation: by "prefix + number" (a table's group: the name is
 // freed with it), by the caller's name, or already opened by the caller (who closes it). Group (a hash)
 // and StringKey (packed_index.hpp, a string) add what they read and write.
@@ -50,6 +142,8 @@ class OpenedKey {
   OpenedKey& operator=(const OpenedKey&) = delete;
 
   VmKey* key() const { return key_; }
+  // The key's name where this object made it from a prefix and a number (else nullptr).
+  VmString* name() const { return name_; }
 
  protected:
   // Whether the key holds a value of another type than `type` (an empty key holds none).

@@ -13,6 +13,7 @@ struct VmCtx;
 struct VmString;
 struct VmKey;
 struct VmScanCursor;
+struct VmCallReply;
 }
 
 namespace neardup::vm {
@@ -29,6 +30,9 @@ constexpr int kHashNone = 0;
 constexpr int kHashNx = 1 << 0;        // HashSet: only fields that do not exist yet
 constexpr int kHashCFields = 1 << 2;   // HashGet/HashSet: fields as C strings (no module string each)
 constexpr int kHashCountAll = 1 << 4;  // HashSet: count inserted fields too
+constexpr int kCtxFlagsCluster = 1 << 5;  // GetContextFlags: the server runs in cluster mode
+constexpr int kReplyError = 1;            // CallReplyType of an error reply
+constexpr int kReplyArray = 3;            // CallReplyType of an array reply
 // HashSet's value that deletes the field.
 inline VmString* const kHashDelete = reinterpret_cast<VmString*>(1);
 
@@ -74,6 +78,17 @@ struct Api {
   int (*SubscribeToServerEvent)(VmCtx*, VmEvent, EventFn);
   uint64_t (*CreateTimer)(VmCtx*, long long, TimerFn, void*);
   void (*Log)(VmCtx*, const char*, const char*, ...);
+  int (*GetContextFlags)(VmCtx*);
+  int (*MustObeyClient)(VmCtx*);
+  VmCallReply* (*Call)(VmCtx*, const char*, const char*, ...);
+  int (*CallReplyType)(VmCallReply*);
+  const char* (*CallReplyStringPtr)(VmCallReply*, size_t*);
+  void (*FreeCallReply)(VmCallReply*);
+  unsigned int (*ClusterKeySlot)(VmString*);
+  size_t (*CallReplyLength)(VmCallReply*);
+  VmCallReply* (*CallReplyArrayElement)(VmCallReply*, size_t);
+  long long (*CallReplyInteger)(VmCallReply*);
+  const char* (*GetMyClusterID)();
 };
 
 // Filled by init(); the server is single-threaded for commands, so one global table is enough.
@@ -115,7 +130,23 @@ inline int init(VmCtx* ctx, const char* name, int version) {
   get("RedisModule_SubscribeToServerEvent", api.SubscribeToServerEvent);
   get("RedisModule_CreateTimer", api.CreateTimer);
   get("RedisModule_Log", api.Log);
+  get("RedisModule_GetContextFlags", api.GetContextFlags);
+  get("RedisModule_Call", api.Call);
+  get("RedisModule_CallReplyType", api.CallReplyType);
+  get("RedisModule_CallReplyStringPtr", api.CallReplyStringPtr);
+  get("RedisModule_FreeCallReply", api.FreeCallReply);
+  get("RedisModule_CallReplyLength", api.CallReplyLength);
+  get("RedisModule_CallReplyArrayElement", api.CallReplyArrayElement);
+  get("RedisModule_CallReplyInteger", api.CallReplyInteger);
+  get("RedisModule_GetMyClusterID", api.GetMyClusterID);
   if (!ok) return kErr;
+  // Optional (servers before Redis 7.2 lack them): without MustObeyClient, served_here asks the server
+  // also for what this node must apply; without ClusterKeySlot, SlotRouting asks about every key.
+  const auto optional = [&](const char* fn, auto& slot) {
+    if (get_api(fn, reinterpret_cast<void*>(&slot)) != kOk) slot = nullptr;
+  };
+  optional("RedisModule_MustObeyClient", api.MustObeyClient);
+  optional("RedisModule_ClusterKeySlot", api.ClusterKeySlot);
   api.SetModuleAttribs(ctx, name, version, kApiVersion1);
   return kOk;
 }
