@@ -269,13 +269,13 @@ def attribute(found: list[Found[T]]) -> list[tuple[Found[T], list[Attributed[T]]
                 close.append((g, other, n))
             elif g:
                 heapq.heappush(heap, (-g, other))
-        best = min(
+        winner = min(
             close, key=lambda c: (sum(a.differing for a in c[2]), c[0], -sum(a.hits for a in c[2]), c[1])
         )
         for g, other, _ in close:
-            if other != best[1]:
+            if other != winner[1]:
                 heapq.heappush(heap, (-g, other))
-        _, rank, new = best
+        _, rank, new = winner
         order.append((ranked[rank], [Attributed(a, []) for a in new]))
         covered = _union(covered, [(a.span.start, a.span.end) for a in new])
     targets = sorted(
