@@ -179,6 +179,6 @@ def test_the_cases_hold_copies_and_repetitions() -> None:
     assert spans > 150 and multi > 100 and overlapped > 20
     joined = sum(
         len(reference(*case(seed), 20)[0]) < len(reference(*case(seed), 20, join=False)[0])
-        for seed in range(120)
+        for seed in range(240)
     )
     assert joined > 5

@@ -24,9 +24,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_a_kept_copy_is_acknowledged_only_once_replicas_have_its_stamp(tmp_path: Path) -> None:
-    # The state shard's replica is frozen. The first try of `a` writes its claims, bands and id on the
-    # other shards (their replicas confirm), then its stamp on the state shard, whose replica cannot
-    # confirm: a 503. Its retry finds the copy stamped and unchanged, and nothing left to write; it must
+    # The first try of `a` writes its reservation, claims, bands and id (their replicas confirm); the
+    # state shard's replica is then frozen, and its stamp, on the state shard, cannot be confirmed: a
+    # 503. Its retry finds the copy stamped and unchanged, and nothing left to write; it must
     # still not be acknowledged while the stamp is on the state primary only (a failover then would
     # lose the stamp the answer relied on): another 503, until the replica is back.
     cluster = LocalCluster(tmp_path / "cluster", nodes=3, replicas=1)
@@ -65,11 +65,25 @@ async def test_a_kept_copy_is_acknowledged_only_once_replicas_have_its_stamp(tmp
         assert chosen, "no collection and document with keys off the state shard"
         name, k, doc, state_shard = chosen
 
+        # The first try is held before its stamp (its reservation, claims, bands and id confirmed by
+        # the replicas); the state shard's replica freezes; the stamp lands on the primary only.
+        released = asyncio.Event()
+        reached = asyncio.Event()
+
+        async def hold() -> None:
+            reached.set()
+            await released.wait()
+
+        store.pause_points["written"] = hold
+        first = asyncio.create_task(index.check(name, [doc]))
+        await asyncio.wait_for(reached.wait(), 30)
+        del store.pause_points["written"]
         frozen = cluster.nodes[cluster.size + state_shard].pid
         assert frozen is not None
         os.kill(frozen, signal.SIGSTOP)
+        released.set()
         with pytest.raises(StoreUnavailable, match="acknowledged by 0 of the 1 replicas"):
-            await index.check(name, [doc])
+            await first
         with redis.Redis.from_url(cluster.urls[state_shard]) as primary:
             assert primary.hlen(k.pending) == 0  # the first try's stamp is on the primary
 
