@@ -4,11 +4,13 @@ on beside off; and, on one sub-corpus in the same run, what a user would otherwi
 pairwise winnowing comparison of the text with every stored document, and datasketch's LSH Ensemble
 for document-level containment. Prints JSON; writes bench/results/passages.json.
 
-    python bench/bench_passages.py            # ~100,000 stored documents of ~3 KB, 600 submitted texts
+    python bench/bench_passages.py            # 100,000 stored documents of 1-60 KB, 600 submitted texts
     python bench/bench_passages.py --quick    # 10,000 documents, 150 texts (a minute or two)
+    python bench/bench_passages.py --chunk-bytes 4000   # documents cut into ~4 KB chunks instead
 
 Everything goes through a real ``neardup serve`` (1 worker, the embedded Valkey) over HTTP, as in
-bench_service.py; the corpus is bench_service.py's (corpus.jsonl cut into passages, shuffled, seed 1).
+bench_service.py; the stored documents have the size mix of real text, with near-duplicate groups among
+them (real_mix.py).
 """
 
 from __future__ import annotations
@@ -160,7 +162,9 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--documents", type=int, default=100_000)
-    parser.add_argument("--chunk-bytes", type=int, default=3_000)
+    parser.add_argument(
+        "--chunk-bytes", type=int, default=0, help="0: the size mix of real text (real_mix.py); else chunks"
+    )
     parser.add_argument("--texts", type=int, default=600)
     parser.add_argument("--memory-documents", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
