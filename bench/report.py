@@ -928,11 +928,29 @@ def passages_section(results: Path) -> str:
         f"{lsh['source_recall']} | {lsh['false_sources_per_text']} | {lsh['clean_texts_with_a_source']} | "
         f"{lsh['query_ms_median']} ms | no |",
         "",
+        *memory_lines(results),
         *search_cost_lines(results),
         "Raw results: `bench/results/passages.json`, `bench/results/passage_search_cost.json`.",
         "",
     ]
     return "\n".join(lines) + "\n"
+
+
+def memory_lines(results: Path) -> list[str]:
+    """``bench/passage_memory.py``'s run, when it was saved: where the passage bytes go."""
+    path = results / "passage_memory.json"
+    if not path.exists():
+        return []
+    run = json.loads(path.read_text())
+    on = run["on"]["bytes_per_doc"]
+    return [
+        f"Where the bytes go (`python bench/passage_memory.py --chunk-bytes 0`: every key's `MEMORY USAGE`, "
+        f"{run['corpus']['documents']:,} documents of ~{run['mean_kb']} KB): per document, passage blobs "
+        f"{on['passage blobs']} B and the passage index {on['passage index']} B; "
+        f"{run['extra_bytes_per_kb']} extra bytes per KB of text ({run['ratio_on_off']}x). Raw results: "
+        "`bench/results/passage_memory.json`.",
+        "",
+    ]
 
 
 def search_cost_lines(results: Path) -> list[str]:
