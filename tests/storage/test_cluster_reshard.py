@@ -108,8 +108,8 @@ async def test_checks_during_and_after_a_reshard_write_only_where_the_slots_live
                 acknowledged[doc.id] = doc.text
             assert store._routing._modules and all(v == module for v in store._routing._modules.values())
 
-            # 400 slots of the first node move to the second while checks go on.
-            moving = list(range(0, 400))
+            # 200 slots of the first node move to the second while checks go on.
+            moving = list(range(0, 200))
             done = threading.Event()
             moved: list[int] = []
 
@@ -139,9 +139,9 @@ async def test_checks_during_and_after_a_reshard_write_only_where_the_slots_live
                 [result] = await check_until_answered(index, [doc])
                 assert result.inserted
                 acknowledged[doc.id] = doc.text
-            # Another 400 slots move, to the third node, with no check running: the store's next
+            # Another 200 slots move, to the third node, with no check running: the store's next
             # calls all start from a map that is wrong for them.
-            assert move_slots(urls, 0, 2, list(range(400, 800))) > 0
+            assert move_slots(urls, 0, 2, list(range(200, 400))) > 0
             for j in range(i + 60, i + 160, 20):
                 docs = [Document(f"a{m}", text(m)) for m in range(j, j + 20)]
                 assert all(r.inserted for r in await check_until_answered(index, docs))
