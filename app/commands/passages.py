@@ -115,13 +115,15 @@ def report(text: str, label: str, collection: str, found: Passages) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    text, label = _read(args.input)
     if args.sources is not None and args.html is None:
         raise CliError(
             "--sources gives the sources' texts to the HTML report: give --html FILE too", ExitCode.USAGE
         )
+    if args.sources == "-" and args.input == "-":
+        raise CliError("the text and --sources cannot both be stdin", ExitCode.USAGE)
     if args.sources is not None:
         Source(args.sources, args.sources_format, Fields())  # a missing file fails before the search
+    text, label = _read(args.input)
     with Client(args.url, api_key=args.api_key, timeout=args.timeout) as client:
         try:
             found = client.passages(args.collection, text, limit=args.limit, min_words=args.min_words)

@@ -6,6 +6,7 @@ submitted text's side highlighted only. Every text, id and metadata value is esc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
@@ -28,6 +29,11 @@ COLOURS = (
     "#b0bec5",
     "#bcaaa4",
 )
+
+#: Words as the service's passage search reads them: maximal runs of letters and digits.
+_WORD = re.compile(r"[^\W_]+")
+#: Share of a passage's words its source span must hold for a given text to be taken as the stored one.
+_SAME_WORDS = 0.5
 
 _STYLE = (
     "body{font:15px/1.5 system-ui,sans-serif;margin:0 auto;max-width:1400px;padding:1em 2em;color:#222}"
@@ -89,19 +95,31 @@ def _metadata(source: PassageSource) -> str:
     return escape(orjson.dumps(source.metadata).decode())
 
 
-def _unavailable(source: PassageSource, texts: Mapping[str, str], where: str | None) -> str | None:
-    """Why the source's text cannot be shown, or None when it can."""
-    text = texts.get(source.id)
-    if text is None:
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def _unavailable(source: PassageSource, text: str, texts: Mapping[str, str], where: str | None) -> str | None:
+    """Why the source's text cannot be shown, or None when it can. A text given that is not the one
+    stored (edited since it was loaded) would put the highlights on other words: it is refused when a
+    passage ends past it or when fewer than half of a passage's words are in its span there."""
+    given = texts.get(source.id)
+    if given is None:
         if where is None:
             return "not available: give the file the collection was loaded from with --sources"
         return f"not in {where}"
-    end = max((span.source_end for span in source.spans), default=0)
-    if end > len(text):
-        return (
-            f"not the stored one: the text given ({_plural(len(text), 'character')}, from {where}) "
-            f"is shorter than a passage's end in the stored text ({end:,})"
-        )
+    for number, span in enumerate(source.spans, 1):
+        if span.source_end > len(given):
+            return (
+                f"not the stored one: the text given ({_plural(len(given), 'character')}, from {where}) "
+                f"ends before passage {number} ({span.source_end:,})"
+            )
+        words = _words(text[span.start : span.end])
+        if len(words & _words(given[span.source_start : span.source_end])) < _SAME_WORDS * len(words):
+            return (
+                f"not the stored one: the text given (from {where}) does not hold the words of passage "
+                f"{number} at {span.source_start:,}-{span.source_end:,}"
+            )
     return None
 
 
@@ -109,7 +127,7 @@ def _source_section(
     rank: int, source: PassageSource, text: str, label: str, texts: Mapping[str, str], where: str | None
 ) -> str:
     colour = _colour(rank)
-    why = _unavailable(source, texts, where)
+    why = _unavailable(source, text, texts, where)
     # Passages of the source side, merged where they overlap (a source passage copied twice into the
     # text): one mark names every passage it holds; each text-side mark links to it.
     source_marks: list[tuple[int, int, list[int]]] = []

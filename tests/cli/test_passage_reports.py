@@ -59,7 +59,7 @@ def normalized(text: str) -> str:
 def collection(service: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """The collection holding the three sources, and a sources file holding two of them (not bread)."""
     sources = tmp_path_factory.mktemp("sources") / "sources.jsonl"
-    records = [
+    records: list[dict[str, Any]] = [
         {"id": "lighthouse", "text": LIGHTHOUSE, "metadata": {"title": "The <i>lighthouse</i>"}},
         {"id": "bread", "text": BREAD},
         {"id": "harbour", "text": HOSTILE},
@@ -68,7 +68,7 @@ def collection(service: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     with Client(service.url) as nd:
         nd.create_collection("reports", passages=True)
         for record in records:
-            nd.put("reports", str(record["id"]), str(record["text"]), metadata=record.get("metadata"))  # type: ignore[arg-type]
+            nd.put("reports", record["id"], record["text"], metadata=record.get("metadata"))
         yield service.url, sources
         nd.delete_collection("reports")
 
@@ -146,6 +146,21 @@ def test_the_html_report_without_sources_and_usage_errors(
         "passages", str(tmp_path / "essay.txt"), "-c", "reports", "--url", url, "--sources", str(sources)
     )
     assert bad.returncode == 2 and "--html" in bad.stderr
+    # texts that are not the ones stored: one ends too soon, the other holds other words there
+    edited = tmp_path / "edited.jsonl"
+    edited.write_bytes(
+        orjson.dumps({"id": "lighthouse", "text": LIGHTHOUSE[:300]})
+        + b"\n"
+        + orjson.dumps({"id": "harbour", "text": " ".join(w[::-1] for w in HOSTILE.split(" "))})
+        + b"\n"
+    )
+    search(url, tmp_path, "--html", str(page), "--sources", str(edited))
+    html = page.read_text("utf-8")
+    assert "The text of lighthouse is not the stored one: the text given (300 characters, from " in html
+    assert "ends before passage 1 (" in html
+    assert "The text of harbour is not the stored one: the text given (from " in html
+    assert "does not hold the words of passage 1 at " in html
+    assert "The text of bread is not in " in html and '<mark class="c0" id="s1-1"' not in html
     missing = neardup(
         "passages", str(tmp_path / "essay.txt"), "-c", "reports", "--url", url, "--html", str(page),
         "--sources", str(tmp_path / "nope.jsonl"),
