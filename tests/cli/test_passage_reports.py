@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from neardup.client import Client
+from neardup.client import Client, Passages, PassageSource, Span
+from neardup.reports import html_report, pan_xml
 from tests.cli.test_dedup import neardup
 from tests.e2e.test_flows import BREAD, LIGHTHOUSE
 
@@ -166,6 +167,25 @@ def test_the_html_report_without_sources_and_usage_errors(
         "--sources", str(tmp_path / "nope.jsonl"),
     )  # fmt: skip
     assert missing.returncode == 2 and "nope.jsonl" in missing.stderr
+
+
+def test_a_source_passage_copied_twice_is_one_mark_linked_from_both() -> None:
+    passage = " ".join(BREAD.split()[20:70])
+    text = f"{passage}\n\nand again:\n\n{passage}"
+    start = BREAD.index(BREAD.split()[20])
+    spans = [
+        Span(0, len(passage), start, start + 300),
+        Span(len(text) - len(passage), len(text), start + 100, start + 400),
+    ]
+    found = Passages(1.0, [PassageSource("bread", 0.3, spans)], 1.0, 0, 1)
+    page = html_report.render(text, "twice.txt", "c", found, {"bread": BREAD}, "sources.jsonl")
+    assert page.count('<mark class="c0" id="s1-1" data-passage="1 2">') == 1 and 'id="s1-2"' not in page
+    assert page.count('<a href="#s1-1">') == 2
+    root = ET.fromstring(ET.tostring(pan_xml.document("twice.txt", found)))
+    assert [(f.get("this_offset"), f.get("source_offset")) for f in root] == [
+        ("0", str(start)),
+        (str(len(text) - len(passage)), str(start + 100)),
+    ]
 
 
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip install '.[test]')")
