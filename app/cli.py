@@ -356,7 +356,9 @@ def add_passages(commands: Any) -> None:
         "its share of the text and the passages' offsets (code points) in both texts. Read-only.",
         epilog="examples:\n"
         "  neardup passages essay.txt --collection sources\n"
-        "  neardup passages - --collection sources --json < essay.txt\n\n" + EXIT_CODES_HELP,
+        "  neardup passages - --collection sources --json < essay.txt\n"
+        "  neardup passages essay.txt -c sources --html report.html --sources sources.jsonl \\\n"
+        "      --pan-xml pan/\n\n" + EXIT_CODES_HELP,
     )
     passages.add_argument("input", metavar="FILE", help="a UTF-8 text file, or - for stdin")
     passages.add_argument("--collection", "-c", required=True, help="the collection to search")
@@ -377,6 +379,37 @@ def add_passages(commands: Any) -> None:
     )
     passages.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the answer")
     passages.add_argument("--json", action="store_true", help="print the API's JSON instead of the report")
+    passages.add_argument(
+        "--pan-xml",
+        metavar="DIR",
+        default=None,
+        help="also write PAN text-alignment XML to DIR/<FILE's stem>.xml (stdin: stdin.xml): one "
+        "detected-plagiarism feature per passage, offsets in code points, the source's id as its reference",
+    )
+    passages.add_argument(
+        "--html",
+        metavar="FILE",
+        default=None,
+        help="also write an HTML report (one file, no external assets): coverage and containments, then "
+        "the text beside each source's text, passages highlighted in both (sources' texts from --sources)",
+    )
+    passages.add_argument(
+        "--sources",
+        metavar="FILE",
+        default=None,
+        help="the sources' texts for --html: the JSONL or CSV file or folder the collection was loaded from, "
+        "read as neardup load reads it (without it, or for an id not in it, only the text is highlighted)",
+    )
+    passages.add_argument(
+        "--sources-format",
+        choices=["auto", "jsonl", "csv", "text"],
+        default="auto",
+        help="how --sources is read, as neardup load's --format (default auto)",
+    )
+    passages.add_argument("--id-field", default="id", help="field or column of --sources' ids (default id)")
+    passages.add_argument(
+        "--text-field", default="text", help="field or column of --sources' texts (default text)"
+    )
 
 
 def add_valkey_module(commands: Any) -> None:

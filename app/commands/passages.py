@@ -1,5 +1,6 @@
 """``neardup passages FILE --collection C``: which stored texts contain passages of a file, where, and how
-much, as a readable report (or the API's JSON with --json), from a running service."""
+much, as a readable report (or the API's JSON with --json), from a running service; with --pan-xml and
+--html, also as PAN text-alignment XML and an HTML page (``neardup.reports``)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,59 @@ import orjson
 
 from neardup.client import AuthError, Client, NeardupError, NotFound, Passages, Unavailable
 from neardup.commands.common import CliError, ExitCode, plural
+from neardup.commands.sources import Fields, Source
+from neardup.reports import html_report, pan_xml
 
 #: Characters of each end of a span shown in the report.
 _SHOWN = 40
 
 
 def _read(name: str) -> tuple[str, str]:
+    """The text as stored, line ends included (no newline translation): the offsets of the answer, the
+    XML and the HTML report index the file itself, as other tools read it."""
     if name == "-":
-        return sys.stdin.read(), "stdin"
+        return sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape"), "stdin"
     try:
-        return Path(name).read_text("utf-8", errors="surrogateescape"), name
+        return Path(name).read_bytes().decode("utf-8", errors="surrogateescape"), name
     except OSError as exc:
         raise CliError(f"cannot read {name}: {exc.strerror or exc}", ExitCode.USAGE) from None
+
+
+def _source_texts(args: argparse.Namespace, found: Passages) -> dict[str, str]:
+    """The texts of the reported sources found in --sources (read as ``neardup load`` reads it); the
+    rest of the file is not kept."""
+    if args.sources is None:
+        return {}
+    wanted = {source.id for source in found.sources}
+    fields = Fields(id=args.id_field, text=args.text_field)
+    texts: dict[str, str] = {}
+    for record in Source(args.sources, args.sources_format, fields).records():
+        if record.error is None and record.id in wanted and record.text is not None:
+            texts[record.id] = record.text
+            if len(texts) == len(wanted):
+                break
+    return texts
+
+
+def _write_reports(args: argparse.Namespace, text: str, label: str, found: Passages) -> None:
+    if args.pan_xml is not None:
+        reference = "stdin" if args.input == "-" else Path(args.input).name
+        try:
+            path = pan_xml.write(Path(args.pan_xml), reference, found)
+        except OSError as exc:
+            raise CliError(f"cannot write {args.pan_xml}: {exc.strerror or exc}") from None
+        sys.stderr.write(f"wrote {path}\n")
+    if args.html is not None:
+        texts = _source_texts(args, found)
+        page = html_report.render(text, label, args.collection, found, texts, args.sources)
+        try:
+            Path(args.html).write_text(page, encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise CliError(f"cannot write {args.html}: {exc.strerror or exc}") from None
+        shown = sum(1 for source in found.sources if source.id in texts)
+        sys.stderr.write(
+            f"wrote {args.html} (the texts of {shown} of {plural(len(found.sources), 'source')} shown)\n"
+        )
 
 
 def _excerpt(text: str, start: int, end: int) -> str:
@@ -73,6 +115,14 @@ def report(text: str, label: str, collection: str, found: Passages) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sources is not None and args.html is None:
+        raise CliError(
+            "--sources gives the sources' texts to the HTML report: give --html FILE too", ExitCode.USAGE
+        )
+    if args.sources == "-" and args.input == "-":
+        raise CliError("the text and --sources cannot both be stdin", ExitCode.USAGE)
+    if args.sources is not None:
+        Source(args.sources, args.sources_format, Fields())  # a missing file fails before the search
     text, label = _read(args.input)
     with Client(args.url, api_key=args.api_key, timeout=args.timeout) as client:
         try:
@@ -90,4 +140,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(payload).decode() + "\n")
     else:
         sys.stdout.write(report(text, label, args.collection, found))
+    _write_reports(args, text, label, found)
     return ExitCode.OK
