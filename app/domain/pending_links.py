@@ -11,7 +11,8 @@ in the store's journal until a site read settles it, verifying it from the store
 *sweep*: every ``sweep_every`` seconds a process that keeps writing entries settles, in the background,
 the journal's entries written before its previous sweep (``sweep_every`` ago or more: a live process
 settled its own long before), so a collection nobody reads keeps a journal of at most about two sweep
-intervals of such entries.
+intervals of such entries; a process's first sweep comes FIRST_SWEEP after its first entry, so that
+processes that restart faster than ``sweep_every`` still settle what the dead ones left.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from neardup.storage.store import Settle
 
 log = logging.getLogger("neardup.index")
 
+#: Seconds after a process's first entry of a collection before its first sweep, which settles the
+#: entries written before that one: those a process that died before it left (a process that restarts
+#: every few seconds would never reach ``sweep_every``), and a live process's newest, which settling
+#: twice leaves as it is (link.lua skips an edge already there).
+FIRST_SWEEP = 1.0
 #: Most journal entries one check settles (their pairs ride in its arguments); the rest wait for the next.
 MAX_SETTLE_ENTRIES = 32
 
@@ -70,6 +76,7 @@ class PendingLinks:
         self._delay = delay
         self._sweep = sweep
         self._sweep_every = sweep_every
+        self._first_sweep = min(sweep_every, FIRST_SWEEP)
         self._queues: dict[str, _Queue] = {}
         self._sweeps: set[asyncio.Task[None]] = set()
 
@@ -85,8 +92,8 @@ class PendingLinks:
         if queue.timer is None:
             queue.timer = asyncio.create_task(self._later(name))
         if self._sweep is not None and not queue.sweeping:
-            if not queue.mark:
-                queue.mark, queue.marked = journal_field, now
+            if not queue.mark:  # this process's first: its first sweep comes FIRST_SWEEP after it
+                queue.mark, queue.marked = journal_field, now - self._sweep_every + self._first_sweep
             elif now - queue.marked >= self._sweep_every:
                 queue.sweeping = True
                 task = asyncio.create_task(self._swept(name, queue, queue.mark))

@@ -234,3 +234,45 @@ async def test_a_journal_nobody_reads_stays_bounded_while_processes_die(
     finally:
         client.close()
         await store.close()
+
+
+async def test_processes_that_restart_faster_than_the_sweep_interval_still_sweep(redis_url: str) -> None:
+    """A crash loop: each process checks cross-site copies for ~1.5 s (far less than the 10 s sweep
+    interval) and is killed holding its newest entries. Each next process's first sweep, FIRST_SWEEP
+    after its first entry, settles what the dead one left: the journal does not grow life after life,
+    and a read at the end counts every copy."""
+    name = "crashloop"
+    store = RedisStore.from_url(redis_url, timeout=30.0)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        await Index(store).create_collection(
+            CollectionParams.create(name, threshold=THRESHOLD, site_field="url")
+        )
+        k = (await Index(store).registry.get(name)).keys
+        left: set[bytes] = set()
+        step = 0
+        for life in range(3):
+            index = Index(store, settle_delay=3600)  # the default sweep interval; its own entries held
+            started = asyncio.get_running_loop().time()
+            while asyncio.get_running_loop().time() - started < 1.5:
+                step += 1
+                body = text(1200 + step)
+                await index.check(
+                    name,
+                    [
+                        Document(f"c{step}", body, page("c.example", str(step))),
+                        Document(f"e{step}", variant(body, 1), page("e.example", str(step))),
+                    ],
+                )
+                await asyncio.sleep(0.05)
+            await asyncio.gather(*index._pending._sweeps)
+            now = set(client.hkeys(k.link_journal))
+            assert not now & left, (life, len(now & left))  # the dead one's entries were settled
+            left = now
+            assert left  # this one dies holding entries of its own
+            forget(index)  # killed
+        c = await Index(store).site(name, "c.example")
+        assert [(m.site, m.shared) for m in c.mirrors] == [("e.example", step)]
+    finally:
+        client.close()
+        await store.close()
