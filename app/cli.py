@@ -279,7 +279,8 @@ def add_mirrors(commands: Any) -> None:
         "pages checked in input order), and report the pairs where either direction's share (shared "
         "pages / pages) reaches --min-share, ranked by share.",
         epilog="example:\n"
-        "  neardup mirrors crawl.jsonl --site-field url --out mirrors.csv --min-pages 10\n\n"
+        "  neardup mirrors crawl.jsonl --site-field url --out mirrors.csv --min-pages 10\n"
+        "  neardup mirrors crawl.jsonl --site-field url --out mirrors.csv --graphml mirrors.graphml\n\n"
         + EXIT_CODES_HELP,
     )
     mirrors.add_argument(
@@ -296,6 +297,12 @@ def add_mirrors(commands: Any) -> None:
         choices=["auto", "csv", "json"],
         default="auto",
         help="auto (default): json when --out ends in .json, else csv",
+    )
+    mirrors.add_argument(
+        "--graphml",
+        metavar="FILE",
+        default=None,
+        help="also write the pairs as a GraphML graph for Gephi or networkx (sites as nodes, pairs as edges)",
     )
     mirrors.add_argument(
         "--min-share", type=float, default=0.5, help="least share of either side (default 0.5)"

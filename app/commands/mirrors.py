@@ -4,7 +4,8 @@ The same code as the service: the domain ``Index`` of a collection with a ``site
 throwaway embedded Valkey (as ``neardup dedup``). Pages are checked in input order; every verified
 match between pages of two sites is counted as the service counts it (docs/design.md, "Sites"); the
 report lists the pairs of sites where either direction's share (pages with a near-duplicate on the
-other site / pages) reaches ``--min-share``, ranked by share, as CSV or JSON.
+other site / pages) reaches ``--min-share``, ranked by share, as CSV or JSON; ``--graphml`` also
+writes them as a graph of sites (``neardup.commands.graphml``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import orjson
 
 from neardup.commands.common import CliError, ExitCode, Stopwatch, plural, progress_bar, progress_wanted
 from neardup.commands.dedup import BATCH, SHOWN_ERRORS, open_output, spool_stdin
+from neardup.commands.graphml import mirror_graph
 from neardup.commands.sources import Fields, Source, describe
 
 COLLECTION = "mirrors"
@@ -104,7 +106,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--min-share must be from 0 to 1", ExitCode.USAGE)
     if args.min_pages < 1 or args.limit < 1:
         raise CliError("--min-pages and --limit must be at least 1", ExitCode.USAGE)
+    if args.graphml == "-" and args.out == "-":
+        raise CliError("--graphml - and --out - would both write to stdout: name a file", ExitCode.USAGE)
     fmt = args.report_format
+    if fmt == "auto" and args.out.endswith(".graphml"):
+        raise CliError(
+            f"--out {args.out}: the report is CSV or JSON; write GraphML with --graphml FILE", ExitCode.USAGE
+        )
     if fmt == "auto":
         fmt = "json" if args.out.endswith(".json") else "csv"
     fields = Fields(args.id_field, args.text_field, (*args.metadata_field, args.site_field))
@@ -125,6 +133,9 @@ def run(args: argparse.Namespace) -> int:
             server.stop()
     with open_output(args.out) as out:
         out.write(report(outcome["pairs"], fmt))
+    if args.graphml is not None:
+        with open_output(args.graphml) as out:
+            out.write(mirror_graph(outcome["pairs"]))
     seconds = watch.seconds
     summary = {
         "documents": outcome["documents"],
@@ -134,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         "seconds": round(seconds, 3),
         "error_samples": outcome["error_samples"],
     }
-    stream = sys.stderr if args.out == "-" else sys.stdout
+    stream = sys.stderr if "-" in (args.out, args.graphml) else sys.stdout
     if args.json:
         print(orjson.dumps(summary).decode(), file=stream)
     else:
@@ -144,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
             file=stream,
         )
         print(f"  mirror pairs  {len(outcome['pairs']):>10,}  -> {args.out}", file=stream)
+        if args.graphml is not None:
+            sites = len({p["site"] for p in outcome["pairs"]} | {p["other"] for p in outcome["pairs"]})
+            print(f"  graph sites   {sites:>10,}  -> {args.graphml} (GraphML)", file=stream)
         print(f"  without site  {outcome['without_site']:>10,}  (no {args.site_field!r} field)", file=stream)
         print(f"  errors        {outcome['errors']:>10,}", file=stream)
         for sample in outcome["error_samples"]:

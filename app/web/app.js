@@ -2,7 +2,8 @@
 // sends the pasted text to POST /v1/collections/{name}/query; in a collection with passages on, also to
 // .../passages, and highlights the text's passages found in stored documents, with their sources. For a
 // collection with a site_field, the Mirrors panel shows a site's mirrors (GET .../sites/{site}) or the
-// top pairs (GET .../mirrors). Every value from the service goes into
+// top pairs (GET .../mirrors), as a bar chart of their shares and a table. Every value from the
+// service goes into
 // the page as text (textContent), never as HTML.
 "use strict";
 
@@ -109,12 +110,75 @@ function showParams(c) {
   $("site-field").textContent = c.site_field || "";
   if (changed) {
     $("mirrors").hidden = true;
+    $("mirror-chart-box").hidden = true;
     $("site-status").textContent = "";
   }
 }
 
 function cell(text, className) {
   return Object.assign(document.createElement("td"), { className, textContent: String(text) });
+}
+
+// At most this many rows in the chart (the table lists them all), and characters of a site's name
+// beside a bar (the whole name is in the bar's tooltip).
+const CHART_ROWS = 20, CHART_NAME = 32;
+
+function shortName(name) {
+  const chars = Array.from(name);
+  return chars.length > CHART_NAME ? chars.slice(0, CHART_NAME - 1).join("") + "…" : name;
+}
+
+function percent(share) {
+  return (100 * share).toFixed(1) + "%";
+}
+
+// A horizontal bar chart, a row per mirror (or pair): its two shares as two bars, each as long as the
+// share. pairs: [{site, other, pages, otherPages, shared, otherShared, share, shareOfOther}]; label(p)
+// names a row; legend: the two bars' meanings.
+function drawShares(pairs, label, legend) {
+  const svg = $("mirror-chart");
+  svg.replaceChildren();
+  const shown = pairs.slice(0, CHART_ROWS);
+  const left = 210, width = 300, top = 18, row = 30, bar = 10;
+  const height = top + shown.length * row + 4;
+  svg.setAttribute("viewBox", "0 0 " + (left + width + 60) + " " + height);
+  for (let i = 0; i <= 4; i++) {
+    const x = left + (i / 4) * width;
+    svg.append(svgElement("line", { class: i ? "grid" : "axis", x1: x, x2: x, y1: top - 4, y2: height - 2 }));
+    svg.append(svgElement("text", { x, y: top - 7, "text-anchor": "middle" }, i * 25 + "%"));
+  }
+  shown.forEach((p, i) => {
+    const y = top + i * row + 4;
+    const g = svgElement("g", { class: "bar-row", "data-site": p.site, "data-other": p.other });
+    const name = label(p);
+    g.append(svgElement("title", {}, name)); // the whole name, where the label is cut
+    g.append(svgElement("text", { class: "label", x: left - 6, y: y + bar + 3, "text-anchor": "end" }, shortName(name)));
+    const bars = [
+      ["share", p.share, p.shared + " of " + p.pages + " pages of " + p.site + " have a near-duplicate on " + p.other],
+      ["share-of-other", p.shareOfOther,
+        p.otherShared + " of " + p.otherPages + " pages of " + p.other + " have a near-duplicate on " + p.site],
+    ];
+    bars.forEach(([kind, share, title], j) => {
+      const yb = y + j * (bar + 1);
+      const rect = svgElement("rect", {
+        class: "bar " + kind, x: left, y: yb, width: (share * width).toFixed(2), height: bar, "data-share": share,
+      });
+      rect.append(svgElement("title", {}, title + " (" + percent(share) + ")"));
+      g.append(rect);
+      g.append(svgElement("text", { class: "value " + kind, x: left + share * width + 4, y: yb + bar - 1 }, percent(share)));
+    });
+    svg.append(g);
+  });
+  const caption = $("mirror-legend");
+  caption.replaceChildren();
+  legend.forEach((text, j) => {
+    caption.append(Object.assign(document.createElement("span"), { className: "key " + ["share", "share-of-other"][j] }));
+    caption.append(document.createTextNode(" " + text + " "));
+  });
+  if (pairs.length > shown.length) {
+    caption.append(document.createTextNode("The first " + shown.length + " of " + pairs.length + " are drawn; the table lists all."));
+  }
+  $("mirror-chart-box").hidden = shown.length === 0;
 }
 
 // rows: [site, other, pages, other pages, shared, share, share of other]
@@ -145,14 +209,30 @@ async function onSite(event) {
       const segment = site === "." || site === ".." ? site.replace(/\./g, "%2E") : encodeURIComponent(site);
       const data = await api("GET", base + "/sites/" + segment);
       showMirrors(data.mirrors.map((m) => [data.site, m.site, data.pages, m.pages, m.shared, m.share, m.share_of_other]));
+      drawShares(data.mirrors.map((m) => ({
+        site: data.site, other: m.site, pages: data.pages, otherPages: m.pages, shared: m.shared,
+        otherShared: m.other_shared, share: m.share, shareOfOther: m.share_of_other,
+      })), (p) => p.other, [
+        "share: pages of " + data.site + " with a near-duplicate on that site;",
+        "share of other: that site's pages with a near-duplicate on " + data.site + ".",
+      ]);
       status.textContent = data.site + ": " + data.pages + " page" + (data.pages === 1 ? "" : "s") + ", " +
         data.mirrors.length + " site" + (data.mirrors.length === 1 ? "" : "s") + " sharing pages";
     } else {
       const data = await api("GET", base + "/mirrors?min_share=0.5&limit=50");
       showMirrors(data.pairs.map((p) => [p.site, p.other, p.pages, p.other_pages, p.shared, p.share, p.share_of_other]));
+      drawShares(data.pairs.map((p) => ({
+        site: p.site, other: p.other, pages: p.pages, otherPages: p.other_pages, shared: p.shared,
+        otherShared: p.other_shared, share: p.share, shareOfOther: p.share_of_other,
+      })), (p) => p.site + " ↔ " + p.other, [
+        "share: pages of the first site with a near-duplicate on the second;",
+        "share of other: the second site's pages with a near-duplicate on the first.",
+      ]);
       status.textContent = data.pairs.length + " pair" + (data.pairs.length === 1 ? "" : "s") + " at share 0.5 or more";
     }
   } catch (error) {
+    $("mirrors").hidden = true;
+    $("mirror-chart-box").hidden = true;
     status.textContent = error.message;
     status.className = "error";
   }
