@@ -167,6 +167,14 @@ def test_dedup_a_plain_warc(tmp_path: Path) -> None:
     }
 
 
+def test_mirrors_of_a_warc(tmp_path: Path) -> None:
+    archive = write_warc(tmp_path / "crawl.warc.gz")
+    done = neardup("mirrors", str(archive), "--site-field", "url", "--no-progress")
+    assert done.returncode == 3, done.stderr  # the empty page
+    rows = [line.split(",") for line in done.stdout.splitlines()[1:]]
+    assert [row[:2] + row[4:6] for row in rows] == [["b.example", "a.example", "2", "2"]], done.stdout
+
+
 @pytest.mark.parametrize("name", ["cut.warc.gz", "cut.warc"])
 def test_a_truncated_warc_keeps_the_pages_before_the_break(service: Any, tmp_path: Path, name: str) -> None:
     pages = [
