@@ -12,12 +12,20 @@ Needs the ``warc`` extra: ``pip install "neardup[warc]"``.
 from __future__ import annotations
 
 import html_text
-from w3lib.encoding import html_to_unicode
+from w3lib.encoding import html_to_unicode, http_content_type_encoding, read_bom
 
 
 def decode_html(body: bytes, content_type: str | None = None) -> str:
     """``body`` as text, by the charset the ``Content-Type`` header, a byte-order mark or the page names."""
-    _, text = html_to_unicode(content_type, body)
+    encoding, text = html_to_unicode(content_type, body)
+    if (
+        encoding.replace("-", "").startswith(("utf16", "utf32"))
+        and read_bom(body)[0] is None
+        and http_content_type_encoding(content_type) is None
+    ):
+        # The page's own ASCII markup cannot be UTF-16 or UTF-32: browsers read such a declaration as
+        # UTF-8 (the HTML standard's encoding sniffing), and so does this.
+        text = body.decode("utf-8", errors="replace")
     return text
 
 

@@ -18,6 +18,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from neardup.client import Client, NotFound
+from neardup.integrations.html import page_text
 from tests.cli.test_dedup import neardup_command, words
 
 RNG = random.Random(31)
@@ -199,6 +200,15 @@ def test_a_truncated_warc_keeps_the_pages_before_the_break(service: Any, tmp_pat
         with pytest.raises(NotFound):
             client.get(collection, pages[5][0])
 
+    # the whole file in its place: the same command resumes after the five pages and loads the sixth
+    archive.write_bytes(whole)
+    done = neardup("load", str(archive), "-c", collection, "--url", service.url)
+    assert done.returncode == 0, done.stderr
+    assert "resuming after record 5" in done.stdout
+    with Client(service.url) as client:
+        assert client.get_collection(collection).documents == 6
+
+    archive.write_bytes(whole[: len(whole) - 150])
     kept = tmp_path / "kept.jsonl"
     done = neardup("dedup", str(archive), "--out", str(kept))
     assert done.returncode == 1 and "reading stopped after" in done.stderr, done.stderr
@@ -218,3 +228,23 @@ def test_without_the_warc_extra(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert 'needs the warc extra: pip install "neardup[warc]"' in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "expected"),
+    [
+        (b"", None, ""),
+        (b"   ", "text/html", ""),
+        (b"<html><head><title>only a title", "text/html", "only a title"),
+        (
+            b"<<<>>></p></div><p>words <b>without end",
+            "text/html; charset=no-such-charset",
+            "words without end",
+        ),
+        (b"\x00\xff<p>ok\x80", "text/html; charset=utf-8", "ok\ufffd"),
+        (b'<?xml version="1.0" encoding="utf-16"?><html><body>plain</body></html>', None, "plain"),
+    ],
+)
+def test_garbage_html_gives_text_or_nothing(body: bytes, content_type: str | None, expected: str) -> None:
+    text = page_text(body, content_type)
+    assert text.endswith(expected) and "<p>" not in text and "body" not in text
