@@ -122,10 +122,11 @@ def _version() -> str:
 def _input_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--format",
-        choices=["auto", "jsonl", "csv", "text"],
+        choices=["auto", "jsonl", "csv", "text", "warc"],
         default="auto",
         help="auto (default): a folder is read as plain text files (id = relative path), *.csv/*.tsv "
-        "as CSV with a header, anything else (and -) as JSON lines",
+        "as CSV with a header, *.warc/*.warc.gz as WARC (its HTML pages: id and url metadata = the "
+        'target URI; needs pip install "neardup[warc]"), anything else (and -) as JSON lines',
     )
     command.add_argument("--id-field", default="id", help="field or column of the document id (default id)")
     command.add_argument("--text-field", default="text", help="field or column of the text (default text)")
@@ -188,10 +189,11 @@ def add_load(commands: Any) -> None:
         "  neardup load pages.jsonl --collection pages --create --threshold 0.7\n"
         "  zcat dump.jsonl.gz | neardup load - --collection pages --checkpoint dump.ckpt\n"
         "  neardup load docs/ --collection manuals          # every file of a folder, id = path\n"
-        "  neardup load rows.csv --collection c --id-field url --text-field body\n\n" + EXIT_CODES_HELP,
+        "  neardup load rows.csv --collection c --id-field url --text-field body\n"
+        "  neardup load crawl.warc.gz --collection pages   # its HTML pages, id = URL\n\n" + EXIT_CODES_HELP,
     )
     load.add_argument(
-        "input", metavar="FILE", help="JSON lines file, CSV file, folder of text files, or - for stdin"
+        "input", metavar="FILE", help="JSON lines, CSV or WARC file, folder of text files, or - for stdin"
     )
     load.add_argument("--collection", "-c", required=True, help="the collection to load into")
     load.add_argument(
@@ -255,7 +257,7 @@ def add_dedup(commands: Any) -> None:
         + EXIT_CODES_HELP,
     )
     dedup.add_argument(
-        "input", metavar="FILE", help="JSON lines file, CSV file, folder of text files, or - for stdin"
+        "input", metavar="FILE", help="JSON lines, CSV or WARC file, folder of text files, or - for stdin"
     )
     dedup.add_argument("--out", "-o", required=True, help="where the kept records go (- for stdout)")
     dedup.add_argument("--duplicates", "-d", default=None, help="where the duplicate groups go (JSON lines)")
@@ -284,7 +286,7 @@ def add_mirrors(commands: Any) -> None:
         + EXIT_CODES_HELP,
     )
     mirrors.add_argument(
-        "input", metavar="FILE", help="JSON lines file, CSV file, folder of text files, or - for stdin"
+        "input", metavar="FILE", help="JSON lines, CSV or WARC file, folder of text files, or - for stdin"
     )
     mirrors.add_argument(
         "--site-field",

@@ -28,7 +28,7 @@ from typing import IO, Any
 import orjson
 
 from neardup.commands.common import CliError, ExitCode, Stopwatch, plural, progress_bar, progress_wanted
-from neardup.commands.sources import Fields, Record, Source, describe
+from neardup.commands.sources import Fields, InputBroken, Record, Source, describe
 
 BATCH = 1000
 COLLECTION = "dedup"
@@ -68,23 +68,27 @@ class Outcome:
     numbers: list[int] = field(default_factory=list)  # record number of each ordinal
     best: dict[int, tuple[int, float]] = field(default_factory=dict)  # ordinal -> (best earlier match, sim)
     groups: UnionFind = field(default_factory=UnionFind)
+    broken: InputBroken | None = None  # the input broke off here; the records before it are deduplicated
 
 
 def chunks(records: Iterator[Record], outcome: Outcome) -> Iterator[list[tuple[int, Record]]]:
     batch: list[tuple[int, Record]] = []
-    for record in records:
-        if record.error is not None:
-            outcome.errors += 1
-            if len(outcome.error_samples) < SHOWN_ERRORS:
-                outcome.error_samples.append(f"{describe(record)}: {record.error}")
-            continue
-        ordinal = outcome.groups.add()
-        outcome.ids.append(record.id or "")
-        outcome.numbers.append(record.number)
-        batch.append((ordinal, record))
-        if len(batch) >= BATCH:
-            yield batch
-            batch = []
+    try:
+        for record in records:
+            if record.error is not None:
+                outcome.errors += 1
+                if len(outcome.error_samples) < SHOWN_ERRORS:
+                    outcome.error_samples.append(f"{describe(record)}: {record.error}")
+                continue
+            ordinal = outcome.groups.add()
+            outcome.ids.append(record.id or "")
+            outcome.numbers.append(record.number)
+            batch.append((ordinal, record))
+            if len(batch) >= BATCH:
+                yield batch
+                batch = []
+    except InputBroken as exc:
+        outcome.broken = exc
     if batch:
         yield batch
 
@@ -145,7 +149,7 @@ def write_outputs(source: Source, args: argparse.Namespace, outcome: Outcome) ->
     groups = outcome.groups
     kept = 0
     ordinal = 0
-    with open_output(args.out) as out:
+    with open_output(args.out) as out, contextlib.suppress(InputBroken):  # it breaks where it broke before
         for record in source.records():
             if record.error is not None:
                 continue
@@ -254,4 +258,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  errors      {outcome.errors:>12,}", file=stream)
         for sample in outcome.error_samples:
             print(f"    {sample}", file=stream)
+    if outcome.broken is not None:
+        raise InputBroken(
+            f"{outcome.broken}; the {plural(outcome.documents, 'document')} before it are deduplicated"
+        )
     return ExitCode.PARTIAL if outcome.errors else ExitCode.OK

@@ -21,7 +21,7 @@ import orjson
 
 from neardup.client import AuthError, Client, InvalidRequest, NeardupError, NotFound, Unavailable
 from neardup.commands.common import CliError, ExitCode, Stopwatch, plural, progress_bar, progress_wanted
-from neardup.commands.sources import Fields, Record, Source, describe
+from neardup.commands.sources import Fields, InputBroken, Record, Source, describe
 
 #: Errors listed in the summary; the count covers them all.
 SHOWN_ERRORS = 10
@@ -88,18 +88,24 @@ def checkpoint_path(args: argparse.Namespace, source: Source) -> Path | None:
 def batches(
     records: Iterator[Record], size: int, max_bytes: int
 ) -> Iterator[tuple[list[Record], list[Record]]]:
-    """(documents to send, every record read since the last batch, rejected ones included)."""
+    """(documents to send, every record read since the last batch, rejected ones included). When the input
+    breaks off (a truncated file), the records read before it are given out before the error is raised."""
     docs: list[Record] = []
     seen: list[Record] = []
     text_bytes = 0
-    for record in records:
-        seen.append(record)
-        if record.error is None:
-            docs.append(record)
-            text_bytes += len(record.text or "")
-        if len(docs) >= size or text_bytes >= max_bytes:
+    try:
+        for record in records:
+            seen.append(record)
+            if record.error is None:
+                docs.append(record)
+                text_bytes += len(record.text or "")
+            if len(docs) >= size or text_bytes >= max_bytes:
+                yield docs, seen
+                docs, seen, text_bytes = [], [], 0
+    except InputBroken:
+        if seen:
             yield docs, seen
-            docs, seen, text_bytes = [], [], 0
+        raise
     if seen:
         yield docs, seen
 
@@ -180,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--batch-size must be at least 1", ExitCode.USAGE)
 
     watch = Stopwatch()
+    broken: InputBroken | None = None
     with Client(
         args.url, api_key=args.api_key, timeout=args.timeout, retries=args.retries, backoff=args.backoff
     ) as client:
@@ -188,7 +195,10 @@ def run(args: argparse.Namespace) -> int:
             if not args.json:
                 resume = f", resuming after record {checkpoint.records:,}" if checkpoint.records else ""
                 print(f"loading {source.label} into {args.collection!r} ({note}){resume}", flush=True)
-            _load(client, args, source, checkpoint, checkpoint_file, summary)
+            try:
+                _load(client, args, source, checkpoint, checkpoint_file, summary)
+            except InputBroken as exc:
+                broken = exc  # what was read before the break is stored: report it, then the error
         except AuthError as exc:
             raise CliError(f"{exc.message} (give the key with --api-key or NEARDUP_API_KEY)") from None
         except (Unavailable, NeardupError) as exc:
@@ -216,6 +226,9 @@ def run(args: argparse.Namespace) -> int:
         checkpoint.duplicates,
         checkpoint.errors,
     )
+    if broken is not None:
+        report(summary, args.json)
+        raise InputBroken(f"{broken}; the {plural(checkpoint.records, 'record')} before it are loaded")
     if checkpoint_file is not None:
         with contextlib.suppress(FileNotFoundError):
             checkpoint_file.unlink()

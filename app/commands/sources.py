@@ -1,5 +1,6 @@
-"""Documents to load or deduplicate, read lazily from JSONL (a file or stdin), CSV, or a folder of plain
-text files, with the position after each one so that a run can resume where an earlier one stopped."""
+"""Documents to load or deduplicate, read lazily from JSONL (a file or stdin), CSV, a folder of plain
+text files, or a WARC archive (its HTML pages, neardup.commands.warc), with the position after each one so
+that a run can resume where an earlier one stopped."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import orjson
 
 from neardup.commands.common import CliError, ExitCode
 
-Format = Literal["auto", "jsonl", "csv", "text"]
+Format = Literal["auto", "jsonl", "csv", "text", "warc"]
 #: Bytes of a file that make it binary, not text, in a folder of plain files.
 _BINARY_SNIFF = 8192
 
@@ -24,8 +25,8 @@ _BINARY_SNIFF = 8192
 @dataclass(frozen=True)
 class Record:
     """One input document. ``error`` is set (and id/text may be None) when the input could not give a
-    document: the caller counts it and goes on. ``offset``: byte offset just after it in a JSONL file
-    (None elsewhere). ``number``: 1-based position among the records (lines of a JSONL file)."""
+    document: the caller counts it and goes on. ``offset``: byte offset just after it in a JSONL or WARC
+    file (None elsewhere). ``number``: 1-based position among the records (lines of a JSONL file)."""
 
     number: int
     id: str | None
@@ -35,6 +36,11 @@ class Record:
     offset: int | None = None
     size: int = 0
     error: str | None = None
+
+
+class InputBroken(CliError):
+    """The input cannot be read past a point (a truncated or corrupt file); the records before it were
+    given out, and the message names the last one."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,8 @@ class Source:
             return "text"
         if self.path.suffix.lower() in (".csv", ".tsv"):
             return "csv"
+        if self.path.name.lower().endswith((".warc", ".warc.gz")):
+            return "warc"
         return "jsonl"
 
     @property
@@ -104,6 +112,8 @@ class Source:
             yield from self._jsonl(offset, skip)
         elif self.format == "csv":
             yield from self._csv(skip)
+        elif self.format == "warc":
+            yield from self._warc(skip)
         else:
             yield from self._folder(skip)
 
@@ -198,6 +208,27 @@ class Source:
                 size = sum(len(v) for v in row.values() if isinstance(v, str))
                 yield self._from_fields(number, dict(row), raw=None, offset=None, size=size)
             text.detach()
+
+    def _warc(self, skip: int) -> Iterator[Record]:
+        """Its HTML pages: id and ``url`` metadata the target URI, text the page's main text."""
+        from neardup.commands.warc import html_pages
+
+        stream = self._open()
+        with stream if self.path is not None else contextlib.nullcontext(stream):
+            previous = 0
+            for number, page in enumerate(html_pages(stream, self.label), start=1):
+                size, previous = page.end - previous, page.end
+                if number <= skip:
+                    continue
+                yield Record(
+                    number,
+                    page.uri,
+                    page.text,
+                    {"url": page.uri},
+                    offset=page.end,
+                    size=size,
+                    error=page.error,
+                )
 
     def _folder(self, skip: int) -> Iterator[Record]:
         assert self.path is not None

@@ -1,0 +1,1 @@
+"""Glue between neardup and the tools its users already run (crawlers, web archives)."""
