@@ -1,6 +1,7 @@
 """The store on a Redis Cluster: same interface as :class:`neardup.storage.store.RedisStore`, over redis-py's
-async ``RedisCluster``. A collection's band, id, signature and record groups have no hash tag, so
-they spread over every shard; only its state (sequence, stamps, pending ordinals) shares one slot.
+async ``RedisCluster``. A collection's id, signature and record groups have no hash tag and its band
+table is many families, each one slot (keys.py), so they spread over every shard; its state
+(sequence, stamps, pending ordinals) shares one slot.
 
 A check cannot be one atomic script here, so it runs the protocol of docs/design.md ("Cluster: append,
 stamp, read, verify" and "Why first seen wins") in round trips, each pipelined or one script call per
@@ -39,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
@@ -167,13 +168,13 @@ class ClusterStore:
         (``keys.sig_group_size``), as on one server. The collection's abandon time is this process's
         (``ClusterRouting.abandon_ms``), kept in the state: every process sweeps by that one."""
         async with self._routing.guard():
-            band_groups, id_groups = keys.cluster_groups(capacity, bands)
+            families, level, id_groups = keys.cluster_groups(capacity, bands)
             sig_group = keys.sig_group_size(sketch_bytes)
             abandon = self._routing.abandon_ms()
             reply = await self._routing.run_state_script(
                 "cluster_init",
                 name,
-                [gen, ttl_ms, max_documents, band_groups, id_groups, params_json, sig_group, abandon],
+                [gen, ttl_ms, max_documents, families, id_groups, params_json, sig_group, abandon, level],
             )
             if reply[0] == b"created":
                 await self._routing.keyed_write(keys.REGISTRY, "HSET", keys.REGISTRY, name, params_json)
@@ -236,7 +237,7 @@ class ClusterStore:
                     now = await self.now_ms(keys.CollectionKeys(name, gen))
                     shape_text = keys.dropped_shape(seq, band_groups, id_groups, now)
                     await self.client.hset(keys.DROPPED, keys.dropped_entry(name, gen), shape_text)
-                await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
+                await self._unlink_generation(keys.CollectionKeys(name, gen))
         return True
 
     async def sweep_dropped(self, *, min_age_ms: int = DROP_SWEEP_AGE_MS) -> int:
@@ -249,7 +250,7 @@ class ClusterStore:
             done = 0
             for entry, shape in entries.items():
                 name, gen = as_bytes(entry).decode().split(":", 1)
-                seq, band_groups, id_groups, ms = map(int, as_bytes(shape).split(b":"))
+                ms = int(as_bytes(shape).split(b":")[3])
                 k = keys.CollectionKeys(name, gen)
                 if await self.now_ms(k) - ms < max(min_age_ms, self._routing.abandon_ms()):
                     continue
@@ -257,20 +258,14 @@ class ClusterStore:
                     functools.partial(self.client.hget, keys.state(name), "gen")
                 )
                 if live is None or as_bytes(live).decode() != gen:
-                    await self._unlink_generation(k, seq, band_groups, id_groups)
+                    await self._unlink_generation(k)
                 await self.client.hdel(keys.DROPPED, as_bytes(entry))
                 done += 1
         return done
 
-    async def _unlink_generation(
-        self, k: keys.CollectionKeys, seq: int, band_groups: int, id_groups: int
-    ) -> None:
-        """As RedisStore's: by name, or by a scan of every node when there are fewer keys than names."""
-        names: AsyncIterator[Any] | Iterator[str]
-        if k.named_cost(seq, band_groups, id_groups) > int(await self.client.dbsize()):
-            names = self.client.scan_iter(match=k.data_pattern, count=_UNLINK_CHUNK)
-        else:
-            names = k.data_keys(seq, band_groups, id_groups)
+    async def _unlink_generation(self, k: keys.CollectionKeys) -> None:
+        """By a scan of every node: the band families' groups are as many as each family grew to."""
+        names: AsyncIterator[Any] = self.client.scan_iter(match=k.data_pattern, count=_UNLINK_CHUNK)
         chunk: list[str] = []
 
         def build(ops_for: OpsFor) -> None:

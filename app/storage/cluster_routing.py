@@ -433,10 +433,11 @@ class ClusterRouting:
 
             def read(node: ClusterNode, blob: bytes) -> Any:
                 async def call(uses: bool) -> Any:
+                    shape = (g.k.band_family_prefix, g.band_families, g.band_level)
                     if uses:
-                        command = ("ND.BUCKETSGET", "1", g.k.band_prefix, blob)
+                        command = ("ND.BUCKETSGET", "1", *shape, blob)
                         return await self._client.execute_command(*command, target_nodes=node)
-                    return await self.run_script("cluster_bands", [], [g.k.band_prefix, blob], node)
+                    return await self.run_script("cluster_bands", [], [*shape, blob], node)
 
                 return self._on_node(node, call)
 
@@ -480,14 +481,14 @@ class ClusterRouting:
         cached = self._layouts.get((k.collection, k.gen))
         if cached is None:
             state: list[Any] = await self.retrying(
-                lambda: self._client.hmget(k.state, ["gen", "bG", "iG", "sg"])
+                lambda: self._client.hmget(k.state, ["gen", "bG", "bL", "iG", "sg"])
             )
-            gen, band_groups, id_groups, sig_group = state
+            gen, families, level, id_groups, sig_group = state
             if gen is None:
                 raise CollectionMissing()
             if as_bytes(gen).decode() != k.gen:
                 raise GenerationChanged()
-            cached = Layout(int(band_groups), int(id_groups), int(sig_group))
+            cached = Layout(int(families), int(level), int(id_groups), int(sig_group))
             self._layouts[(k.collection, k.gen)] = cached
         return KeyGroups(k, cached)
 

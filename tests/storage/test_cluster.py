@@ -57,9 +57,13 @@ async def test_a_collection_spreads_over_every_shard(
     assert all(len(keys) > total / 5 for keys in per_node), [len(k) for k in per_node]
     tagged = [node for node, keys in enumerate(per_node) if b"nd:{big}:state" in keys]
     assert len(tagged) == 1  # the state (sequence and stamps) lives on one slot, nothing else does
-    assert all(b"{" not in key for keys in per_node for key in keys if b"{big}" not in key)
-    # signatures are grouped by the state's sg, as on one server (keys.sig_group_size)
+    # the band families carry their own tag (each family one slot); no other data key has one
     k = (await index.registry.get("big")).keys
+    family = k.band_family_prefix.encode()
+    untagged = [key for keys in per_node for key in keys if b"{big}" not in key and family not in key]
+    assert untagged and all(b"{" not in key for key in untagged)
+    assert any(key.startswith(family) for keys in per_node for key in keys)
+    # signatures are grouped by the state's sg, as on one server (keys.sig_group_size)
     sig_group = keys.sig_group_size(CollectionParams.create("big").stored_bytes)
     assert sig_group == 134
     sig_keys = {key for keys in per_node for key in keys if key.startswith(k.sig_prefix.encode())}
@@ -143,9 +147,11 @@ async def test_a_check_that_dies_between_append_and_stamp_converges_on_retry(
 
 
 def keys_per_node_from(client: redis.RedisCluster, k: CollectionKeys) -> list[list[bytes]]:
+    """The band group keys on each node (not the band families' shapes, which end with their tag)."""
     out = []
     for node in client.get_primaries():
-        out.append(list(client.scan_iter(match=f"{k.band_prefix}*", target_nodes=node)))
+        names = client.scan_iter(match=f"{k.band_prefix}*", target_nodes=node)
+        out.append([key for key in names if not key.endswith(b"}")])
     return out
 
 
@@ -307,7 +313,7 @@ async def test_a_creation_that_died_before_its_registry_entry_is_completed_by_th
     entry = encode_entry(params, "g0000000000a")
     assert await cstore.list_collections() == []  # (connects the client)
     reply = await cstore._routing.run_state_script(
-        "cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry, keys.ORDINAL_WIDTH, 60_000]
+        "cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry, keys.ORDINAL_WIDTH, 60_000, 0]
     )
     assert reply == [b"created"]  # ... and the process died here
     index = Index(cstore)

@@ -13,7 +13,8 @@ import redis
 from neardup.storage import RedisStore, Store, records
 from neardup.storage.keys import (
     BAND_GROUP_TARGET,
-    CLUSTER_BAND_GROUPS,
+    CLUSTER_BAND_FAMILIES,
+    CLUSTER_BAND_TARGET,
     CLUSTER_ID_GROUPS,
     ID_GROUP_TARGET,
     CollectionKeys,
@@ -277,15 +278,18 @@ async def test_scripts_are_reloaded_after_script_flush(
 
 
 def test_cluster_group_counts_follow_the_capacity_and_the_bands() -> None:
-    assert cluster_groups(0, 16) == (CLUSTER_BAND_GROUPS, CLUSTER_ID_GROUPS)
+    # without a capacity: one group per band family (grown by splitting), the default id groups
+    assert cluster_groups(0, 16) == (CLUSTER_BAND_FAMILIES, 0, CLUSTER_ID_GROUPS)
     for capacity in (1_000, 100_000, 3_000_000):
         for bands in (8, 16, 32):
-            band_groups, id_groups = cluster_groups(capacity, bands)
+            families, level, id_groups = cluster_groups(capacity, bands)
+            band_groups = families << level
             # at most the target fields per group on average, and no more than twice the groups needed
-            assert capacity * bands / BAND_GROUP_TARGET <= band_groups
-            assert band_groups <= max(64, 2 * capacity * bands / BAND_GROUP_TARGET)
+            assert families == CLUSTER_BAND_FAMILIES
+            assert capacity * bands / CLUSTER_BAND_TARGET <= max(families, band_groups)
+            assert band_groups <= max(families, 2 * capacity * bands / CLUSTER_BAND_TARGET)
             assert capacity / ID_GROUP_TARGET <= id_groups <= max(16, 2 * capacity / ID_GROUP_TARGET)
-    assert cluster_groups(100_000, 32)[0] == 2 * cluster_groups(100_000, 16)[0]
+    assert cluster_groups(3_000_000, 32)[1] == cluster_groups(3_000_000, 16)[1] + 1
 
 
 async def test_a_collection_sized_up_front_does_not_split_below_its_capacity(

@@ -3,14 +3,18 @@
 -- groups every key of the batch by the node that owns its slot (keys are passed in ARGV, not KEYS:
 -- they span many slots of this node, which allow-cross-slot-keys permits for local keys only).
 --
--- ARGV[1] band group prefix; ARGV[2] appends, ARGV[3] removals: packed (12 + W)-byte records
---   (group number, 4 bytes big-endian; band key, 8 bytes; ordinal, W bytes), one string each, so a
---   batch of thousands of band entries costs the client three arguments, not thousands:
---   appends:  add the ordinal to the bucket (group, band key), unless already there or the bucket
---             holds ARGV[4] ordinals already (keys.BUCKET_CAP)
+-- ARGV[1] band family prefix (_cluster_family.lua); ARGV[2] appends, ARGV[3] removals: packed
+--   (12 + W)-byte records (family number, 4 bytes big-endian; band key, 8 bytes; ordinal, W bytes),
+--   one string each, so a batch of thousands of band entries costs the client three arguments, not
+--   thousands:
+--   appends:  add the ordinal to the bucket (its group in the family), unless already there or the
+--             bucket holds ARGV[4] ordinals already (keys.BUCKET_CAP)
 --   removals: take the ordinal out of the bucket; delete the field when it empties
+--   then each family written splits groups until it is under ARGV[8] fields per group again
 -- ARGV[4] most ordinals a bucket keeps; ARGV[5] W, the ordinal width in bytes (keys.ORDINAL_WIDTH);
--- then sections from ARGV[6], each a count then its tuples,
+-- ARGV[6] F, the band families; ARGV[7] the level a family's groups start at; ARGV[8] fields per
+-- band group before a split (keys.CLUSTER_BAND_TARGET); then sections from ARGV[9], each a count
+-- then its tuples,
 -- applied in this order after the band records:
 --   sets     (key, field, value):    HSET (signatures, records)
 --   deletes  (key, field):           HDEL
@@ -28,7 +32,7 @@
 
 local BAND = ARGV[1]
 local W = tonumber(ARGV[5])
-local pos = 6
+local pos = 9
 local function section(width)
   local count = tonumber(ARGV[pos])
   local first = pos + 1
@@ -36,7 +40,8 @@ local function section(width)
   return first, count
 end
 
-local created = apply_buckets(BAND, W, tonumber(ARGV[4]), ARGV[2], ARGV[3])
+local created = apply_buckets(BAND, W, tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7]),
+  tonumber(ARGV[8]), ARGV[2], ARGV[3])
 
 local first, count = section(3)
 for i = first, first + 3 * (count - 1), 3 do redis.call('HSET', ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
