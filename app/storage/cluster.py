@@ -168,13 +168,24 @@ class ClusterStore:
         (``keys.sig_group_size``), as on one server. The collection's abandon time is this process's
         (``ClusterRouting.abandon_ms``), kept in the state: every process sweeps by that one."""
         async with self._routing.guard():
-            families, level, id_groups = keys.cluster_groups(capacity, bands)
+            families, level, id_families, id_level = keys.cluster_groups(capacity, bands)
             sig_group = keys.sig_group_size(sketch_bytes)
             abandon = self._routing.abandon_ms()
             reply = await self._routing.run_state_script(
                 "cluster_init",
                 name,
-                [gen, ttl_ms, max_documents, families, id_groups, params_json, sig_group, abandon, level],
+                [
+                    gen,
+                    ttl_ms,
+                    max_documents,
+                    families,
+                    id_families,
+                    params_json,
+                    sig_group,
+                    abandon,
+                    level,
+                    id_level,
+                ],
             )
             if reply[0] == b"created":
                 await self._routing.keyed_write(keys.REGISTRY, "HSET", keys.REGISTRY, name, params_json)
@@ -326,7 +337,7 @@ class ClusterStore:
         for i, doc_id in enumerate(ids):
             first.setdefault(doc_id, i)
         firsts = sorted(first.values())
-        current = await self._routing.read_fields([(g.ids(ids[i]), ids[i]) for i in firsts])
+        current = await self._routing.read_ids(g, [ids[i] for i in firsts])
         stale = [(i, cur) for i, cur in zip(firsts, current, strict=True) if cur and cur != expected[i]]
         if stale:
             sigs = await self._routing.read_fields([g.sig(int(cur)) for _, cur in stale])
@@ -350,7 +361,7 @@ class ClusterStore:
         # 2. write
         new_docs = 0
         forget: list[int] = []
-        swaps: list[tuple[int, str, bytes, bytes, bytes]] = []  # (i, id key, id, expected, new)
+        swaps: list[tuple[int, bytes, bytes, bytes]] = []  # (i, id, expected, new)
         last_of: dict[bytes, int] = {}
         removed: list[tuple[int, list[bytes]]] = []  # (old ordinal, its band fields)
         for i, doc_id in enumerate(ids):
@@ -368,7 +379,7 @@ class ClusterStore:
                     new_docs += 1
                 before = cur
             last_of[doc_id] = i
-            swaps.append((i, g.ids(doc_id), doc_id, before, str(ordinals[i]).encode()))
+            swaps.append((i, doc_id, before, str(ordinals[i]).encode()))
 
         def build(ops_for: OpsFor) -> None:
             for i in range(n):
@@ -377,10 +388,8 @@ class ClusterStore:
                     g.add_band(ops_for, f, o4)
             for old, old_fields in removed:
                 g.remove_document(ops_for, old, old_fields)
-            for i, id_key, doc_id, before, new in swaps:
-                ops = ops_for(id_key)
-                ops.swaps.extend((id_key, doc_id, before, new))
-                ops.swap_index.append(i)
+            for i, doc_id, before, new in swaps:
+                g.add_swap(ops_for, doc_id, before, new, i)
 
         failed = sorted(i for i, answer in await self._routing.write(build) if answer not in (1, 2))
         if failed:
@@ -395,7 +404,7 @@ class ClusterStore:
             # The whole reservation is given up: dead now, rather than pending until the sweep (the
             # ids this batch did swap name dead versions, replaced on the caller's next call).
             raise_for_status(await self._routing.run_state_script("cluster_fence", k, [k.gen, *ordinals]))
-            current = await self._routing.read_fields([(g.ids(ids[i]), ids[i]) for i in failed])
+            current = await self._routing.read_ids(g, [ids[i] for i in failed])
             named = [(i, int(c)) for i, c in zip(failed, current, strict=True) if c]
             sigs = await self._routing.read_fields([g.sig(o) for _, o in named])
             need = {i: (0, b"") for i in failed}
@@ -598,7 +607,7 @@ class ClusterStore:
         # 6. verify: the id in the record must still name this ordinal
         with_record = [c for c in outside if fetched[c][0] and fetched[c][1]]
         named = [records.record_id(fetched[c][1]) for c in with_record]
-        names = await self._routing.read_fields([(g.ids(name), name) for name in named])
+        names = await self._routing.read_ids(g, named)
         live = {c for c, name in zip(with_record, names, strict=True) if name == str(c).encode()}
         # and the ordinals made dead (their checks were refused): never stamped, their entries are dead
         dead = [c for c in outside if c not in live] + [c for c in every if stamp_of[c] == -2]
@@ -620,7 +629,7 @@ class ClusterStore:
     async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]:
         async with self._routing.guard():
             g = await self._routing.groups(k)
-            current = await self._routing.read_fields([(g.ids(i), i) for i in ids])
+            current = await self._routing.read_ids(g, ids)
             ords = [int(c) if c else 0 for c in current]
             named = sorted({o for o in ords if o})
             # The state (with the generation and the eviction floor) says which are dead: their checks
@@ -655,8 +664,7 @@ class ClusterStore:
         version without record, which reads as absent, and a retry finishes the job."""
         async with self._routing.guard():
             g = await self._routing.groups(k)
-            id_key = g.ids(doc_id)
-            [cur] = await self._routing.read_fields([(id_key, doc_id)])
+            [cur] = await self._routing.read_ids(g, [doc_id])
             if not cur:
                 return False
             if int(cur) != ordinal:
@@ -665,9 +673,7 @@ class ClusterStore:
 
             def build(ops_for: OpsFor) -> None:
                 g.remove_document(ops_for, ordinal, unpack_band_keys(old_bands))
-                ops = ops_for(id_key)
-                ops.swaps.extend((id_key, doc_id, cur, b""))
-                ops.swap_index.append(0)
+                g.add_swap(ops_for, doc_id, cur, b"", 0)
 
             [(_, answer)] = await self._routing.write(build)
             if answer == 2 or answer == b"":  # deleted by someone else meanwhile

@@ -30,8 +30,8 @@ _NEEDS_COMMON = {
     "check", "lookup", "delete", "due", "reclaim", "passages", "passage_sources", "link", "site", "journal",
     "module_probe",
 }  # fmt: skip
-#: Cluster scripts that find a band key's group in its family (``_cluster_family.lua``).
-_NEEDS_FAMILY = {"cluster_ops", "cluster_bands", "cluster_module_probe"}
+#: Cluster scripts that find a band key's or an id's group in its family (``_cluster_family.lua``).
+_NEEDS_FAMILY = {"cluster_ops", "cluster_bands", "cluster_ids", "cluster_module_probe"}
 #: Scripts that read the collection's clock (``_clock.lua``; ``_common.lua`` reads it too).
 _NEEDS_CLOCK = {*_NEEDS_COMMON, "clock", "cluster_reserve", "cluster_status"}
 

@@ -28,11 +28,11 @@
 // writes anything, and answers an error naming "a non local key" where another node serves the slot
 // (or the slot is migrating away and the key is gone from here), as the Lua loops' own commands are
 // refused. The client then learns the slot map again and sends the records where their slots live.
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -87,7 +87,7 @@ class Families {
   // The family (its shape read once), or nullptr with error() set.
   Family* family(uint32_t number) {
     if (number >= count_) {
-      error_ = "ERR ND.BUCKETS: a family number is out of range";
+      error_ = "ERR a band record's family number is out of range";
       return nullptr;
     }
     auto found = families_.find(number);
@@ -221,11 +221,12 @@ int buckets_command(VmCtx* ctx, VmString** argv, int argc) {
   // Every key first: the shapes, the keys of the splits the appends may need (one per `target` of a
   // family's appends, and up to 4 more: made before the appends, so no group passes the target much
   // even in a call of thousands of records), and the records' groups in the shape after the splits.
-  for (const auto& [blob, size] : {std::pair{appends, appends_len}, std::pair{removals, removals_len}})
+  for (const auto& [blob, size, adds] :
+       {std::tuple{appends, appends_len, 1}, std::tuple{removals, removals_len, 0}})
     for (size_t p = 0; p < size; p += record) {
       Family* f = groups.family(group_at(blob + p));
       if (!f) return api.ReplyWithError(ctx, groups.error().c_str());
-      if (blob == appends) f->appends += 1;
+      f->appends += adds;
     }
   bool splits = false;
   for (auto& [number, f] : groups.all()) {

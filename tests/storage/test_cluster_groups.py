@@ -1,8 +1,8 @@
-"""A cluster collection created without a capacity hint keeps its band groups in the listpack encoding
-as it grows: each band family (one slot) splits its own groups by linear hashing, so no group passes
-the nodes' hash-max-listpack-entries (256) and no key is written outside its family's slot. Run with
-few families and a small target (the test-size override), so a table of fixed groups would pass 256
-fields per group after 64 documents."""
+"""A cluster collection created without a capacity hint keeps its band and id groups in the listpack
+encoding as it grows: each family (one slot) splits its own groups by linear hashing, so no group
+passes the nodes' hash-max-listpack-entries (256) and no key is written outside its family's slot. Run
+with few families and small targets (the test-size override), so tables of fixed groups would pass
+256 fields per group after 64 documents (bands) and 512 documents (ids)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ pytestmark = pytest.mark.anyio
 
 FAMILIES = 4
 TARGET = 8
+ID_FAMILIES = 2
+ID_TARGET = 8
 DOCS = 1200
 BATCH = 200
 
@@ -33,8 +35,8 @@ def slot(key: bytes) -> int:
     return crc_hqx(key, 0) & 16383
 
 
-def band_keys(cluster: LocalCluster, prefix: str) -> dict[bytes, int]:
-    """Every band key (family shapes and groups) of the generation: name -> the node that holds it."""
+def family_keys(cluster: LocalCluster, prefix: str) -> dict[bytes, int]:
+    """Every key (family shapes and groups) of a table: name -> the node that holds it."""
     out: dict[bytes, int] = {}
     for node, url in enumerate(cluster.urls):
         client = redis.Redis.from_url(url)
@@ -64,31 +66,38 @@ async def test_a_collection_without_a_hint_keeps_listpack_groups_in_their_slots_
 ) -> None:
     monkeypatch.setattr(keys, "CLUSTER_BAND_FAMILIES", FAMILIES)
     monkeypatch.setattr(keys, "CLUSTER_BAND_TARGET", TARGET)
+    monkeypatch.setattr(keys, "CLUSTER_ID_FAMILIES", ID_FAMILIES)
+    monkeypatch.setattr(keys, "CLUSTER_ID_TARGET", ID_TARGET)
     store = ClusterStore.from_url(cluster_url, timeout=10)
     try:
         index = Index(store)
         await index.create_collection(CollectionParams.create("grows", threshold=0.7))
         k = (await index.registry.get("grows")).keys
         families = [f"{k.band_family_prefix}{f}}}".encode() for f in range(FAMILIES)]
-        family_slots = {slot(f) for f in families}
+        id_families = [f"{k.id_family_prefix}{f}}}".encode() for f in range(ID_FAMILIES)]
         early: dict[bytes, int] = {}
         for start in range(0, DOCS, BATCH):
             docs = [Document(f"d{i}", text(7000 + i, 40)) for i in range(start, start + BATCH)]
             answers = await index.check("grows", docs)
             assert all(a.duplicate_of is None for a in answers)
             if not early:
-                early = band_keys(valkey_cluster, k.band_family_prefix)
+                early = family_keys(valkey_cluster, k.band_family_prefix)
+                early |= family_keys(valkey_cluster, k.id_family_prefix)
 
-        grown = band_keys(valkey_cluster, k.band_family_prefix)
-        groups = [key for key in grown if key not in families]
-        # 1,200 documents x 16 bands in 4 fixed groups would be ~4,800 fields each; split to ~8 each
-        assert len(groups) > DOCS * 16 // (4 * TARGET)
-        found, largest = encodings_and_sizes(valkey_cluster, grown)
-        assert found == {b"listpack"} and largest <= 4 * TARGET, (found, largest)
-        # every key of a family sits in the family's slot, on the node that held it when it was small
-        assert {slot(key) for key in grown} == family_slots
-        assert all(grown[key] == node for key, node in early.items() if key in grown)
-        assert all(key in grown for key in families)
+        for prefix, shapes, target, per_document in (
+            (k.band_family_prefix, families, TARGET, 16),
+            (k.id_family_prefix, id_families, ID_TARGET, 1),
+        ):
+            grown = family_keys(valkey_cluster, prefix)
+            groups = [key for key in grown if key not in shapes]
+            # in fixed groups, 1,200 documents would be ~4,800 band fields or 600 ids per group
+            assert len(groups) > DOCS * per_document // (4 * target)
+            found, largest = encodings_and_sizes(valkey_cluster, grown)
+            assert found == {b"listpack"} and largest <= 4 * target, (prefix, found, largest)
+            # every key of a family sits in the family's slot, on the node that held it when it was small
+            assert {slot(key) for key in grown} == {slot(f) for f in shapes}
+            assert all(grown[key] == node for key, node in early.items() if key in grown)
+            assert all(key in grown for key in shapes)
 
         # every document is found by its text and by its id
         for start in range(0, DOCS, BATCH):

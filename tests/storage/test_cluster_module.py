@@ -85,9 +85,11 @@ async def test_module_and_lua_bucket_loops_write_the_same_data_and_answer_the_sa
     target: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # (2, 4): two band families that split their groups in most calls, in both paths
+    # (2, 4): two band and two id families that split their groups in most calls, in both paths
     monkeypatch.setattr(keys, "CLUSTER_BAND_FAMILIES", families)
     monkeypatch.setattr(keys, "CLUSTER_BAND_TARGET", target)
+    monkeypatch.setattr(keys, "CLUSTER_ID_FAMILIES", min(families, keys.CLUSTER_ID_FAMILIES))
+    monkeypatch.setattr(keys, "CLUSTER_ID_TARGET", target if families == 2 else keys.CLUSTER_ID_TARGET)
     with_module, lua_only = stores
     replies_module = await run_workload(with_module, seed=4)  # type: ignore[arg-type]
     replies_lua = await run_workload(lua_only, seed=4)  # type: ignore[arg-type]

@@ -15,7 +15,8 @@ from neardup.storage.keys import (
     BAND_GROUP_TARGET,
     CLUSTER_BAND_FAMILIES,
     CLUSTER_BAND_TARGET,
-    CLUSTER_ID_GROUPS,
+    CLUSTER_ID_FAMILIES,
+    CLUSTER_ID_TARGET,
     ID_GROUP_TARGET,
     CollectionKeys,
     cluster_groups,
@@ -278,17 +279,20 @@ async def test_scripts_are_reloaded_after_script_flush(
 
 
 def test_cluster_group_counts_follow_the_capacity_and_the_bands() -> None:
-    # without a capacity: one group per band family (grown by splitting), the default id groups
-    assert cluster_groups(0, 16) == (CLUSTER_BAND_FAMILIES, 0, CLUSTER_ID_GROUPS)
+    # without a capacity: one group per family (grown by splitting)
+    assert cluster_groups(0, 16) == (CLUSTER_BAND_FAMILIES, 0, CLUSTER_ID_FAMILIES, 0)
     for capacity in (1_000, 100_000, 3_000_000):
         for bands in (8, 16, 32):
-            families, level, id_groups = cluster_groups(capacity, bands)
-            band_groups = families << level
+            families, level, id_families, id_level = cluster_groups(capacity, bands)
+            assert (families, id_families) == (CLUSTER_BAND_FAMILIES, CLUSTER_ID_FAMILIES)
             # at most the target fields per group on average, and no more than twice the groups needed
-            assert families == CLUSTER_BAND_FAMILIES
-            assert capacity * bands / CLUSTER_BAND_TARGET <= max(families, band_groups)
-            assert band_groups <= max(families, 2 * capacity * bands / CLUSTER_BAND_TARGET)
-            assert capacity / ID_GROUP_TARGET <= id_groups <= max(16, 2 * capacity / ID_GROUP_TARGET)
+            for fields, count, first_level, target in (
+                (capacity * bands, families, level, CLUSTER_BAND_TARGET),
+                (capacity, id_families, id_level, CLUSTER_ID_TARGET),
+            ):
+                groups = count << first_level
+                assert fields / target <= groups
+                assert first_level == 0 or groups < 2 * fields / target
     assert cluster_groups(3_000_000, 32)[1] == cluster_groups(3_000_000, 16)[1] + 1
 
 

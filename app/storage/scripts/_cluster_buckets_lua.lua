@@ -12,8 +12,7 @@
 -- node does not serve refuses the call with nothing written. Returns the number of band fields created.
 local function apply_buckets(prefix, w, cap, F, level0, target, appends, removals)
   local full = w * cap
-  local top, x = 32, 1
-  while x < F do x, top = 2 * x, top - 1 end
+  local hash = band_in_family(F)
   local families = {}
   local function has(value, o4)
     for q = 1, #value, w do
@@ -21,59 +20,25 @@ local function apply_buckets(prefix, w, cap, F, level0, target, appends, removal
     end
     return nil
   end
-  -- (family, band key, ordinal) of each record
-  local function records(blob)
-    local out = {}
+  -- {family, band key, (its group), ordinal} of each record
+  local items, adds, takes = {}, {}, {}
+  local function records(blob, out, counted)
     for p = 1, #blob, 12 + w do
-      local t = open_family(families, prefix, struct.unpack('>I4', blob, p), level0)
-      out[#out + 1] = {t, string.sub(blob, p + 4, p + 11), string.sub(blob, p + 12, p + 11 + w)}
+      local key = prefix .. string.format('%d', struct.unpack('>I4', blob, p)) .. '}'
+      local t = open_family(families, key, level0, hash)
+      if counted then t.extra = t.extra + 1 end
+      local item = {t, string.sub(blob, p + 4, p + 11), nil, string.sub(blob, p + 12, p + 11 + w)}
+      out[#out + 1] = item
+      items[#items + 1] = item
     end
-    return out
   end
+  records(appends, adds, true)
+  records(removals, takes, false)
+  prepare_families(families, target, family_top(F), items)
 
-  local adds, takes = records(appends), records(removals)
-  local extra = {}
-  for _, r in ipairs(adds) do extra[r[1]] = (extra[r[1]] or 0) + 1 end
-  local plans, checked = {}, {}
-  local function check(key)
-    if not checked[key] then
-      checked[key] = true
-      redis.call('EXISTS', key)
-    end
-  end
-  for _, t in pairs(families) do
-    local count = extra[t] or 0
-    local plan = family_splits(t, count, target, top, 4 + math.floor(count / target))
-    plans[t] = plan
-    for _, split in ipairs(plan) do
-      check(split[1])
-      check(split[2])
-    end
-  end
-  -- the records' groups in each family's shape after its splits
-  local function shape_after(t)
-    local plan = plans[t]
-    if #plan == 0 then return t end
-    local last = plan[#plan]
-    local L, n, S = t.L, last[3], last[4] + 1
-    if S == n then n, S = 2 * n, 0 end
-    while 2 ^ L < n do L = L + 1 end
-    return {key = t.key, L = L, n = n, S = S, names = {}}
-  end
-  local after = {}
-  for _, list in ipairs({adds, takes}) do
-    for _, r in ipairs(list) do
-      local t = r[1]
-      after[t] = after[t] or shape_after(t)
-      r[4] = family_group(after[t], r[2], F)
-      check(r[4])
-    end
-  end
-
-  for t, plan in pairs(plans) do split_family(t, plan, F) end
   local created = 0
   for _, r in ipairs(adds) do
-    local t, field, o4, key = r[1], r[2], r[3], r[4]
+    local t, field, key, o4 = r[1], r[2], r[3], r[4]
     if redis.call('HSETNX', key, field, o4) == 1 then
       created = created + 1
       t.N = t.N + 1
@@ -84,7 +49,7 @@ local function apply_buckets(prefix, w, cap, F, level0, target, appends, removal
     end
   end
   for _, r in ipairs(takes) do
-    local t, field, o4, key = r[1], r[2], r[3], r[4]
+    local t, field, key, o4 = r[1], r[2], r[3], r[4]
     local value = redis.call('HGET', key, field)
     if value then
       local q = has(value, o4)
@@ -100,8 +65,6 @@ local function apply_buckets(prefix, w, cap, F, level0, target, appends, removal
       end
     end
   end
-  for _, t in pairs(families) do
-    if t.changed then redis.call('HSET', t.key, 'L', t.L, 'S', t.S, 'N', t.N) end
-  end
+  save_families(families)
   return created
 end

@@ -7,11 +7,13 @@
 -- Returns the bucket values in order ('' where absent)
 
 local F, level0 = tonumber(ARGV[2]), tonumber(ARGV[3])
+local hash = band_in_family(F)
 local families, out = {}, {}
 local blob = ARGV[4]
 for p = 1, #blob, 12 do
-  local t = open_family(families, ARGV[1], struct.unpack('>I4', blob, p), level0)
+  local key = ARGV[1] .. string.format('%d', struct.unpack('>I4', blob, p)) .. '}'
+  local t = open_family(families, key, level0, hash)
   local field = string.sub(blob, p + 4, p + 11)
-  out[#out + 1] = redis.call('HGET', family_group(t, field, F), field) or ''
+  out[#out + 1] = redis.call('HGET', family_group(t, field), field) or ''
 end
 return out
