@@ -170,14 +170,15 @@ def projection(bytes_per_doc: float, bands: int) -> dict[str, Any]:
     for label, docs in (("100M", 10**8), ("1B", 10**9)):
         total_gb = docs * bytes_per_doc / 2**30
         shards = max(1, math.ceil(total_gb / SHARD_BUDGET_GB))
-        band_groups, _ = key_layout.cluster_groups(docs, bands)
+        families, level, _ = key_layout.cluster_groups(docs, bands)
+        band_groups = families << level
         out[label] = {
             "total_gb": round(total_gb, 1),
             "shards_needed": shards,
             "gb_per_shard": round(total_gb / shards, 1),
             "docs_per_shard": docs // shards,
             "band_fields_per_group": round(docs * bands / band_groups, 1),
-            "create_with": f"max_documents={docs} (sizes the tables: {band_groups} band groups)",
+            "create_with": f"max_documents={docs} (starts the tables at {band_groups} band groups)",
         }
     return out
 

@@ -1,6 +1,7 @@
 """The store on a Redis Cluster: same interface as :class:`neardup.storage.store.RedisStore`, over redis-py's
-async ``RedisCluster``. A collection's band, id, signature and record groups have no hash tag, so
-they spread over every shard; only its state (sequence, stamps, pending ordinals) shares one slot.
+async ``RedisCluster``. A collection's id, signature and record groups have no hash tag and its band
+table is many families, each one slot (keys.py), so they spread over every shard; its state
+(sequence, stamps, pending ordinals) shares one slot.
 
 A check cannot be one atomic script here, so it runs the protocol of docs/design.md ("Cluster: append,
 stamp, read, verify" and "Why first seen wins") in round trips, each pipelined or one script call per
@@ -39,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
@@ -167,13 +168,24 @@ class ClusterStore:
         (``keys.sig_group_size``), as on one server. The collection's abandon time is this process's
         (``ClusterRouting.abandon_ms``), kept in the state: every process sweeps by that one."""
         async with self._routing.guard():
-            band_groups, id_groups = keys.cluster_groups(capacity, bands)
+            families, level, id_families, id_level = keys.cluster_groups(capacity, bands)
             sig_group = keys.sig_group_size(sketch_bytes)
             abandon = self._routing.abandon_ms()
             reply = await self._routing.run_state_script(
                 "cluster_init",
                 name,
-                [gen, ttl_ms, max_documents, band_groups, id_groups, params_json, sig_group, abandon],
+                [
+                    gen,
+                    ttl_ms,
+                    max_documents,
+                    families,
+                    id_families,
+                    params_json,
+                    sig_group,
+                    abandon,
+                    level,
+                    id_level,
+                ],
             )
             if reply[0] == b"created":
                 await self._routing.keyed_write(keys.REGISTRY, "HSET", keys.REGISTRY, name, params_json)
@@ -236,7 +248,7 @@ class ClusterStore:
                     now = await self.now_ms(keys.CollectionKeys(name, gen))
                     shape_text = keys.dropped_shape(seq, band_groups, id_groups, now)
                     await self.client.hset(keys.DROPPED, keys.dropped_entry(name, gen), shape_text)
-                await self._unlink_generation(keys.CollectionKeys(name, gen), seq, band_groups, id_groups)
+                await self._unlink_generation(keys.CollectionKeys(name, gen))
         return True
 
     async def sweep_dropped(self, *, min_age_ms: int = DROP_SWEEP_AGE_MS) -> int:
@@ -249,7 +261,7 @@ class ClusterStore:
             done = 0
             for entry, shape in entries.items():
                 name, gen = as_bytes(entry).decode().split(":", 1)
-                seq, band_groups, id_groups, ms = map(int, as_bytes(shape).split(b":"))
+                ms = int(as_bytes(shape).split(b":")[3])
                 k = keys.CollectionKeys(name, gen)
                 if await self.now_ms(k) - ms < max(min_age_ms, self._routing.abandon_ms()):
                     continue
@@ -257,20 +269,14 @@ class ClusterStore:
                     functools.partial(self.client.hget, keys.state(name), "gen")
                 )
                 if live is None or as_bytes(live).decode() != gen:
-                    await self._unlink_generation(k, seq, band_groups, id_groups)
+                    await self._unlink_generation(k)
                 await self.client.hdel(keys.DROPPED, as_bytes(entry))
                 done += 1
         return done
 
-    async def _unlink_generation(
-        self, k: keys.CollectionKeys, seq: int, band_groups: int, id_groups: int
-    ) -> None:
-        """As RedisStore's: by name, or by a scan of every node when there are fewer keys than names."""
-        names: AsyncIterator[Any] | Iterator[str]
-        if k.named_cost(seq, band_groups, id_groups) > int(await self.client.dbsize()):
-            names = self.client.scan_iter(match=k.data_pattern, count=_UNLINK_CHUNK)
-        else:
-            names = k.data_keys(seq, band_groups, id_groups)
+    async def _unlink_generation(self, k: keys.CollectionKeys) -> None:
+        """By a scan of every node: the band families' groups are as many as each family grew to."""
+        names: AsyncIterator[Any] = self.client.scan_iter(match=k.data_pattern, count=_UNLINK_CHUNK)
         chunk: list[str] = []
 
         def build(ops_for: OpsFor) -> None:
@@ -331,7 +337,7 @@ class ClusterStore:
         for i, doc_id in enumerate(ids):
             first.setdefault(doc_id, i)
         firsts = sorted(first.values())
-        current = await self._routing.read_fields([(g.ids(ids[i]), ids[i]) for i in firsts])
+        current = await self._routing.read_ids(g, [ids[i] for i in firsts])
         stale = [(i, cur) for i, cur in zip(firsts, current, strict=True) if cur and cur != expected[i]]
         if stale:
             sigs = await self._routing.read_fields([g.sig(int(cur)) for _, cur in stale])
@@ -355,7 +361,7 @@ class ClusterStore:
         # 2. write
         new_docs = 0
         forget: list[int] = []
-        swaps: list[tuple[int, str, bytes, bytes, bytes]] = []  # (i, id key, id, expected, new)
+        swaps: list[tuple[int, bytes, bytes, bytes]] = []  # (i, id, expected, new)
         last_of: dict[bytes, int] = {}
         removed: list[tuple[int, list[bytes]]] = []  # (old ordinal, its band fields)
         for i, doc_id in enumerate(ids):
@@ -373,7 +379,7 @@ class ClusterStore:
                     new_docs += 1
                 before = cur
             last_of[doc_id] = i
-            swaps.append((i, g.ids(doc_id), doc_id, before, str(ordinals[i]).encode()))
+            swaps.append((i, doc_id, before, str(ordinals[i]).encode()))
 
         def build(ops_for: OpsFor) -> None:
             for i in range(n):
@@ -382,10 +388,8 @@ class ClusterStore:
                     g.add_band(ops_for, f, o4)
             for old, old_fields in removed:
                 g.remove_document(ops_for, old, old_fields)
-            for i, id_key, doc_id, before, new in swaps:
-                ops = ops_for(id_key)
-                ops.swaps.extend((id_key, doc_id, before, new))
-                ops.swap_index.append(i)
+            for i, doc_id, before, new in swaps:
+                g.add_swap(ops_for, doc_id, before, new, i)
 
         failed = sorted(i for i, answer in await self._routing.write(build) if answer not in (1, 2))
         if failed:
@@ -400,7 +404,7 @@ class ClusterStore:
             # The whole reservation is given up: dead now, rather than pending until the sweep (the
             # ids this batch did swap name dead versions, replaced on the caller's next call).
             raise_for_status(await self._routing.run_state_script("cluster_fence", k, [k.gen, *ordinals]))
-            current = await self._routing.read_fields([(g.ids(ids[i]), ids[i]) for i in failed])
+            current = await self._routing.read_ids(g, [ids[i] for i in failed])
             named = [(i, int(c)) for i, c in zip(failed, current, strict=True) if c]
             sigs = await self._routing.read_fields([g.sig(o) for _, o in named])
             need = {i: (0, b"") for i in failed}
@@ -603,7 +607,7 @@ class ClusterStore:
         # 6. verify: the id in the record must still name this ordinal
         with_record = [c for c in outside if fetched[c][0] and fetched[c][1]]
         named = [records.record_id(fetched[c][1]) for c in with_record]
-        names = await self._routing.read_fields([(g.ids(name), name) for name in named])
+        names = await self._routing.read_ids(g, named)
         live = {c for c, name in zip(with_record, names, strict=True) if name == str(c).encode()}
         # and the ordinals made dead (their checks were refused): never stamped, their entries are dead
         dead = [c for c in outside if c not in live] + [c for c in every if stamp_of[c] == -2]
@@ -625,7 +629,7 @@ class ClusterStore:
     async def lookup(self, k: keys.CollectionKeys, ids: Sequence[bytes]) -> list[StoredVersion | None]:
         async with self._routing.guard():
             g = await self._routing.groups(k)
-            current = await self._routing.read_fields([(g.ids(i), i) for i in ids])
+            current = await self._routing.read_ids(g, ids)
             ords = [int(c) if c else 0 for c in current]
             named = sorted({o for o in ords if o})
             # The state (with the generation and the eviction floor) says which are dead: their checks
@@ -660,8 +664,7 @@ class ClusterStore:
         version without record, which reads as absent, and a retry finishes the job."""
         async with self._routing.guard():
             g = await self._routing.groups(k)
-            id_key = g.ids(doc_id)
-            [cur] = await self._routing.read_fields([(id_key, doc_id)])
+            [cur] = await self._routing.read_ids(g, [doc_id])
             if not cur:
                 return False
             if int(cur) != ordinal:
@@ -670,9 +673,7 @@ class ClusterStore:
 
             def build(ops_for: OpsFor) -> None:
                 g.remove_document(ops_for, ordinal, unpack_band_keys(old_bands))
-                ops = ops_for(id_key)
-                ops.swaps.extend((id_key, doc_id, cur, b""))
-                ops.swap_index.append(0)
+                g.add_swap(ops_for, doc_id, cur, b"", 0)
 
             [(_, answer)] = await self._routing.write(build)
             if answer == 2 or answer == b"":  # deleted by someone else meanwhile

@@ -1,5 +1,5 @@
-"""How a collection's keys are named and grouped on a Redis Cluster (fixed group counts, see keys.py),
-and one node's share of a write, batched for ``cluster_ops.lua``."""
+"""How a collection's keys are named and grouped on a Redis Cluster (band and id families that grow
+inside their slots: see keys.py), and one node's share of a write, batched for ``cluster_ops.lua``."""
 
 from __future__ import annotations
 
@@ -32,7 +32,11 @@ def unpack_band_keys(band_bytes: bytes) -> list[bytes]:
 class NodeOps:
     """One node's share of a write (see cluster_ops.lua)."""
 
-    band_prefix: str = ""
+    band_prefix: str = ""  # the band family prefix (keys.CollectionKeys.band_family_prefix)
+    band_families: int = 1
+    band_level: int = 0  # the level a family's groups start at
+    id_families: int = 1
+    id_level: int = 0
     appends: bytearray = field(default_factory=bytearray)  # (12 + 5)-byte records, see cluster_ops.lua
     removals: bytearray = field(default_factory=bytearray)
     sets: list[bytes | str] = field(default_factory=list)
@@ -52,7 +56,9 @@ class NodeOps:
 
     def args(self) -> list[bytes | str | int]:
         out: list[bytes | str | int] = [
-            self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP, keys.ORDINAL_WIDTH
+            self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP, keys.ORDINAL_WIDTH,
+            self.band_families, self.band_level, keys.CLUSTER_BAND_TARGET,
+            self.id_families, self.id_level, keys.CLUSTER_ID_TARGET,
         ]  # fmt: skip
         sections = ((self.sets, 3), (self.deletes, 2), (self.swaps, 4), (self.unlinks, 1), (self.claims, 3))
         for values, width in sections:
@@ -67,20 +73,27 @@ OpsFor = Callable[[str], NodeOps]
 
 @dataclass(frozen=True)
 class Layout:
-    """A collection generation's group counts, as its state holds them (``bG``, ``iG``, ``sg``)."""
+    """A collection generation's shape, as its state holds it (``bG``, ``bL``, ``iG``, ``iL``, ``sg``)."""
 
-    band_groups: int
-    id_groups: int
+    band_families: int
+    band_level: int  # the level each family's groups start at
+    id_families: int
+    id_level: int
     sig_group: int  # the state's ``sg``: sketches per signature hash
 
 
 class KeyGroups:
-    """Key names of one collection generation on a cluster (fixed group counts, see keys.py)."""
+    """Key names of one collection generation on a cluster. A band key and an id are named by their
+    family (the node finds the group there, _cluster_family.lua); sketches and records by their group."""
 
     def __init__(self, k: keys.CollectionKeys, layout: Layout) -> None:
         self.k = k
-        self.band_mask = layout.band_groups - 1
-        self.id_mask = layout.id_groups - 1
+        self.band_families = layout.band_families
+        self.band_level = layout.band_level
+        self.band_mask = layout.band_families - 1
+        self.id_families = layout.id_families
+        self.id_level = layout.id_level
+        self.id_mask = layout.id_families - 1
         self.sig_group = layout.sig_group
 
     @staticmethod
@@ -96,18 +109,20 @@ class KeyGroups:
         wide[:, 8 - w :] = np.frombuffer(value, dtype=np.uint8).reshape(-1, w)
         return wide.view(">u8").ravel().tolist()  # type: ignore[no-any-return]
 
-    def band(self, field_: bytes) -> str:
-        return f"{self.k.band_prefix}{int.from_bytes(field_[:4], 'little') & self.band_mask}"
+    def family(self, n: int) -> str:
+        """The shape key of band family ``n``: every key of the family shares its slot."""
+        return f"{self.k.band_family_prefix}{n}}}"
 
     def band_record(self, field_: bytes) -> tuple[str, bytes]:
-        """The bucket's group key and its packed (group, band key) record prefix."""
-        group = int.from_bytes(field_[:4], "little") & self.band_mask
-        return f"{self.k.band_prefix}{group}", _GROUP.pack(group) + field_
+        """The shape key of the bucket's family and its packed (family, band key) record prefix."""
+        family = int.from_bytes(field_[:4], "little") & self.band_mask
+        return self.family(family), _GROUP.pack(family) + field_
 
     def add_band(self, ops_for: OpsFor, field_: bytes, o4: bytes, *, remove: bool = False) -> None:
         key, record = self.band_record(field_)
         ops = ops_for(key)
-        ops.band_prefix = self.k.band_prefix
+        ops.band_prefix = self.k.band_family_prefix
+        ops.band_families, ops.band_level = self.band_families, self.band_level
         (ops.removals if remove else ops.appends).extend(record + o4)
 
     def remove_document(self, ops_for: OpsFor, ordinal: int, band_fields: list[bytes]) -> None:
@@ -119,7 +134,16 @@ class KeyGroups:
             ops_for(key).deletes.extend((key, slot))
 
     def ids(self, doc_id: bytes) -> str:
-        return f"{self.k.id_prefix}{_id_hash(doc_id) & self.id_mask}"
+        """The shape key of the id's family (cluster_ids.lua and the swaps find its group there)."""
+        return f"{self.k.id_family_prefix}{_id_hash(doc_id) & self.id_mask}}}"
+
+    def add_swap(self, ops_for: OpsFor, doc_id: bytes, expected: bytes, new: bytes, tag: int) -> None:
+        """A compare-and-set of the id (cluster_ops.lua's swaps), answered under ``tag``."""
+        key = self.ids(doc_id)
+        ops = ops_for(key)
+        ops.id_families, ops.id_level = self.id_families, self.id_level
+        ops.swaps.extend((key, doc_id, expected, new))
+        ops.swap_index.append(tag)
 
     def sig(self, ordinal: int) -> tuple[str, str]:
         return f"{self.k.sig_prefix}{ordinal // self.sig_group}", str(ordinal % self.sig_group)

@@ -69,11 +69,7 @@ class ClusterRetention:
             def build(ops_for: OpsFor) -> None:
                 for o, band_bytes, record in present:
                     g.remove_document(ops_for, o, unpack_band_keys(band_bytes))
-                    doc_id = records.record_id(record)
-                    id_key = g.ids(doc_id)
-                    ops = ops_for(id_key)
-                    ops.swaps.extend((id_key, doc_id, str(o).encode(), b""))
-                    ops.swap_index.append(o)
+                    g.add_swap(ops_for, records.record_id(record), str(o).encode(), b"", o)
 
             removed_ids = 0
             if present:

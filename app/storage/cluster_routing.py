@@ -43,7 +43,9 @@ _RESHARD = (
 _SETTLE_TRIES = 3
 #: State scripts that write nothing a 2xx depends on: reads. The reservation is waited for: a
 #: failover that lost it would hand its ordinals out again (docs/design.md, "The commit point").
-_UNSYNCED = frozenset({"cluster_status", "cluster_get", "cluster_bands", "cluster_window", "clock"})
+_UNSYNCED = frozenset(
+    {"cluster_status", "cluster_get", "cluster_bands", "cluster_ids", "cluster_window", "clock"}
+)
 
 _T = TypeVar("_T")
 
@@ -106,8 +108,8 @@ class ClusterRouting:
             name: Script(name)
             for name in (
                 "cluster_init", "cluster_drop", "cluster_reserve", "cluster_stamp", "cluster_status",
-                "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_unregister",
-                "cluster_fence", "cluster_window", "clock",
+                "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_ids",
+                "cluster_unregister", "cluster_fence", "cluster_window", "clock",
             )
         }  # fmt: skip
         self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")
@@ -414,6 +416,34 @@ class ClusterRouting:
 
         return await self.retrying(attempt)
 
+    async def read_ids(self, g: KeyGroups, ids: Sequence[bytes]) -> list[bytes]:
+        """The ordinal each id names (b'' if none), one call per node (cluster_ids.lua: the node finds
+        each id's group in its family)."""
+        if not ids:
+            return []
+
+        async def attempt() -> list[bytes]:
+            by_node: dict[str, tuple[ClusterNode, list[int], list[bytes | str | int]]] = {}
+            for i, doc_id in enumerate(ids):
+                key = g.ids(doc_id)
+                node = self._node(key)
+                entry = by_node.get(node.name)
+                if entry is None:
+                    entry = by_node[node.name] = (node, [], [g.id_families, g.id_level])
+                entry[1].append(i)
+                entry[2].extend((key, doc_id))
+            names = list(by_node)
+            replies = await asyncio.gather(
+                *(self.run_script("cluster_ids", [], by_node[n][2], by_node[n][0]) for n in names)
+            )
+            values: list[bytes] = [b""] * len(ids)
+            for name, reply in zip(names, replies, strict=True):
+                for i, value in zip(by_node[name][1], reply, strict=True):
+                    values[i] = bytes(value)
+            return values
+
+        return await self.retrying(attempt)
+
     async def read_buckets(self, g: KeyGroups, band_fields: Sequence[bytes]) -> list[bytes]:
         """The buckets of these band keys, one packed call per node (see cluster_bands.lua)."""
         if not band_fields:
@@ -433,10 +463,11 @@ class ClusterRouting:
 
             def read(node: ClusterNode, blob: bytes) -> Any:
                 async def call(uses: bool) -> Any:
+                    shape = (g.k.band_family_prefix, g.band_families, g.band_level)
                     if uses:
-                        command = ("ND.BUCKETSGET", "1", g.k.band_prefix, blob)
+                        command = ("ND.BUCKETSGET", "1", *shape, blob)
                         return await self._client.execute_command(*command, target_nodes=node)
-                    return await self.run_script("cluster_bands", [], [g.k.band_prefix, blob], node)
+                    return await self.run_script("cluster_bands", [], [*shape, blob], node)
 
                 return self._on_node(node, call)
 
@@ -480,14 +511,14 @@ class ClusterRouting:
         cached = self._layouts.get((k.collection, k.gen))
         if cached is None:
             state: list[Any] = await self.retrying(
-                lambda: self._client.hmget(k.state, ["gen", "bG", "iG", "sg"])
+                lambda: self._client.hmget(k.state, ["gen", "bG", "bL", "iG", "iL", "sg"])
             )
-            gen, band_groups, id_groups, sig_group = state
+            gen, families, level, id_families, id_level, sig_group = state
             if gen is None:
                 raise CollectionMissing()
             if as_bytes(gen).decode() != k.gen:
                 raise GenerationChanged()
-            cached = Layout(int(band_groups), int(id_groups), int(sig_group))
+            cached = Layout(int(families), int(level), int(id_families), int(id_level), int(sig_group))
             self._layouts[(k.collection, k.gen)] = cached
         return KeyGroups(k, cached)
 

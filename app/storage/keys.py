@@ -67,15 +67,21 @@ their arguments.
 ``sg``, the sketches per signature hash, is fixed at creation and kept in the state: as many as fill
 a 64 KiB listpack (``sig_group_size``).
 
-On a Redis Cluster (app/storage/cluster.py) only the per-collection state carries a hash tag, so the
-scripts that take ordinals and stamps see it on one slot; every data key (band, id, signature and
-record groups) has no tag and spreads over all shards::
+On a Redis Cluster (app/storage/cluster.py) the per-collection state carries a hash tag, so the
+scripts that take ordinals and stamps see it on one slot; the signature and record groups have no tag
+and spread over all shards; the band and id tables are families, each one slot (its own tag), each
+grown by linear hashing on the node that holds it (scripts/_cluster_family.lua)::
 
     nd:{c}:state            hash  gen, seq (ordinals reserved), top (last stamp), docs, low, ttl, maxd,
-                                  sg, bG, iG (fixed group counts on a cluster), abandon (ms)
+                                  sg, bG bL (band families, their groups' first
+                                  level), iG iL (the same for ids), abandon (ms)
     nd:{c}:pending          hash  ordinal -> ms it was reserved: appended, not stamped yet (in flight)
     nd:{c}:late             hash  ordinal -> stamp, only for ordinals stamped out of order; or 0 for
                                   a dead ordinal (abandoned or fenced: never stamped, never seen)
+    nd:c:g:b:{gb<f>}        hash  L, S, N: band family f's level, split pointer and fields
+    nd:c:g:b:{gb<f>}<n>     hash  band key -> ordinals, group n of family f (same slot as its shape)
+    nd:c:g:i:{gi<f>}        hash  L, S, N of id family f
+    nd:c:g:i:{gi<f>}<n>     hash  document id -> ordinal, group n of id family f
 
 A cluster check appends its *ordinal* first, then stamps it. Stamps are issued in increasing order;
 an ordinal stamped after every smaller one gets the implicit stamp ``ordinal * STAMP_SCALE``, any
@@ -214,10 +220,17 @@ PASSAGE_PART = _LISTPACK_VALUE_LIMIT
 PASSAGE_KEYS_PER_CALL = 1024
 
 
-#: Fixed group counts of a collection's band and id tables on a cluster when no capacity sizes
-#: them: 2^14 band groups hold ~250,000 documents at 16 bands before groups pass 256 fields.
-CLUSTER_BAND_GROUPS = 2**14
-CLUSTER_ID_GROUPS = 2**12
+#: A collection's band and id tables on a cluster: CLUSTER_BAND_FAMILIES and CLUSTER_ID_FAMILIES
+#: families, each one slot (a hash tag), each growing its own groups by linear hashing to
+#: CLUSTER_BAND_TARGET band fields or CLUSTER_ID_TARGET ids per group (docs/design.md, "Groups on a
+#: cluster"): a group stays under the nodes' hash-max-listpack-entries (256) as the collection grows,
+#: and nothing moves to another slot. Families spread each table over every shard; the targets keep the
+#: groups few (a key costs ~60-90 bytes) and short enough to scan (a group just before its split holds
+#: about twice the target).
+CLUSTER_BAND_FAMILIES = 2**10
+CLUSTER_BAND_TARGET = 64
+CLUSTER_ID_FAMILIES = 2**8
+CLUSTER_ID_TARGET = ID_GROUP_TARGET
 
 
 def state(collection: str) -> str:
@@ -251,14 +264,25 @@ def initial_shape(capacity: int, bands: int) -> tuple[int, int, int, int]:
     return (*shape(capacity * bands, BAND_GROUP_TARGET), *shape(capacity, ID_GROUP_TARGET))
 
 
-def cluster_groups(capacity: int, bands: int) -> tuple[int, int]:
-    """(band groups, id groups) of a new collection on a cluster: powers of two sized for about 16
-    band fields and 64 ids per group at ``capacity`` documents of ``bands`` bands, else the defaults."""
-    if capacity <= 0 or bands <= 0:
-        return CLUSTER_BAND_GROUPS, CLUSTER_ID_GROUPS
-    band = 1 << max(6, min(30, (capacity * bands // BAND_GROUP_TARGET).bit_length()))
-    ids = 1 << max(4, min(28, (capacity // ID_GROUP_TARGET).bit_length()))
-    return band, ids
+def cluster_groups(capacity: int, bands: int) -> tuple[int, int, int, int]:
+    """(band families, the level their groups start at, id families, the level theirs start at) of a
+    new collection on a cluster: with ``capacity`` documents of ``bands`` bands, each family starts
+    with as many groups (a power of two) as hold about its target then, so it need not split until
+    then; without a capacity, one group per family, grown by splitting."""
+
+    def level(fields: int, families: int, target: int) -> int:
+        if capacity <= 0 or bands <= 0:
+            return 0
+        per_family = -(-fields // (target * families))
+        return min(33 - families.bit_length(), max(0, (per_family - 1).bit_length()))
+
+    band, ids = CLUSTER_BAND_FAMILIES, CLUSTER_ID_FAMILIES
+    return (
+        band,
+        level(capacity * bands, band, CLUSTER_BAND_TARGET),
+        ids,
+        level(capacity, ids, CLUSTER_ID_TARGET),
+    )
 
 
 class CollectionKeys:
@@ -272,7 +296,12 @@ class CollectionKeys:
         self.late = late(collection)
         base = f"{NAMESPACE}:{collection}:{gen}"
         self.band_prefix = f"{base}:b:"
+        #: Cluster: family f of the band table is the hash ``<band_family_prefix>f}`` (its shape) and
+        #: its groups ``<band_family_prefix>f}<group>``; the tag names the generation, the table and f.
+        self.band_family_prefix = f"{base}:b:{{{gen}b"
         self.id_prefix = f"{base}:i:"
+        #: Cluster: the same for the id table's families.
+        self.id_family_prefix = f"{base}:i:{{{gen}i"
         self.sig_prefix = f"{base}:s:"
         self.doc_prefix = f"{base}:d:"
         self.passage_index_prefix = f"{base}:f:"

@@ -30,6 +30,8 @@ _NEEDS_COMMON = {
     "check", "lookup", "delete", "due", "reclaim", "passages", "passage_sources", "link", "site", "journal",
     "module_probe",
 }  # fmt: skip
+#: Cluster scripts that find a band key's or an id's group in its family (``_cluster_family.lua``).
+_NEEDS_FAMILY = {"cluster_ops", "cluster_bands", "cluster_ids", "cluster_module_probe"}
 #: Scripts that read the collection's clock (``_clock.lua``; ``_common.lua`` reads it too).
 _NEEDS_CLOCK = {*_NEEDS_COMMON, "clock", "cluster_reserve", "cluster_status"}
 
@@ -108,6 +110,8 @@ def _source(name: str, variant: str) -> str:
         parts.insert(0, folder.joinpath(file.format(variant=variant)).read_text("utf-8"))
     if name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
+    if name in _NEEDS_FAMILY:
+        parts.insert(0, folder.joinpath("_cluster_family.lua").read_text("utf-8"))
     if name in _NEEDS_CLOCK:
         parts.insert(0, folder.joinpath("_clock.lua").read_text("utf-8"))
     return "\n".join([shebang, *parts] if shebang else parts)

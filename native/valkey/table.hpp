@@ -22,6 +22,8 @@ struct Table {
   std::string prefix;
   long long level, split, fields, target;
   long long top = kMaxLevel;  // the last level: no split past it
+  // Bits of a key's group hash below the table's (a cluster's band family: the family number).
+  int shift = 0;
   uint64_t n() const { return uint64_t{1} << level; }
   uint64_t group(uint32_t h) const {
     const uint64_t g = h % n();
@@ -32,6 +34,7 @@ struct Table {
 struct Moved {
   VmCtx* ctx;
   uint64_t modulus, stays;
+  int shift;
   std::vector<std::pair<VmString*, VmString*>> entries;  // retained copies of field and value
 };
 
@@ -39,7 +42,7 @@ inline void collect_moved(VmKey*, VmString* field, VmString* value, void* data) 
   auto* moved = static_cast<Moved*>(data);
   size_t len = 0;
   const char* f = api.StringPtrLen(field, &len);
-  if (len < 4 || band_hash(f) % moved->modulus == moved->stays) return;
+  if (len < 4 || (band_hash(f) >> moved->shift) % moved->modulus == moved->stays) return;
   size_t vlen = 0;
   const char* v = api.StringPtrLen(value, &vlen);
   moved->entries.emplace_back(api.CreateString(moved->ctx, f, len), api.CreateString(moved->ctx, v, vlen));
@@ -57,7 +60,7 @@ inline void advance(Table& t) {
 // Linear hashing's split of group S into S and S + n, as _common.lua's grow() does it.
 inline void split_once(VmCtx* ctx, Table& t) {
   const uint64_t n = t.n();
-  Moved moved{ctx, 2 * n, static_cast<uint64_t>(t.split), {}};
+  Moved moved{ctx, 2 * n, static_cast<uint64_t>(t.split), t.shift, {}};
   {
     Group src(ctx, t.prefix, static_cast<uint64_t>(t.split), kRead | kWrite);
     if (src.key() && api.KeyType(src.key()) == kKeyTypeHash) {

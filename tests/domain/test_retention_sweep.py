@@ -29,9 +29,11 @@ DOCUMENTS = 150
 
 
 def data_keys(client: redis.Redis | redis.RedisCluster, keys: CollectionKeys) -> list[bytes]:
-    """Every data key of the collection's generation (on a cluster, over all primaries)."""
+    """Every data key of the collection's generation that holds data (on a cluster, over all
+    primaries; not a band or id family's shape that says it holds no field, N = 0)."""
     if isinstance(client, redis.RedisCluster):
-        return list(client.scan_iter(match=keys.data_pattern, target_nodes=redis.RedisCluster.PRIMARIES))
+        found = list(client.scan_iter(match=keys.data_pattern, target_nodes=redis.RedisCluster.PRIMARIES))
+        return [key for key in found if not (key.endswith(b"}") and client.hget(key, "N") == b"0")]
     return list(client.scan_iter(match=keys.data_pattern))
 
 

@@ -57,9 +57,15 @@ async def test_a_collection_spreads_over_every_shard(
     assert all(len(keys) > total / 5 for keys in per_node), [len(k) for k in per_node]
     tagged = [node for node, keys in enumerate(per_node) if b"nd:{big}:state" in keys]
     assert len(tagged) == 1  # the state (sequence and stamps) lives on one slot, nothing else does
-    assert all(b"{" not in key for keys in per_node for key in keys if b"{big}" not in key)
-    # signatures are grouped by the state's sg, as on one server (keys.sig_group_size)
+    # the band and id families carry their own tags (each family one slot); no other data key has one
     k = (await index.registry.get("big")).keys
+    families = (k.band_family_prefix.encode(), k.id_family_prefix.encode())
+    untagged = [
+        key for keys in per_node for key in keys if b"{big}" not in key and not key.startswith(families)
+    ]
+    assert untagged and all(b"{" not in key for key in untagged)
+    assert all(any(key.startswith(f) for keys in per_node for key in keys) for f in families)
+    # signatures are grouped by the state's sg, as on one server (keys.sig_group_size)
     sig_group = keys.sig_group_size(CollectionParams.create("big").stored_bytes)
     assert sig_group == 134
     sig_keys = {key for keys in per_node for key in keys if key.startswith(k.sig_prefix.encode())}
@@ -143,9 +149,11 @@ async def test_a_check_that_dies_between_append_and_stamp_converges_on_retry(
 
 
 def keys_per_node_from(client: redis.RedisCluster, k: CollectionKeys) -> list[list[bytes]]:
+    """The band group keys on each node (not the band families' shapes, which end with their tag)."""
     out = []
     for node in client.get_primaries():
-        out.append(list(client.scan_iter(match=f"{k.band_prefix}*", target_nodes=node)))
+        names = client.scan_iter(match=f"{k.band_prefix}*", target_nodes=node)
+        out.append([key for key in names if not key.endswith(b"}")])
     return out
 
 
@@ -307,7 +315,7 @@ async def test_a_creation_that_died_before_its_registry_entry_is_completed_by_th
     entry = encode_entry(params, "g0000000000a")
     assert await cstore.list_collections() == []  # (connects the client)
     reply = await cstore._routing.run_state_script(
-        "cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry, keys.ORDINAL_WIDTH, 60_000]
+        "cluster_init", "half", ["g0000000000a", 0, 0, 64, 16, entry, keys.ORDINAL_WIDTH, 60_000, 0, 0]
     )
     assert reply == [b"created"]  # ... and the process died here
     index = Index(cstore)
@@ -468,7 +476,8 @@ async def test_the_document_count_matches_a_recount_after_a_stream_of_changes(
     for url in valkey_cluster.urls:
         node = redis.Redis.from_url(url)
         try:
-            recount += sum(node.hlen(key) for key in node.scan_iter(match=f"{k.id_prefix}*"))
+            groups = [key for key in node.scan_iter(match=f"{k.id_prefix}*") if not key.endswith(b"}")]
+            recount += sum(node.hlen(key) for key in groups)  # (not the id families' shapes)
         finally:
             node.close()
     assert recount == len(texts)
@@ -495,6 +504,8 @@ def stored_contents(
         k = CollectionKeys(name, gen)
         for client in primaries:
             for key in client.scan_iter(match=f"{k.id_prefix}*"):
+                if key.endswith(b"}"):  # an id family's shape (L, S, N)
+                    continue
                 for doc_id, ordinal in client.hgetall(key).items():
                     assert doc_id not in ids, doc_id  # an id lives in one group only
                     ids[doc_id] = int(ordinal)

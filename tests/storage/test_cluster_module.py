@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from neardup.domain import CollectionParams, Document, Index, StoreUnavailable
-from neardup.storage import ClusterStore, scripts
+from neardup.storage import ClusterStore, keys, scripts
 from neardup.storage.embedded import EmbeddedValkey
 from neardup.testing import LocalCluster
 from tests.domain.test_index import text, variant
@@ -77,9 +77,19 @@ def calls(cluster: LocalCluster, command: str) -> int:
     return total
 
 
+@pytest.mark.parametrize("families, target", [(keys.CLUSTER_BAND_FAMILIES, keys.CLUSTER_BAND_TARGET), (2, 4)])
 async def test_module_and_lua_bucket_loops_write_the_same_data_and_answer_the_same(
-    clusters: tuple[LocalCluster, LocalCluster], stores: tuple[ClusterStore, ClusterStore]
+    clusters: tuple[LocalCluster, LocalCluster],
+    stores: tuple[ClusterStore, ClusterStore],
+    families: int,
+    target: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # (2, 4): two band and two id families that split their groups in most calls, in both paths
+    monkeypatch.setattr(keys, "CLUSTER_BAND_FAMILIES", families)
+    monkeypatch.setattr(keys, "CLUSTER_BAND_TARGET", target)
+    monkeypatch.setattr(keys, "CLUSTER_ID_FAMILIES", min(families, keys.CLUSTER_ID_FAMILIES))
+    monkeypatch.setattr(keys, "CLUSTER_ID_TARGET", target if families == 2 else keys.CLUSTER_ID_TARGET)
     with_module, lua_only = stores
     replies_module = await run_workload(with_module, seed=4)  # type: ignore[arg-type]
     replies_lua = await run_workload(lua_only, seed=4)  # type: ignore[arg-type]
@@ -88,6 +98,10 @@ async def test_module_and_lua_bucket_loops_write_the_same_data_and_answer_the_sa
     assert any(any(c) for r in replies_module for c in r.candidates)  # the near-copies were found
     a, b = dump(clusters[0]), dump(clusters[1])
     assert a == b and any(b":b:" in key for key in a)
+    shapes = [fields for key, fields in a.items() if b":b:{" in key and key.endswith(b"}")]
+    assert 0 < len(shapes) <= families  # the shape (L, S, N) of each family written
+    if families == 2:  # both families split their groups many times
+        assert len(shapes) == 2 and min(int(shape[b"L"]) for shape in shapes) >= 5
     assert calls(clusters[0], "nd.buckets") > 0 and calls(clusters[0], "nd.bucketsget") > 0
     assert calls(clusters[1], "nd.buckets") == 0 and calls(clusters[1], "nd.bucketsget") == 0
 
@@ -99,39 +113,48 @@ def test_bad_bucket_arguments_get_an_error_and_leave_the_data_alone(tmp_path: Pa
     try:
         field = (7).to_bytes(8, "little")
         record = (0).to_bytes(4, "big") + field
-        ok = ["1", "p:", 2, record + (1).to_bytes(5, "big"), b""]
+        shape = [1, 0, 64]  # one family, starting at level 0, 64 fields per group
+        ok = ["1", "p:", 2, *shape, record + (1).to_bytes(5, "big"), b""]
         cases = [
             ("wrong number", ok[:-1]),
             ("wrong number", [*ok[:2], 5, *ok[2:]]),  # an ordinal width
             ("protocol version", ["2", *ok[1:]]),
             ("cap must be", [*ok[:2], 0, *ok[3:]]),
-            ("17 bytes", [*ok[:3], record + b"\0\0\0\1", b""]),  # a 4-byte ordinal
+            ("power of two", [*ok[:3], 3, *ok[4:]]),
+            ("level out of range", [*ok[:4], 33, *ok[5:]]),
+            ("target must be", [*ok[:5], 0, *ok[6:]]),
+            ("out of range", [*ok[:6], (1).to_bytes(4, "big") + field + (1).to_bytes(5, "big"), b""]),
+            ("17 bytes", [*ok[:6], record + b"\0\0\0\1", b""]),  # a 4-byte ordinal
         ]
         for message, args in cases:
             with pytest.raises(redis.ResponseError, match=message):
                 client.execute_command("ND.BUCKETS", *args)
         with pytest.raises(redis.ResponseError, match="12 bytes"):
-            client.execute_command("ND.BUCKETSGET", "1", "p:", record[:-1])
-        client.set("p:0", "not a hash")
+            client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record[:-1])
+        with pytest.raises(redis.ResponseError, match="power of two"):
+            client.execute_command("ND.BUCKETSGET", "1", "p:", 6, 0, record)
+        client.set("p:0}0", "not a hash")
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
             client.execute_command("ND.BUCKETS", *ok)
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            client.execute_command("ND.BUCKETSGET", "1", "p:", record)
-        assert client.dbsize() == 1 and client.get("p:0") == b"not a hash"
-        client.delete("p:0")
+            client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record)
+        assert client.dbsize() == 1 and client.get("p:0}0") == b"not a hash"
+        client.delete("p:0}0")
         # Appends: created once, never twice, at most cap (2); removals; reads.
         assert client.execute_command("ND.BUCKETS", *ok) == 1
         assert client.execute_command("ND.BUCKETS", *ok) == 0  # a retry appends nothing
         more = b"".join(record + o.to_bytes(5, "big") for o in (2, 3))
-        assert client.execute_command("ND.BUCKETS", "1", "p:", 2, more, b"") == 0
+        assert client.execute_command("ND.BUCKETS", "1", "p:", 2, *shape, more, b"") == 0
         assert (
-            client.execute_command("ND.BUCKETSGET", "1", "p:", record + record)
+            client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record + record)
             == [(1).to_bytes(5, "big") + (2).to_bytes(5, "big")] * 2
         )
+        assert client.hgetall("p:0}") == {b"L": b"0", b"S": b"0", b"N": b"1"}  # the family's shape
         gone = record + (1).to_bytes(5, "big") + record + (2).to_bytes(5, "big")
-        assert client.execute_command("ND.BUCKETS", "1", "p:", 2, b"", gone) == 0
-        assert client.execute_command("ND.BUCKETSGET", "1", "p:", record) == [b""]
-        assert client.dbsize() == 0  # the emptied field and its group are gone
+        assert client.execute_command("ND.BUCKETS", "1", "p:", 2, *shape, b"", gone) == 0
+        assert client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record) == [b""]
+        # the emptied field and its group are gone; the family's shape says it holds no field
+        assert client.keys() == [b"p:0}"] and client.hget("p:0}", "N") == b"0"
     finally:
         client.close()
         server.stop()

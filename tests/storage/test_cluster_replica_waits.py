@@ -57,7 +57,7 @@ async def test_a_kept_copy_is_acknowledged_only_once_replicas_have_its_stamp(tmp
             for d in range(40):
                 doc = Document(f"a{d}", text(d))
                 band = sketch_texts(params, [doc.text]).band_key_bytes[:8]
-                if state_shard not in (shard(g.ids(doc.id.encode())), shard(g.band(band))):
+                if state_shard not in (shard(g.ids(doc.id.encode())), shard(g.band_record(band)[0])):
                     chosen = (params.name, k, doc, state_shard)
                     break
             if chosen:

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from neardup.domain import fingerprints, passage_candidates
-from neardup.storage import RedisStore, keys
+from neardup.storage import ClusterStore, RedisStore, keys
 from neardup.storage.keys import CollectionKeys
 from neardup.storage.store import CheckBatch, CheckReply, NeedOldBands
 
@@ -200,3 +200,49 @@ async def test_the_stored_bytes_of_passages_are_pinned(
     }
     assert sorted(bytes.fromhex(f).decode() for f in blobs) == ["123", "3", "4"]  # c's in two parts
     check_golden("passages", got)
+
+
+def cluster_dump(urls: list[str], k: CollectionKeys) -> dict[str, Any]:
+    """``dump`` over every node of a cluster; the state without its sweep time."""
+    out: dict[str, Any] = {}
+    for url in urls:
+        client = redis.Redis.from_url(url)
+        try:
+            out.update(dump(client, k))
+        finally:
+            client.close()
+    out[k.state]["swept"] = "T"
+    return dict(sorted(out.items()))
+
+
+@pytest.mark.parametrize(
+    "name, families, target",
+    [("cluster_layout", keys.CLUSTER_BAND_FAMILIES, keys.CLUSTER_BAND_TARGET), ("cluster_split", 2, 2)],
+)
+async def test_the_cluster_stored_bytes_are_pinned(
+    cluster_url: str,
+    valkey_cluster: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    families: int,
+    target: int,
+) -> None:
+    # "cluster_split": two band and two id families with 2 fields per group, so the sequence splits
+    # groups of both tables and the families' shapes move
+    monkeypatch.setattr(keys, "CLUSTER_BAND_FAMILIES", families)
+    monkeypatch.setattr(keys, "CLUSTER_BAND_TARGET", target)
+    monkeypatch.setattr(keys, "CLUSTER_ID_FAMILIES", min(families, keys.CLUSTER_ID_FAMILIES))
+    monkeypatch.setattr(keys, "CLUSTER_ID_TARGET", target if families == 2 else keys.CLUSTER_ID_TARGET)
+    store = ClusterStore.from_url(cluster_url)
+    try:
+        assert (
+            await store.create_collection("golden", b'{"golden": true}', "g", sketch_bytes=4 * PERM) is None
+        )
+        k = CollectionKeys("golden", "g")
+        await write_sequence(store, k)  # type: ignore[arg-type]
+    finally:
+        await store.close()
+    got = cluster_dump(valkey_cluster.urls, k)
+    shapes = [v for key, v in got.items() if key.endswith("}") and ":b:{" in key]
+    assert shapes and (families > 2 or max(int(bytes.fromhex(v["4c"])) for v in shapes) >= 1)  # some "L" > 0
+    check_golden(name, got)

@@ -13,8 +13,10 @@ import redis
 from neardup.storage import RedisStore, Store, records
 from neardup.storage.keys import (
     BAND_GROUP_TARGET,
-    CLUSTER_BAND_GROUPS,
-    CLUSTER_ID_GROUPS,
+    CLUSTER_BAND_FAMILIES,
+    CLUSTER_BAND_TARGET,
+    CLUSTER_ID_FAMILIES,
+    CLUSTER_ID_TARGET,
     ID_GROUP_TARGET,
     CollectionKeys,
     cluster_groups,
@@ -277,15 +279,21 @@ async def test_scripts_are_reloaded_after_script_flush(
 
 
 def test_cluster_group_counts_follow_the_capacity_and_the_bands() -> None:
-    assert cluster_groups(0, 16) == (CLUSTER_BAND_GROUPS, CLUSTER_ID_GROUPS)
+    # without a capacity: one group per family (grown by splitting)
+    assert cluster_groups(0, 16) == (CLUSTER_BAND_FAMILIES, 0, CLUSTER_ID_FAMILIES, 0)
     for capacity in (1_000, 100_000, 3_000_000):
         for bands in (8, 16, 32):
-            band_groups, id_groups = cluster_groups(capacity, bands)
+            families, level, id_families, id_level = cluster_groups(capacity, bands)
+            assert (families, id_families) == (CLUSTER_BAND_FAMILIES, CLUSTER_ID_FAMILIES)
             # at most the target fields per group on average, and no more than twice the groups needed
-            assert capacity * bands / BAND_GROUP_TARGET <= band_groups
-            assert band_groups <= max(64, 2 * capacity * bands / BAND_GROUP_TARGET)
-            assert capacity / ID_GROUP_TARGET <= id_groups <= max(16, 2 * capacity / ID_GROUP_TARGET)
-    assert cluster_groups(100_000, 32)[0] == 2 * cluster_groups(100_000, 16)[0]
+            for fields, count, first_level, target in (
+                (capacity * bands, families, level, CLUSTER_BAND_TARGET),
+                (capacity, id_families, id_level, CLUSTER_ID_TARGET),
+            ):
+                groups = count << first_level
+                assert fields / target <= groups
+                assert first_level == 0 or groups < 2 * fields / target
+    assert cluster_groups(3_000_000, 32)[1] == cluster_groups(3_000_000, 16)[1] + 1
 
 
 async def test_a_collection_sized_up_front_does_not_split_below_its_capacity(

@@ -6,10 +6,12 @@
 --
 -- KEYS[1] state hash   KEYS[2] pending hash   KEYS[3] late hash
 -- ARGV[1] gen   ARGV[2] retention ms (0: none)   ARGV[3] max documents (0: none)
--- ARGV[4] band groups   ARGV[5] id groups   ARGV[6] the registry entry (parameters JSON)
+-- ARGV[4] band families   ARGV[5] id families   ARGV[6] the registry entry (parameters JSON)
 -- ARGV[7] sketches per signature hash (keys.sig_group_size), fixed for the collection's life
 -- ARGV[8] the abandon time in ms: a reservation pending longer is made dead (cluster_stamp.lua); one
 --   time for every process that writes the collection, fixed for its life
+-- ARGV[9], ARGV[10] the level a band family's and an id family's groups start at (keys.cluster_groups;
+--   they grow from there)
 -- Returns {'created'} or {'exists', gen, registry entry}
 
 local cur = redis.call('HMGET', KEYS[1], 'gen', 'params')
@@ -20,5 +22,5 @@ end
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'seq', 0, 'top', 0, 'docs', 0, 'low', 0, 'swept', 0,
   'ttl', ARGV[2], 'maxd', ARGV[3], 'bG', ARGV[4], 'iG', ARGV[5], 'params', ARGV[6], 'sg', ARGV[7],
-  'abandon', ARGV[8])
+  'abandon', ARGV[8], 'bL', ARGV[9], 'iL', ARGV[10])
 return {'created'}
