@@ -7,8 +7,8 @@ the module loaded, ``appendonly yes``, ``appendfsync always``) and several real 
 processes on it (``NEARDUP_MIN_REPLICAS=1``). Clients check groups of near-duplicates: each group is one
 text and three light variants (recased, a word replaced, a word inserted), its members sent at the same
 moment to different service processes. A client does what a real one does: a 503 is retried after its
-Retry-After, a timeout or a refused connection is retried on the next service process (so a retry may
-overlap its first attempt, still held in a paused process).
+Retry-After, a timeout (2 s by default, shorter than most pauses) or a refused connection is retried on
+the next service process, so a retry may overlap its first attempt, still held in a paused process.
 
 Faults, one at a time, each undone before the next (the scheduler waits for the cluster to be whole):
 
@@ -19,7 +19,9 @@ Faults, one at a time, each undone before the next (the scheduler waits for the 
 - ``reshard``: a range of 32-256 hash slots moved from one primary to another as operators do
   (SETSLOT IMPORTING / MIGRATING, MIGRATE, SETSLOT NODE on every primary);
 - ``graceful_failover``: ``CLUSTER FAILOVER`` on a replica;
-- ``replica_freeze``: SIGSTOP of a replica for 0.5-8 s (``hold``), then SIGCONT.
+- ``replica_freeze``: SIGSTOP of a replica for 0.5-8 s (``hold``), then SIGCONT;
+- ``service_long_pause`` (only if asked for): SIGSTOP of a service process for 2-5 s past the
+  collection's abandon time (a minute), then SIGCONT.
 
 The checker, on the recorded history and the store once every fault is undone:
 
@@ -37,6 +39,7 @@ details) and writes it to ``bench/results/cluster_faults.json``; exits 1 on a vi
 
     python bench/cluster_faults.py                     # 5 minutes, seed 1
     python bench/cluster_faults.py --minutes 1 --seed 7
+    python bench/cluster_faults.py --kinds service_pause,service_long_pause,primary_kill
 
 ``run()`` is also the short seeded test's driver (tests/e2e/test_cluster_fault_harness.py).
 """
@@ -77,6 +80,10 @@ KINDS = (
     "graceful_failover",
     "replica_freeze",
 )
+#: opt-in (``--kinds``): a pause past the collection's abandon time costs a minute of the run
+LONG_KINDS = ("service_long_pause",)
+#: the collection's abandon time: ``max(60 s, 20 x store timeout)`` of the process that created it
+ABANDON_FLOOR = 60.0
 COLLECTION = "faults"
 VARIANTS = 4
 WORDS = 400
@@ -245,6 +252,7 @@ class Faults:
         self.rng = rng
         #: the longest pause of a service process or freeze of a replica, in seconds
         self.hold = hold
+        self.abandon = ABANDON_FLOOR
 
     def run(self, kind: str) -> dict[str, Any]:
         self.cluster.wait_ok(120)
@@ -256,6 +264,16 @@ class Faults:
     def service_pause(self) -> dict[str, Any]:
         service = self.rng.choice(self.services)
         seconds = round(self.rng.uniform(0.5, self.hold), 2)
+        service.signal(signal.SIGSTOP)
+        time.sleep(seconds)
+        service.signal(signal.SIGCONT)
+        return {"service": service.n, "seconds": seconds}
+
+    def service_long_pause(self) -> dict[str, Any]:
+        """A pause past the collection's abandon time: the other processes' stamps sweep the paused
+        one's pending ordinals dead, and its checks are refused when it resumes."""
+        service = self.rng.choice(self.services)
+        seconds = round(self.abandon + self.rng.uniform(2.0, 5.0), 2)
         service.signal(signal.SIGSTOP)
         time.sleep(seconds)
         service.signal(signal.SIGCONT)
@@ -610,13 +628,14 @@ async def run(
     workers: int = 4,
     gap: float = 3.0,
     hold: float = 8.0,
-    client_timeout: float = 5.0,
+    client_timeout: float = 2.0,
     store_timeout: float = 2.0,
 ) -> dict[str, Any]:
     """One run: the cluster and services started in ``work``, clients and the scheduler for
     ``seconds`` (every kind of ``kinds`` is injected at least once, even past ``seconds``), then every
     fault undone and the checker run. Returns the report; its ``violations`` must be empty."""
     rng = random.Random(seed)
+    began = time.monotonic()
     cluster = LocalCluster(work / "cluster", nodes=3, replicas=1)
     cluster.start()
     processes: list[ServiceProcess] = []
@@ -636,8 +655,10 @@ async def run(
                 raise RuntimeError(f"creating the collection: {made.status_code} {made.text}")
 
         history = History()
+        setup = time.monotonic() - began
         stop = asyncio.Event()
         faults = Faults(cluster, processes, rng, hold)
+        faults.abandon = max(ABANDON_FLOOR, 20 * store_timeout)
         log: list[dict[str, Any]] = []
         errors: list[str] = []
         started = time.monotonic()
@@ -665,12 +686,16 @@ async def run(
         for p in processes:  # every service up again, none paused
             p.signal(signal.SIGCONT)
         cluster.wait_ok(120)
+        checking = time.monotonic()
         violations = check_history(history)
         violations += [{"kind": "bad_answer", "detail": b} for b in history.broken]
         violations += await check_store(processes[0].url, cluster, history)
+        checked = time.monotonic() - checking
         return {
             "seed": seed,
             "seconds": round(elapsed, 1),
+            "setup_s": round(setup, 1),
+            "check_s": round(checked, 1),
             "services": services,
             "clients": workers * VARIANTS,
             "faults": dict(Counter(entry["kind"] for entry in log)),
@@ -704,11 +729,16 @@ def main() -> int:
     parser.add_argument("--services", type=int, default=3)
     parser.add_argument("--workers", type=int, default=4, help="groups in flight (4 checks each)")
     parser.add_argument("--gap", type=float, default=3.0, help="mean seconds between faults")
-    parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds, comma-separated")
+    parser.add_argument(
+        "--kinds",
+        default=",".join(KINDS),
+        help=f"fault kinds, comma-separated (also: {', '.join(LONG_KINDS)})",
+    )
+    parser.add_argument("--client-timeout", type=float, default=2.0, help="a client's read timeout")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
-    unknown = set(kinds) - set(KINDS)
+    unknown = set(kinds) - set(KINDS) - set(LONG_KINDS)
     if unknown:
         parser.error(f"unknown fault kinds: {sorted(unknown)}")
     with tempfile.TemporaryDirectory(prefix="neardup-faults-") as work:
@@ -721,6 +751,7 @@ def main() -> int:
                 services=args.services,
                 workers=args.workers,
                 gap=args.gap,
+                client_timeout=args.client_timeout,
             )
         )
     text = json.dumps(report, indent=2)

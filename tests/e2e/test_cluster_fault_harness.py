@@ -12,21 +12,46 @@ import asyncio
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-
-pytestmark = pytest.mark.slow
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "cluster_faults.py"
 SEED = 29
 
 
-def test_one_fault_of_each_kind_breaks_no_promise(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def harness() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_cluster_faults", BENCH)
     assert spec is not None and spec.loader is not None
-    harness = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = harness  # its dataclasses look their module up
-    spec.loader.exec_module(harness)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_checker_reports_each_broken_promise(harness: ModuleType) -> None:
+    # A made-up history: group 0 has two originals, group 1 an original sent after another member's
+    # answer came back and a duplicate naming a document outside its group.
+    history = harness.History()
+
+    def answered(doc_id: str, sent: float, at: float, duplicate_of: str | None) -> None:
+        history.sent[doc_id] = ("text", {})
+        history.first_sent[doc_id] = sent
+        answer = {"duplicate": duplicate_of is not None, "duplicate_of": duplicate_of, "inserted": True}
+        history.acknowledged[doc_id] = (at, answer)
+
+    answered("g0-v0", 0.0, 1.0, None)
+    answered("g0-v1", 0.0, 1.0, None)
+    answered("g1-v0", 0.0, 1.0, "g1-v1")
+    answered("g1-v1", 2.0, 3.0, None)
+    answered("g1-v2", 0.0, 1.0, "g0-v0")
+    kinds = sorted(v["kind"] for v in harness.check_history(history))
+    assert kinds == ["original_after_an_acknowledged_member", "two_originals", "wrong_duplicate_of"]
+
+
+@pytest.mark.slow
+def test_one_fault_of_each_kind_breaks_no_promise(harness: ModuleType, tmp_path: Path) -> None:
     report = asyncio.run(
         harness.run(tmp_path, seconds=2.0, seed=SEED, workers=3, gap=0.3, hold=2.5, client_timeout=2.0)
     )
