@@ -53,7 +53,7 @@ def test_the_checker_reports_each_broken_promise(harness: ModuleType) -> None:
 @pytest.mark.slow
 def test_one_fault_of_each_kind_breaks_no_promise(harness: ModuleType, tmp_path: Path) -> None:
     report = asyncio.run(
-        harness.run(tmp_path, seconds=2.0, seed=SEED, workers=3, gap=0.3, hold=2.5, client_timeout=2.0)
+        harness.run(tmp_path, seconds=2.0, seed=SEED, services=2, workers=6, gap=0.3, hold=2.0)
     )
     assert report["violations"] == [], report
     assert report["fault_errors"] == [], report
