@@ -386,8 +386,11 @@ class History:
     sent: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     #: id -> monotonic time of its first send
     first_sent: dict[str, float] = field(default_factory=dict)
-    #: id -> (monotonic time the 200 came back, its body)
-    acknowledged: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
+    #: id -> every 200 it got: (monotonic time it came back, its body); two when an attempt the
+    #: client stopped waiting for was answered too
+    acknowledged: dict[str, list[tuple[float, dict[str, Any]]]] = field(default_factory=dict)
+    #: the attempts left running after their client's timeout
+    late: list[asyncio.Future[None]] = field(default_factory=list)
     #: every attempt's outcome: "200", "503", "timeout", "connect", or another status
     attempts: Counter[str] = field(default_factory=Counter)
     unanswered: list[str] = field(default_factory=list)
@@ -400,11 +403,15 @@ async def _send_member(
     https: list[httpx.AsyncClient],
     first: int,
     delay: float,
+    timeout: float,
     doc_id: str,
     text: str,
     metadata: dict[str, Any],
     history: History,
 ) -> None:
+    """Sends one member until a 200. An attempt not answered within ``timeout`` is not cancelled:
+    it goes on (as after a load balancer's resend, or a client's retry while its first request is
+    still being served) and its answer, when it comes, is recorded too (``late``)."""
     body = {"id": doc_id, "text": text, "metadata": metadata}
     history.sent[doc_id] = (text, metadata)
     await asyncio.sleep(delay)
@@ -413,20 +420,23 @@ async def _send_member(
     at = first
     while time.monotonic() < deadline:
         http = https[at % len(https)]
-        try:
-            response = await http.post(f"/v1/collections/{COLLECTION}/check", json=body)
-        except httpx.TimeoutException:
+        attempt = asyncio.ensure_future(http.post(f"/v1/collections/{COLLECTION}/check", json=body))
+        done, _ = await asyncio.wait({attempt}, timeout=timeout)
+        if not done:
             history.attempts["timeout"] += 1
+            history.late.append(asyncio.ensure_future(_late_answer(attempt, doc_id, history)))
             at += 1  # the next process; the first attempt may still be held in a paused one
             continue
-        except httpx.TransportError:
+        try:
+            response = attempt.result()
+        except httpx.HTTPError:
             history.attempts["connect"] += 1
             at += 1
             await asyncio.sleep(0.1)
             continue
         history.attempts[str(response.status_code)] += 1
         if response.status_code == 200:
-            history.acknowledged[doc_id] = (time.monotonic(), response.json())
+            history.acknowledged.setdefault(doc_id, []).append((time.monotonic(), response.json()))
             return
         if response.status_code == 503:
             retry_after = float(response.headers.get("retry-after", "1"))
@@ -435,6 +445,20 @@ async def _send_member(
         history.broken.append(f"{doc_id}: {response.status_code} {response.text[:300]}")
         return
     history.unanswered.append(doc_id)
+
+
+async def _late_answer(attempt: asyncio.Future[httpx.Response], doc_id: str, history: History) -> None:
+    """The answer of an attempt its client stopped waiting for: a 200 is acknowledged like any."""
+    try:
+        response = await attempt
+    except httpx.HTTPError:
+        history.attempts["late error"] += 1
+        return
+    history.attempts[f"late {response.status_code}"] += 1
+    if response.status_code == 200:
+        history.acknowledged.setdefault(doc_id, []).append((time.monotonic(), response.json()))
+    elif response.status_code != 503:
+        history.broken.append(f"{doc_id} (late): {response.status_code} {response.text[:300]}")
 
 
 async def _clients(
@@ -446,8 +470,9 @@ async def _clients(
         "".join(vocab_rng.choice(letters) for _ in range(vocab_rng.randint(3, 10))) for _ in range(20_000)
     ]
     next_group = iter(range(10**9))
-    limits = httpx.Limits(max_connections=4 * workers, max_keepalive_connections=4 * workers)
-    https = [httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) for url in urls]
+    # Attempts left running hold their connections: room for many.
+    limits = httpx.Limits(max_connections=64 * workers, max_keepalive_connections=4 * workers)
+    https = [httpx.AsyncClient(base_url=url, timeout=MEMBER_DEADLINE, limits=limits) for url in urls]
 
     async def worker() -> None:
         while not stop.is_set():
@@ -463,6 +488,7 @@ async def _clients(
                         https,
                         group + v,
                         member_delay(group_rng),
+                        timeout,
                         member_id(group, v),
                         t,
                         {"group": group, "variant": v},
@@ -474,6 +500,7 @@ async def _clients(
 
     try:
         await asyncio.gather(*(worker() for _ in range(workers)))
+        await asyncio.gather(*history.late)
     finally:
         for http in https:
             await http.aclose()
@@ -489,25 +516,32 @@ def check_history(history: History) -> list[dict[str, Any]]:
     for doc_id in history.sent:
         by_group.setdefault(int(doc_id[1:].split("-")[0]), []).append(doc_id)
     for group, members in sorted(by_group.items()):
-        answers = {m: history.acknowledged[m][1] for m in members if m in history.acknowledged}
-        originals = [m for m, a in answers.items() if not a["duplicate"]]
+        got = {m: history.acknowledged[m] for m in members if m in history.acknowledged}
+        answers = {m: [body for _, body in bodies] for m, bodies in got.items()}
+        for m, bodies in answers.items():
+            if len({(body["duplicate"], body["duplicate_of"]) for body in bodies}) > 1:
+                violations.append({"kind": "answers_disagree", "group": group, "id": m, "answers": bodies})
+        originals = [m for m, bodies in answers.items() if any(not body["duplicate"] for body in bodies)]
         if len(originals) > 1:
             violations.append({"kind": "two_originals", "group": group, "answers": answers})
         elif not originals and len(answers) == len(members):
             violations.append({"kind": "no_original", "group": group, "answers": answers})
-        for m, answer in answers.items():
-            if not answer["inserted"]:
-                violations.append({"kind": "not_inserted", "id": m, "answer": answer})
-            if answer["duplicate"] and (
-                answer["duplicate_of"] not in members
-                or (len(originals) == 1 and answer["duplicate_of"] != originals[0])
-            ):
-                violations.append({"kind": "wrong_duplicate_of", "group": group, "id": m, "answers": answers})
+        for m, bodies in answers.items():
+            for body in bodies:
+                if not body["inserted"]:
+                    violations.append({"kind": "not_inserted", "id": m, "answer": body})
+                if body["duplicate"] and (
+                    body["duplicate_of"] not in members
+                    or (len(originals) == 1 and body["duplicate_of"] != originals[0])
+                ):
+                    violations.append(
+                        {"kind": "wrong_duplicate_of", "group": group, "id": m, "answers": answers}
+                    )
         for original in originals:
             before = [
                 m
-                for m in answers
-                if m != original and history.acknowledged[m][0] < history.first_sent[original]
+                for m, bodies in got.items()
+                if m != original and min(t for t, _ in bodies) < history.first_sent[original]
             ]
             if before:
                 violations.append(
@@ -722,6 +756,7 @@ async def run(
             "groups": history.groups,
             "checks_sent": len(history.sent),
             "checks_acknowledged": len(history.acknowledged),
+            "acknowledged_twice": sum(len(bodies) > 1 for bodies in history.acknowledged.values()),
             "attempts": dict(history.attempts),
             "unavailable_503": history.attempts["503"],
             "timeouts": history.attempts["timeout"],
