@@ -7,9 +7,10 @@ the module loaded, ``appendonly yes``, ``appendfsync always``) and several real 
 processes on it (``NEARDUP_MIN_REPLICAS=1``). Clients check groups of near-duplicates: each group is
 one text and three light variants (recased, a word replaced, a word inserted), its members sent to
 different service processes, most within 0.3 s of each other (they race), one in four 0.5-4 s later.
-A client does what a real one does: a 503 is retried after its Retry-After, a timeout (2 s by default,
-shorter than most pauses) or a refused connection is retried on the next service process, so a retry
-may overlap its first attempt, still held in a paused process.
+A client does what a real one does: a 503 is retried after its Retry-After, a refused connection on
+the next service process, and so is a check not answered within 2 s (shorter than most pauses), while
+its first attempt goes on, as after a load balancer's resend: the retry overlaps it, held in a paused
+process, and its answer, if one comes, is recorded too.
 
 Faults, one at a time, each undone before the next (the scheduler waits for the cluster to be whole):
 
@@ -28,9 +29,10 @@ Faults, one at a time, each undone before the next (the scheduler waits for the 
 The checker, on the recorded history and the store once every fault is undone:
 
 - first seen wins: at most one acknowledged original per group, exactly one when every member was
-  acknowledged; every acknowledged duplicate names a member of its group, the group's original when
-  it was acknowledged; no member answered original after another member's answer had come back
-  (real time: that one was stored before it was sent);
+  acknowledged; a member answered twice (its first attempt and its retry) got the same answer twice;
+  every acknowledged duplicate names a member of its group, the group's original when it was
+  acknowledged; no member answered original after another member's answer had come back (real
+  time: that one was stored before it was sent);
 - every acknowledged document is found by its id (with its own metadata) and by its text (a check
   without insert lists it);
 - straight from every primary: no ordinal is named by two ids, the record each id names carries that
