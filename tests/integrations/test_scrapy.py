@@ -18,8 +18,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.test import get_crawler
 
 from neardup.client import Client
+from neardup.integrations.scrapy import NeardupPipeline
 from tests.cli.test_dedup import words
 
 RNG = random.Random(1931)
@@ -91,11 +94,20 @@ def html(text: str) -> bytes:
 class Site:
     """The site and its mirror: one http.server per host. A page's request waits until the pages
     before it are checked (the order of the answers is then the order of the crawl); the ``halt`` page
-    stops the service first, the pages after it take ``slow_after`` seconds."""
+    stops the service first (and starts it again ``restart_after`` seconds later), the pages after it take
+    ``slow_after`` seconds."""
 
-    def __init__(self, service: Any, collection: str, halt: int | None, slow_after: float = 0.0) -> None:
+    def __init__(
+        self,
+        service: Any,
+        collection: str,
+        halt: int | None,
+        slow_after: float = 0.0,
+        restart_after: float | None = None,
+    ) -> None:
         self.service, self.collection, self.halt = service, collection, halt
-        self.slow_after = slow_after
+        self.slow_after, self.restart_after = slow_after, restart_after
+        self.restarted = threading.Event()
         self.servers = {host: ThreadingHTTPServer((host, 0), self.handler()) for host in (A, B)}
         self.threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in self.servers.values()]
 
@@ -110,6 +122,10 @@ class Site:
                 assert time.monotonic() < deadline, f"the pipeline did not check {count} pages"
                 time.sleep(0.02)
 
+    def restart(self) -> None:
+        self.service.start()
+        self.restarted.set()
+
     def handler(self) -> type[BaseHTTPRequestHandler]:
         site = self
 
@@ -122,6 +138,8 @@ class Site:
                 elif index == site.halt:
                     site.wait_checked(index)
                     site.service.stop()
+                    if site.restart_after is not None:
+                        threading.Timer(site.restart_after, site.restart).start()
                 else:
                     time.sleep(site.slow_after)
                 body = html(PAGES[index][2])
@@ -266,3 +284,37 @@ def test_the_spider_closes_when_the_service_stops(own_service: Callable[[], Any]
     assert urls[len(kept)] == site.url(HALT)
     assert all(item["neardup"]["checked"] is False for item in items[len(kept) :])
     assert site.url(len(PAGES) - 1) not in urls
+
+
+def test_retry_waits_for_the_service_to_come_back(own_service: Callable[[], Any], tmp_path: Path) -> None:
+    service = own_service()
+    with Client(service.url) as client:
+        client.create_collection("crawl", threshold=0.8, site_field="url")
+    with Site(service, "crawl", halt=HALT, restart_after=1.5) as site:
+        items, stats = crawl(site, tmp_path, NEARDUP_ACTION="tag", NEARDUP_ON_ERROR="retry")
+    assert site.restarted.is_set()
+    assert sorted(item["url"] for item in items) == sorted(site.url(i) for i in range(len(PAGES)))
+    assert all(item["neardup"]["checked"] for item in items)  # the pages after the outage waited
+    assert (stats["neardup/checked"], stats["finish_reason"]) == (len(PAGES), "finished")
+    assert "neardup/unchecked" not in stats
+    with Client(service.url) as client:
+        assert client.get_collection("crawl").documents == len(PAGES)
+
+
+@pytest.mark.parametrize(
+    ("settings", "error"),
+    [
+        ({"NEARDUP_ACTION": "delete"}, "NEARDUP_ACTION must be one of drop, tag, pass, got 'delete'"),
+        ({"NEARDUP_ON_ERROR": "ignore"}, "NEARDUP_ON_ERROR must be one of retry, pass, stop, got 'ignore'"),
+    ],
+)
+def test_a_wrong_setting_is_named(settings: dict[str, str], error: str) -> None:
+    crawler = get_crawler(settings_dict={"NEARDUP_COLLECTION": "pages", **settings})
+    with pytest.raises(ValueError, match=error):
+        NeardupPipeline.from_crawler(crawler)
+
+
+def test_without_a_collection_the_pipeline_is_off() -> None:
+
+    with pytest.raises(NotConfigured, match="NEARDUP_COLLECTION"):
+        NeardupPipeline.from_crawler(get_crawler())
