@@ -315,6 +315,13 @@ def test_a_wrong_setting_is_named(settings: dict[str, str], error: str) -> None:
 
 
 def test_without_a_collection_the_pipeline_is_off() -> None:
-
     with pytest.raises(NotConfigured, match="NEARDUP_COLLECTION"):
         NeardupPipeline.from_crawler(get_crawler())
+
+
+def test_an_unknown_collection_stops_the_crawl(service: Any, tmp_path: Path) -> None:
+    with Site(service, "crawl", halt=None) as site:
+        items, _stats = crawl(site, tmp_path, NEARDUP_COLLECTION="missing")
+    assert items == []  # not one page crawled
+    log = (tmp_path / "crawl.log").read_text()
+    assert "NotFound: 404 not_found: collection 'missing' does not exist" in log
