@@ -176,8 +176,7 @@ class NeardupPipeline:
                     logger.error("neardup could not check %s: %s", url, exc)
                     self._unchecked(adapter, str(exc))
                     return None
-                if self.on_error == "retry" and not self._waited_too_long():
-                    logger.warning("neardup unavailable (%s); retrying %s", exc, url)
+                if self.on_error == "retry" and not self._waited_too_long(exc):
                     await asyncio.sleep(1.0)
                     continue
                 if self.on_error != "pass":
@@ -187,10 +186,12 @@ class NeardupPipeline:
             self.down_since = None
             return result
 
-    def _waited_too_long(self) -> bool:
+    def _waited_too_long(self, exc: NeardupError) -> bool:
+        """Whether the outage has lasted longer than ``NEARDUP_RETRY_FOR`` (logged once, as it begins)."""
         now = time.monotonic()
         if self.down_since is None:
             self.down_since = now
+            logger.warning("neardup unavailable (%s): items wait for it (NEARDUP_ON_ERROR=retry)", exc)
         return now - self.down_since > self.retry_for
 
     def _stop(self, exc: NeardupError) -> None:

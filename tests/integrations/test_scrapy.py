@@ -290,7 +290,7 @@ def test_retry_waits_for_the_service_to_come_back(own_service: Callable[[], Any]
     service = own_service()
     with Client(service.url) as client:
         client.create_collection("crawl", threshold=0.8, site_field="url")
-    with Site(service, "crawl", halt=HALT, restart_after=1.5) as site:
+    with Site(service, "crawl", halt=HALT, restart_after=0.5) as site:
         items, stats = crawl(site, tmp_path, NEARDUP_ACTION="tag", NEARDUP_ON_ERROR="retry")
     assert site.restarted.is_set()
     assert sorted(item["url"] for item in items) == sorted(site.url(i) for i in range(len(PAGES)))
