@@ -108,6 +108,9 @@ class Site:
         self.service, self.collection, self.halt = service, collection, halt
         self.slow_after, self.restart_after = slow_after, restart_after
         self.restarted = threading.Event()
+        #: when each page was requested, and when the service was started again (time.monotonic())
+        self.requested: dict[int, float] = {}
+        self.restarted_at = 0.0
         self.servers = {host: ThreadingHTTPServer((host, 0), self.handler()) for host in (A, B)}
         self.threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in self.servers.values()]
 
@@ -123,6 +126,7 @@ class Site:
                 time.sleep(0.02)
 
     def restart(self) -> None:
+        self.restarted_at = time.monotonic()
         self.service.start()
         self.restarted.set()
 
@@ -133,6 +137,7 @@ class Site:
             def do_GET(self) -> None:
                 host = self.server.server_address[0]
                 index = next(i for i, (h, p, _) in enumerate(PAGES) if (h, p) == (host, self.path))
+                site.requested[index] = time.monotonic()
                 if site.halt is None or index < site.halt:
                     site.wait_checked(index)
                 elif index == site.halt:
@@ -290,9 +295,11 @@ def test_retry_waits_for_the_service_to_come_back(own_service: Callable[[], Any]
     service = own_service()
     with Client(service.url) as client:
         client.create_collection("crawl", threshold=0.8, site_field="url")
-    with Site(service, "crawl", halt=HALT, restart_after=0.5) as site:
+    with Site(service, "crawl", halt=HALT, restart_after=1.0) as site:
         items, stats = crawl(site, tmp_path, NEARDUP_ACTION="tag", NEARDUP_ON_ERROR="retry")
     assert site.restarted.is_set()
+    # the crawl went on while the items waited: the last pages were fetched during the outage
+    assert max(site.requested.values()) < site.restarted_at
     assert sorted(item["url"] for item in items) == sorted(site.url(i) for i in range(len(PAGES)))
     assert all(item["neardup"]["checked"] for item in items)  # the pages after the outage waited
     assert (stats["neardup/checked"], stats["finish_reason"]) == (len(PAGES), "finished")
