@@ -5,6 +5,7 @@ a crawl with the service stopped halfway finishes as ``NEARDUP_ON_ERROR`` says."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import subprocess
@@ -332,3 +333,38 @@ def test_an_unknown_collection_stops_the_crawl(service: Any, tmp_path: Path) -> 
     assert items == []  # not one page crawled
     log = (tmp_path / "crawl.log").read_text()
     assert "NotFound: 404 not_found: collection 'missing' does not exist" in log
+
+
+def test_an_html_field_is_read_and_an_item_without_text_goes_on_tagged(service: Any) -> None:
+    with Client(service.url) as client:
+        client.create_collection("fields", threshold=0.8)
+    crawler = get_crawler(
+        settings_dict={"NEARDUP_URL": service.url, "NEARDUP_COLLECTION": "fields", "NEARDUP_ACTION": "tag"}
+    )
+    crawler._apply_settings()
+    pipeline = NeardupPipeline.from_crawler(crawler)
+
+    async def run() -> list[Any]:
+        await pipeline.open_spider()
+        try:
+            return [
+                await pipeline.process_item({"url": "http://x.example/a", "html": html(TEXTS[0]).decode()}),
+                await pipeline.process_item({"url": "http://x.example/b", "text": TEXTS[0] + " again"}),
+                await pipeline.process_item({"url": "http://x.example/c", "html": "<p> </p>"}),
+                await pipeline.process_item({"text": TEXTS[1]}),
+            ]
+        finally:
+            await pipeline.close_spider()
+
+    first, copy, empty, no_url = asyncio.run(run())
+    assert first["neardup"] == {"checked": True, "duplicate": False, "duplicate_of": None, "similarity": None}
+    assert copy["neardup"]["duplicate_of"] == "http://x.example/a"
+    for item in (empty, no_url):
+        assert item["neardup"] == {"checked": False, "error": "no 'url' or no text in the item"}
+    with Client(service.url) as client:
+        # the html field's main text was stored: the text alone finds it
+        assert {m.id for m in client.query("fields", TEXTS[0])} == {
+            "http://x.example/a",
+            "http://x.example/b",
+        }
+        assert client.get_collection("fields").documents == 2
