@@ -6,7 +6,7 @@ The body is decoded as browsers and Scrapy do (w3lib: byte-order mark, then the 
 (lxml): scripts, styles and markup dropped, words kept with the line breaks the layout implies. Broken
 markup, an empty body or an unknown charset give the text that can be read, never an exception.
 
-Needs the ``warc`` extra: ``pip install "neardup[warc]"``.
+Needs the ``warc`` or the ``scrapy`` extra (``pip install "neardup[warc]"``), which both bring its libraries.
 """
 
 from __future__ import annotations

@@ -279,7 +279,7 @@ def test_the_spider_closes_when_the_service_stops(own_service: Callable[[], Any]
     with Client(service.url) as client:
         client.create_collection("crawl", threshold=0.8, site_field="url")
     # the pages after the halt take a while: the spider is closed before it reaches the last one
-    with Site(service, "crawl", halt=HALT, slow_after=0.3) as site:
+    with Site(service, "crawl", halt=HALT, slow_after=1.0) as site:
         items, stats = crawl(site, tmp_path, NEARDUP_ON_ERROR="stop", NEARDUP_RETRIES=0)
     assert stats["finish_reason"] == "neardup_unavailable"
     kept = [i for i in range(HALT) if i not in (3, 4, 5)]
@@ -296,7 +296,7 @@ def test_retry_waits_for_the_service_to_come_back(own_service: Callable[[], Any]
     service = own_service()
     with Client(service.url) as client:
         client.create_collection("crawl", threshold=0.8, site_field="url")
-    with Site(service, "crawl", halt=HALT, restart_after=1.0) as site:
+    with Site(service, "crawl", halt=HALT, restart_after=2.0) as site:
         items, stats = crawl(site, tmp_path, NEARDUP_ACTION="tag", NEARDUP_ON_ERROR="retry")
     assert site.restarted.is_set()
     # the crawl went on while the items waited: the last pages were fetched during the outage
