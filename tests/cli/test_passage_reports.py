@@ -5,7 +5,6 @@ columns, a passage and its source span share a colour, and a ``<script>`` in a t
 
 from __future__ import annotations
 
-import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,32 +189,11 @@ def test_a_source_passage_copied_twice_is_one_mark_linked_from_both() -> None:
 
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip install '.[test]')")
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service as DriverService  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+from tests.web import test_page as page  # noqa: E402
 
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip(
-            "Debian's chromium and chromium-driver are not installed "
-            "(scripts/test.sh installs them when run as root: apt-get install chromium chromium-driver)"
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,900",
-                 f"--user-data-dir={tmp_path / 'profile'}"]:  # fmt: skip
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=DriverService(executable_path=CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+browser = page.browser  # the same headless Chromium fixture
 
 
 def test_the_html_report_highlights_the_copied_words_in_both_texts(
