@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import redis
@@ -37,6 +38,24 @@ def e2e_fixtures() -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+@pytest.fixture
+def start_service(e2e_fixtures: ModuleType) -> Iterator[Any]:
+    """``start_service(data_dir, *serve_args, env=...)``: a started service, stopped after the test."""
+    started: list[Any] = []
+    cls = e2e_fixtures.Service
+
+    def start(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+        running = cls(data_dir, *args, env=env)
+        started.append(running)
+        return running.start()
+
+    yield start
+    for running in started:
+        running.stop()
+    for running in started:
+        running.reap_valkey()
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -201,20 +200,9 @@ def crawl(site: Site, tmp_path: Path, **settings: Any) -> tuple[list[dict[str, A
 
 
 @pytest.fixture
-def own_service(e2e_fixtures: ModuleType, tmp_path: Path) -> Iterator[Callable[[], Any]]:
+def own_service(start_service: Callable[..., Any], tmp_path: Path) -> Callable[[], Any]:
     """A service this test may stop."""
-    started: list[Any] = []
-
-    def start() -> Any:
-        running = e2e_fixtures.Service(tmp_path / f"data{len(started)}")
-        started.append(running)
-        return running.start()
-
-    yield start
-    for running in started:
-        running.stop()
-    for running in started:
-        running.reap_valkey()
+    return lambda: start_service(tmp_path / "data")
 
 
 def test_near_copies_are_dropped_and_the_mirror_is_reported(service: Any, tmp_path: Path) -> None:
