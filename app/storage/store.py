@@ -19,7 +19,7 @@ import numpy.typing as npt
 import redis.asyncio as aioredis
 from redis import exceptions as rx
 from redis.backoff import ConstantBackoff
-from redis.retry import Retry
+from redis.asyncio.retry import Retry
 
 from neardup.storage import keys
 from neardup.storage.errors import (
