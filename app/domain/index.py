@@ -179,11 +179,6 @@ class Index:
                 "atomic script that adds or removes a document, which the cluster protocol does not have; "
                 "create the collection without site_field, or on a standalone server"
             )
-        if params.passages and not self._store.supports_passages:
-            raise InvalidParameters(
-                "passages are not supported on a Redis Cluster yet: create the collection without "
-                '"passages", or use a standalone server'
-            )
         gen = secrets.token_hex(6)
         async with self.registry.call(params.name):
             existing = await self._store.create_collection(

@@ -27,6 +27,8 @@ MAX_SOURCES = 64
 INLINE_CHARS = 32_768
 #: Other stored documents holding a passage named under it (all of them are counted).
 ALSO_IN_SHOWN = 10
+#: Choices of the documents to read: the first, and again while some chosen came back gone.
+_CHOICES = 3
 
 
 @dataclass(frozen=True)
@@ -137,13 +139,26 @@ async def _read_sources(store: Store, k: keys.CollectionKeys, wanted: bytes, in_
     floor = max(p.floor for p in parts)
     counts = np.concatenate([p.counts for p in parts])
     ordinals = np.concatenate([p.ordinals for p in parts])
-    if in_thread:
-        chosen = await asyncio.to_thread(passage_candidates.choose, counts, ordinals, floor, MAX_SOURCES)
-    else:
-        chosen = passage_candidates.choose(counts, ordinals, floor, MAX_SOURCES)
-    if not chosen:
-        return PassageReply([], parts[-1].now_ms)
-    return await store.passage_sources(k, chosen)
+    read: dict[int, tuple[int, bytes, bytes]] = {}
+    now_ms = parts[-1].now_ms
+    for _ in range(_CHOICES):
+        if in_thread:
+            chosen = await asyncio.to_thread(passage_candidates.choose, counts, ordinals, floor, MAX_SOURCES)
+        else:
+            chosen = passage_candidates.choose(counts, ordinals, floor, MAX_SOURCES)
+        unread = [o for o in chosen if o not in read]
+        if not unread:
+            break
+        reply = await store.passage_sources(k, unread)
+        now_ms = reply.now_ms
+        read.update((source[0], source) for source in reply.sources)
+        gone = [o for o, blob, record in reply.sources if not blob or not record]
+        if not gone or len(chosen) < MAX_SOURCES:
+            break
+        # Documents gone since the postings were read (deleted, replaced), or not visible (a cluster's
+        # pending or dead ordinals): their places go to the next ones (0 is below every floor).
+        ordinals = np.where(np.isin(ordinals, np.array(gone, np.uint64)), np.uint64(0), ordinals)
+    return PassageReply([read[o] for o in chosen if o in read], now_ms)
 
 
 _Found = alignment.Found[Metadata | None]

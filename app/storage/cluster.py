@@ -46,7 +46,7 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 
 from neardup.storage import keys, records
-from neardup.storage.cluster_layout import KeyGroups, OpsFor, unpack_band_keys
+from neardup.storage.cluster_layout import KeyGroups, OpsFor, passage_keys, unpack_band_keys
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.cluster_routing import ClusterRouting, as_bytes, cluster_client, raise_for_status
 from neardup.storage.errors import StoreDown
@@ -61,6 +61,7 @@ from neardup.storage.store import (
     Postings,
     SiteCounts,
     StoredVersion,
+    decode_postings,
     each,
 )
 
@@ -80,9 +81,6 @@ class ClusterStore:
     """The store on a Redis Cluster: collections and the check protocol here, retention in its
     ``ClusterRetention``, routing and failure handling in its ``ClusterRouting``. Build with
     :meth:`from_url`."""
-
-    #: Passages are not supported on a cluster yet: the domain refuses such collections (a 4xx).
-    supports_passages = False
 
     #: Sites are not counted here (yet): the domain refuses a site_field at creation on a cluster, so
     #: the methods below are never called.
@@ -185,6 +183,7 @@ class ClusterStore:
                     abandon,
                     level,
                     id_level,
+                    keys.CLUSTER_PASSAGE_FAMILIES if passages else 0,
                 ],
             )
             if reply[0] == b"created":
@@ -318,7 +317,7 @@ class ClusterStore:
         if mode == "restore":
             committed = await self._settle_copies(k, expected)
             kept = [o if int(o or 0) in committed else b"" for o in expected]
-            await self._restore_bands(k, g, ids, fields, kept)
+            await self._restore_bands(k, g, ids, fields, kept, batch.passages if g.passages else ())
         if mode in ("read", "restore"):
             read = await self._read(k, g, fields, [0] * n, {}, [], max_candidates, set())
             if mode == "restore":
@@ -347,7 +346,12 @@ class ClusterStore:
         # went to another document after a failover lost this one's claim (NEARDUP_MIN_REPLICAS=0,
         # docs/design.md "Fencing"); only the id is moved.
         replaced = [(i, int(cur)) for i, cur in stored.items() if cur]
-        held = await self._routing.read_fields([g.doc(o) for _, o in replaced])
+        held, held_blobs = await asyncio.gather(
+            self._routing.read_fields([g.doc(o) for _, o in replaced]),
+            self._routing.read_blobs(g, [o for _, o in replaced] if g.passages else []),
+        )
+        old_blob = dict(zip((o for _, o in replaced), held_blobs, strict=False))
+        blobs = batch.passages if g.passages and batch.passages else [b""] * n
         foreign = {
             o for (i, o), r in zip(replaced, held, strict=True) if r and records.record_id(r) != ids[i]
         }
@@ -363,17 +367,18 @@ class ClusterStore:
         forget: list[int] = []
         swaps: list[tuple[int, bytes, bytes, bytes]] = []  # (i, id, expected, new)
         last_of: dict[bytes, int] = {}
-        removed: list[tuple[int, list[bytes]]] = []  # (old ordinal, its band fields)
+        removed: list[tuple[int, list[bytes], bytes]] = []  # (old ordinal, its band fields, its blob)
         for i, doc_id in enumerate(ids):
             previous = last_of.get(doc_id)
             if previous is not None:
-                removed.append((ordinals[previous], fields[previous]))
+                removed.append((ordinals[previous], fields[previous], blobs[previous]))
                 before = str(ordinals[previous]).encode()
             else:
                 cur = stored.get(i, b"")
                 if cur:
                     if int(cur) not in foreign:
-                        removed.append((int(cur), unpack_band_keys(old_bands[i])))
+                        old = int(cur)
+                        removed.append((old, unpack_band_keys(old_bands[i]), old_blob.get(old, b"")))
                     forget.append(int(cur))
                 else:
                     new_docs += 1
@@ -386,8 +391,9 @@ class ClusterStore:
                 o4 = g.ordinal(ordinals[i])
                 for f in fields[i]:
                     g.add_band(ops_for, f, o4)
-            for old, old_fields in removed:
-                g.remove_document(ops_for, old, old_fields)
+                g.add_passages(ops_for, ordinals[i], blobs[i])
+            for old, old_fields, old_passages in removed:
+                g.remove_document(ops_for, old, old_fields, old_passages)
             for i, doc_id, before, new in swaps:
                 g.add_swap(ops_for, doc_id, before, new, i)
 
@@ -398,7 +404,7 @@ class ClusterStore:
 
             def undo(ops_for: OpsFor) -> None:
                 for i in failed:
-                    g.remove_document(ops_for, ordinals[i], fields[i])
+                    g.remove_document(ops_for, ordinals[i], fields[i], blobs[i])
 
             await self._routing.write(undo, sync=False)
             # The whole reservation is given up: dead now, rather than pending until the sweep (the
@@ -523,6 +529,7 @@ class ClusterStore:
         ids: Sequence[bytes],
         fields: list[list[bytes]],
         expected: list[bytes],
+        passages: Sequence[bytes] = (),
     ) -> None:
         """Append each stored copy's ordinal (``expected``) to every bucket of its band keys, where it
         is missing: a check that died between its appends leaves a copy in some buckets only, and a
@@ -531,7 +538,10 @@ class ClusterStore:
         The kept copy's answer also depends on its id, signature and record, written by a first check
         that may have been answered with a 503 before its replicas confirmed: the round visits their
         nodes too (nothing to write there), so with ``min_replicas`` it waits on every node the answer
-        depends on (the state node, for the stamps, after the read: see ``_check``)."""
+        depends on (the state node, for the stamps, after the read: see ``_check``). The copy's
+        passages likewise: its postings where missing, and its blob's parts where absent (``claims``:
+        a part already there, this text's or, for another text with the same sketch, the stored one's,
+        is left as it is)."""
         kept = [(i, int(o)) for i, o in enumerate(expected) if o]
         if not kept:
             return
@@ -542,6 +552,11 @@ class ClusterStore:
                     ops_for(key)
                 for f in fields[i]:
                     g.add_band(ops_for, f, g.ordinal(ordinal))
+                if passages and passages[i]:
+                    for fingerprint in passage_keys(passages[i]):
+                        g.add_posting(ops_for, fingerprint, g.ordinal(ordinal))
+                    for key, part, value in g.blob_parts(ordinal, passages[i]):
+                        ops_for(key).claims.extend((key, part, value))
 
         await self._routing.write(build)
 
@@ -670,9 +685,10 @@ class ClusterStore:
             if int(cur) != ordinal:
                 [sig] = await self._routing.read_fields([g.sig(int(cur))])
                 return StoredVersion(int(cur), sig, b"")
+            [blob] = await self._routing.read_blobs(g, [ordinal]) if g.passages else [b""]
 
             def build(ops_for: OpsFor) -> None:
-                g.remove_document(ops_for, ordinal, unpack_band_keys(old_bands))
+                g.remove_document(ops_for, ordinal, unpack_band_keys(old_bands), blob)
                 g.add_swap(ops_for, doc_id, cur, b"", 0)
 
             [(_, answer)] = await self._routing.write(build)
@@ -686,9 +702,40 @@ class ClusterStore:
         return True
 
     async def postings(self, k: keys.CollectionKeys, fingerprint_keys: bytes) -> Postings:
-        """Never called: collections with passages are refused on a cluster (``supports_passages``)."""
-        raise NotImplementedError("passages are not supported on a Redis Cluster")
+        """The postings of these fingerprint keys (4 bytes each): one read per node that holds some of
+        their families (ND.BUCKETSGET or cluster_bands.lua, as the band buckets are read), beside one
+        read of the state slot (the eviction floor, the clock). A posting may name ordinals still
+        pending or dead here (written before their stamp); ``passage_sources`` leaves them out."""
+        async with self._routing.guard():
+            g = await self._routing.groups(k)
+            wanted = [fingerprint_keys[p : p + 4] for p in range(0, len(fingerprint_keys), 4)]
+            status, values = await asyncio.gather(
+                self._routing.run_state_script("cluster_status", k, [k.gen, keys.STAMP_SCALE]),
+                self._routing.read_buckets(g, wanted if g.passages else [], postings=True),
+            )
+        raise_for_status(status)
+        seq, max_docs, now_ms = int(status[2]), int(status[3] or 0), int(status[5])
+        width = keys.ORDINAL_WIDTH
+        values = values or [b""] * len(wanted)
+        counts = b"".join((len(v) // width).to_bytes(2, "big") for v in values)
+        floor = seq - max_docs if max_docs else 0
+        return decode_postings(counts + b"".join(values), len(wanted), floor, now_ms)
 
     async def passage_sources(self, k: keys.CollectionKeys, ordinals: Sequence[int]) -> PassageReply:
-        """Never called: collections with passages are refused on a cluster (``supports_passages``)."""
-        raise NotImplementedError("passages are not supported on a Redis Cluster")
+        """The passage blobs and records of these stored documents, b"" where gone or not committed (a
+        pending or dead ordinal: its check has not made it visible, or never will): their blobs, their
+        records and their status, in one round (a call per node that holds some, and one on the state
+        slot)."""
+        async with self._routing.guard():
+            g = await self._routing.groups(k)
+            status, blobs, held = await asyncio.gather(
+                self._routing.run_state_script("cluster_status", k, [k.gen, keys.STAMP_SCALE, *ordinals]),
+                self._routing.read_blobs(g, ordinals),
+                self._routing.read_fields([g.doc(o) for o in ordinals]),
+            )
+        raise_for_status(status)
+        sources = [
+            (o, blob, record) if int(stamp) >= 0 else (o, b"", b"")
+            for o, stamp, blob, record in zip(ordinals, status[1], blobs, held, strict=True)
+        ]
+        return PassageReply(sources, int(status[5]))

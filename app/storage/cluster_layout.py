@@ -21,6 +21,31 @@ def _id_hash(doc_id: bytes) -> int:
 
 
 _GROUP = struct.Struct(">I")
+#: A posting's field: the 4-byte fingerprint key, then these 4 bytes (see KeyGroups.posting_record).
+_PAD = bytes(4)
+
+
+def _varint(blob: bytes, at: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if at >= len(blob):
+            raise ValueError("truncated passage blob")
+        byte = blob[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, at
+
+
+def passage_keys(passage_blob: bytes) -> list[bytes]:
+    """The distinct 4-byte fingerprint keys of a passage blob (neardup.domain.fingerprints: a format
+    byte, the words and the entry count m as varints, then m keys), in their first order."""
+    _, at = _varint(passage_blob, 1)
+    m, at = _varint(passage_blob, at)
+    if len(passage_blob) < at + 4 * m:
+        raise ValueError("truncated passage blob")
+    return list(dict.fromkeys(passage_blob[at + 4 * j : at + 4 * j + 4] for j in range(m)))
 
 
 def unpack_band_keys(band_bytes: bytes) -> list[bytes]:
@@ -39,6 +64,10 @@ class NodeOps:
     id_level: int = 0
     appends: bytearray = field(default_factory=bytearray)  # (12 + 5)-byte records, see cluster_ops.lua
     removals: bytearray = field(default_factory=bytearray)
+    passage_prefix: str = ""  # the passage index's family prefix (collections with passages)
+    passage_families: int = 1
+    posting_appends: bytearray = field(default_factory=bytearray)  # records of the same shape
+    posting_removals: bytearray = field(default_factory=bytearray)
     sets: list[bytes | str] = field(default_factory=list)
     deletes: list[bytes | str] = field(default_factory=list)
     swaps: list[bytes | str] = field(default_factory=list)
@@ -52,13 +81,16 @@ class NodeOps:
     def empty(self) -> bool:
         """Whether this node has nothing to write (it is only visited to wait for its replicas)."""
         sections = (self.sets, self.deletes, self.swaps, self.unlinks, self.claims)
-        return not (self.appends or self.removals or any(sections))
+        postings = self.posting_appends or self.posting_removals
+        return not (self.appends or self.removals or postings or any(sections))
 
     def args(self) -> list[bytes | str | int]:
         out: list[bytes | str | int] = [
             self.band_prefix, bytes(self.appends), bytes(self.removals), keys.BUCKET_CAP, keys.ORDINAL_WIDTH,
             self.band_families, self.band_level, keys.CLUSTER_BAND_TARGET,
             self.id_families, self.id_level, keys.CLUSTER_ID_TARGET,
+            self.passage_prefix, bytes(self.posting_appends), bytes(self.posting_removals),
+            keys.POSTING_CAP, self.passage_families,
         ]  # fmt: skip
         sections = ((self.sets, 3), (self.deletes, 2), (self.swaps, 4), (self.unlinks, 1), (self.claims, 3))
         for values, width in sections:
@@ -80,6 +112,7 @@ class Layout:
     id_families: int
     id_level: int
     sig_group: int  # the state's ``sg``: sketches per signature hash
+    passage_families: int = 0  # the state's ``pG``: 0 when the collection has passages off
 
 
 class KeyGroups:
@@ -95,6 +128,13 @@ class KeyGroups:
         self.id_level = layout.id_level
         self.id_mask = layout.id_families - 1
         self.sig_group = layout.sig_group
+        self.passage_families = layout.passage_families
+        self.passage_mask = max(1, layout.passage_families) - 1
+
+    @property
+    def passages(self) -> bool:
+        """Whether the collection keeps passages."""
+        return self.passage_families > 0
 
     @staticmethod
     def ordinal(ordinal: int) -> bytes:
@@ -125,13 +165,65 @@ class KeyGroups:
         ops.band_families, ops.band_level = self.band_families, self.band_level
         (ops.removals if remove else ops.appends).extend(record + o4)
 
-    def remove_document(self, ops_for: OpsFor, ordinal: int, band_fields: list[bytes]) -> None:
-        """Take a stored version out: its band entries, signature and record (the id is the caller's)."""
+    def remove_document(
+        self, ops_for: OpsFor, ordinal: int, band_fields: list[bytes], passage_blob: bytes = b""
+    ) -> None:
+        """Take a stored version out: its band entries, signature and record, and its passages (its
+        postings and blob, named by its stored ``passage_blob``; the id is the caller's)."""
         o4 = self.ordinal(ordinal)
         for f in band_fields:
             self.add_band(ops_for, f, o4, remove=True)
         for key, slot in (self.sig(ordinal), self.doc(ordinal)):
             ops_for(key).deletes.extend((key, slot))
+        if passage_blob:
+            for fingerprint in passage_keys(passage_blob):
+                self.add_posting(ops_for, fingerprint, o4, remove=True)
+            for key, part, _ in self.blob_parts(ordinal, passage_blob):
+                ops_for(key).deletes.extend((key, part))
+
+    # --- passages (docs/design.md, "Passages on a cluster") --------------------------------------------
+
+    def passage_family(self, n: int) -> str:
+        """The shape key of passage family ``n``."""
+        return f"{self.k.passage_family_prefix}{n}}}"
+
+    def posting_record(self, fingerprint: bytes) -> tuple[str, bytes]:
+        """The shape key of a fingerprint key's family and its packed (family, field) record: the field
+        is the 4-byte key and 4 zero bytes, so that postings go through the band table's record format
+        and code (its family and group come from the first 4 bytes, as a band key's)."""
+        family = int.from_bytes(fingerprint, "little") & self.passage_mask
+        return self.passage_family(family), _GROUP.pack(family) + fingerprint + _PAD
+
+    def add_posting(self, ops_for: OpsFor, fingerprint: bytes, o4: bytes, *, remove: bool = False) -> None:
+        key, record = self.posting_record(fingerprint)
+        ops = ops_for(key)
+        ops.passage_prefix, ops.passage_families = self.k.passage_family_prefix, self.passage_families
+        (ops.posting_removals if remove else ops.posting_appends).extend(record + o4)
+
+    def add_passages(self, ops_for: OpsFor, ordinal: int, passage_blob: bytes) -> None:
+        """Store a new version's passage blob and post its ordinal under each of its keys."""
+        if not passage_blob:
+            return
+        o4 = self.ordinal(ordinal)
+        for fingerprint in passage_keys(passage_blob):
+            self.add_posting(ops_for, fingerprint, o4)
+        for key, part, value in self.blob_parts(ordinal, passage_blob):
+            ops_for(key).sets.extend((key, part, value))
+
+    def blob(self, ordinal: int) -> tuple[str, str]:
+        """The hash of a document's passage blob and the field of its first part."""
+        group, slot = divmod(ordinal, keys.PASSAGE_GROUP)
+        return f"{self.k.passage_blob_prefix}{group}", str(slot)
+
+    def blob_parts(self, ordinal: int, passage_blob: bytes) -> list[tuple[str, str, bytes]]:
+        """(hash, field, part) of each part of a blob, as one server keeps them: parts of PASSAGE_PART
+        bytes, part j in the field ``ordinal % PASSAGE_GROUP + PASSAGE_GROUP * j``."""
+        key = self.blob(ordinal)[0]
+        base, size = ordinal % keys.PASSAGE_GROUP, keys.PASSAGE_PART
+        return [
+            (key, str(base + j * keys.PASSAGE_GROUP), passage_blob[j * size : (j + 1) * size])
+            for j in range(max(1, -(-len(passage_blob) // size)))
+        ]
 
     def ids(self, doc_id: bytes) -> str:
         """The shape key of the id's family (cluster_ids.lua and the swaps find its group there)."""

@@ -4,6 +4,7 @@ ordinals and holes (docs/design.md, "Retention")."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from neardup.storage import keys, records
@@ -63,12 +64,16 @@ class ClusterRetention:
         routing = self._routing
         async with routing.guard():
             g = await routing.groups(k)
-            stored = await routing.read_fields([g.doc(o) for o, _ in items])
+            stored, blobs = await asyncio.gather(
+                routing.read_fields([g.doc(o) for o, _ in items]),
+                routing.read_blobs(g, [o for o, _ in items] if g.passages else []),
+            )
+            blob_of = dict(zip((o for o, _ in items), blobs, strict=False))
             present = [(o, b, r) for (o, b), r in zip(items, stored, strict=True) if r]
 
             def build(ops_for: OpsFor) -> None:
                 for o, band_bytes, record in present:
-                    g.remove_document(ops_for, o, unpack_band_keys(band_bytes))
+                    g.remove_document(ops_for, o, unpack_band_keys(band_bytes), blob_of.get(o, b""))
                     g.add_swap(ops_for, records.record_id(record), str(o).encode(), b"", o)
 
             removed_ids = 0

@@ -109,7 +109,7 @@ class ClusterRouting:
             for name in (
                 "cluster_init", "cluster_drop", "cluster_reserve", "cluster_stamp", "cluster_status",
                 "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_ids",
-                "cluster_unregister", "cluster_fence", "cluster_window", "clock",
+                "cluster_unregister", "cluster_fence", "cluster_window", "clock", "cluster_blobs",
             )
         }  # fmt: skip
         self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")
@@ -388,6 +388,17 @@ class ClusterRouting:
 
     async def read_fields(self, pairs: Sequence[tuple[str, bytes | str]]) -> list[bytes]:
         """HGET of every (key, field), one script call per node, values in order (b'' if absent)."""
+        return await self._read_pairs("cluster_get", [], pairs)
+
+    async def read_blobs(self, g: KeyGroups, ordinals: Sequence[int]) -> list[bytes]:
+        """The passage blobs of these ordinals, whole (every part), one call per node (b'' if absent)."""
+        head: list[bytes | str | int] = [keys.PASSAGE_PART, keys.PASSAGE_GROUP]
+        return await self._read_pairs("cluster_blobs", head, [g.blob(o) for o in ordinals])
+
+    async def _read_pairs(
+        self, script: str, head: list[bytes | str | int], pairs: Sequence[tuple[str, bytes | str]]
+    ) -> list[bytes]:
+        """``script`` on each node with ``head`` and that node's (key, field) pairs: a value per pair."""
         if not pairs:
             return []
 
@@ -406,7 +417,7 @@ class ClusterRouting:
                 return out
 
             replies = await asyncio.gather(
-                *(self.run_script("cluster_get", [], flat(by_node[n][1]), by_node[n][0]) for n in names)
+                *(self.run_script(script, [], [*head, *flat(by_node[n][1])], by_node[n][0]) for n in names)
             )
             values: list[bytes] = [b""] * len(pairs)
             for name, reply in zip(names, replies, strict=True):
@@ -444,15 +455,23 @@ class ClusterRouting:
 
         return await self.retrying(attempt)
 
-    async def read_buckets(self, g: KeyGroups, band_fields: Sequence[bytes]) -> list[bytes]:
-        """The buckets of these band keys, one packed call per node (see cluster_bands.lua)."""
+    async def read_buckets(
+        self, g: KeyGroups, band_fields: Sequence[bytes], *, postings: bool = False
+    ) -> list[bytes]:
+        """The buckets of these band keys, one packed call per node (see cluster_bands.lua); with
+        ``postings``, the postings of these fingerprint keys (4 bytes each) from the passage index's
+        families, which take the same records and calls."""
         if not band_fields:
             return []
+        if postings:
+            record_of, shape = g.posting_record, (g.k.passage_family_prefix, g.passage_families, 0)
+        else:
+            record_of, shape = g.band_record, (g.k.band_family_prefix, g.band_families, g.band_level)
 
         async def attempt() -> list[bytes]:
             by_node: dict[str, tuple[ClusterNode, list[int], bytearray]] = {}
             for i, f in enumerate(band_fields):
-                key, record = g.band_record(f)
+                key, record = record_of(f)
                 node = self._node(key)
                 entry = by_node.get(node.name)
                 if entry is None:
@@ -463,7 +482,6 @@ class ClusterRouting:
 
             def read(node: ClusterNode, blob: bytes) -> Any:
                 async def call(uses: bool) -> Any:
-                    shape = (g.k.band_family_prefix, g.band_families, g.band_level)
                     if uses:
                         command = ("ND.BUCKETSGET", "1", *shape, blob)
                         return await self._client.execute_command(*command, target_nodes=node)
@@ -511,14 +529,21 @@ class ClusterRouting:
         cached = self._layouts.get((k.collection, k.gen))
         if cached is None:
             state: list[Any] = await self.retrying(
-                lambda: self._client.hmget(k.state, ["gen", "bG", "bL", "iG", "iL", "sg"])
+                lambda: self._client.hmget(k.state, ["gen", "bG", "bL", "iG", "iL", "sg", "pG"])
             )
-            gen, families, level, id_families, id_level, sig_group = state
+            gen, families, level, id_families, id_level, sig_group, passage_families = state
             if gen is None:
                 raise CollectionMissing()
             if as_bytes(gen).decode() != k.gen:
                 raise GenerationChanged()
-            cached = Layout(int(families), int(level), int(id_families), int(id_level), int(sig_group))
+            cached = Layout(
+                int(families),
+                int(level),
+                int(id_families),
+                int(id_level),
+                int(sig_group),
+                int(passage_families or 0),
+            )
             self._layouts[(k.collection, k.gen)] = cached
         return KeyGroups(k, cached)
 

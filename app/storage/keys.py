@@ -30,8 +30,9 @@ With passages on (a collection created with ``passages: true``; docs/design.md, 
 
 check.lua writes a document's blob and postings with its bands (its passage step: ND.PASSAGES where
 the server has neardup's module, else ``scripts/_passages_lua.lua``); remove_document (_common.lua) removes
-them wherever a document goes (replace, delete, reclaim), in the same script. A Redis Cluster refuses
-collections with passages (not supported there yet).
+them wherever a document goes (replace, delete, reclaim), in the same script. On a Redis Cluster the
+index is a table of families like the band table's (below), and the blob is kept as sent, with whole
+4-byte keys (a posting's field is the whole key, so removal needs it).
 
 The band table is written by check.lua's band step: in Lua (``scripts/_bands_lua.lua``), or by the
 ``ND.BANDS`` command of neardup's server module where the server has it (``native/valkey/bands.cpp``);
@@ -82,6 +83,10 @@ grown by linear hashing on the node that holds it (scripts/_cluster_family.lua):
     nd:c:g:b:{gb<f>}<n>     hash  band key -> ordinals, group n of family f (same slot as its shape)
     nd:c:g:i:{gi<f>}        hash  L, S, N of id family f
     nd:c:g:i:{gi<f>}<n>     hash  document id -> ordinal, group n of id family f
+    nd:c:g:f:{gf<f>}        hash  L, S, N of passage family f (collections with passages: pG in the state)
+    nd:c:g:f:{gf<f>}<n>     hash  fingerprint key (4 bytes, then 4 zero bytes) -> ordinals (at most
+                                  POSTING_CAP), group n of passage family f
+    nd:c:g:p:<ord // 120>   hash  the passage blob as sent, in parts, as on one server
 
 A cluster check appends its *ordinal* first, then stamps it. Stamps are issued in increasing order;
 an ordinal stamped after every smaller one gets the implicit stamp ``ordinal * STAMP_SCALE``, any
@@ -231,6 +236,11 @@ CLUSTER_BAND_FAMILIES = 2**10
 CLUSTER_BAND_TARGET = 64
 CLUSTER_ID_FAMILIES = 2**8
 CLUSTER_ID_TARGET = ID_GROUP_TARGET
+#: Cluster, collections with passages: the passage index is a table of families like the band table's
+#: (the same families, groups and splits: a posting is a field, its key the fingerprint key's 4 bytes
+#: and 4 zero bytes, its value the ordinals, at most POSTING_CAP), so it spreads over every shard and
+#: grows inside its slots (docs/design.md, "Passages on a cluster").
+CLUSTER_PASSAGE_FAMILIES = 2**10
 
 
 def state(collection: str) -> str:
@@ -305,6 +315,8 @@ class CollectionKeys:
         self.sig_prefix = f"{base}:s:"
         self.doc_prefix = f"{base}:d:"
         self.passage_index_prefix = f"{base}:f:"
+        #: Cluster: the passage index's families, named like the band table's.
+        self.passage_family_prefix = f"{base}:f:{{{gen}f"
         self.passage_blob_prefix = f"{base}:p:"
         #: The passage index's and blobs' keys of this generation (names hold no glob characters).
         self.passage_pattern = f"{base}:[fp]:*"

@@ -224,9 +224,6 @@ class Store(Protocol):
     """What the domain needs from a store; :class:`RedisStore` (one server, one script per batch) and
     ``neardup.storage.cluster.ClusterStore`` (Redis Cluster, the three-phase protocol) implement it."""
 
-    #: Whether collections with passages can live here (docs/design.md, "Passages").
-    supports_passages: bool
-
     async def close(self) -> None: ...
     async def ping(self) -> None: ...
     async def now_ms(self, k: keys.CollectionKeys) -> int:
@@ -292,7 +289,6 @@ class RedisStore:
     """Wraps one ``redis.asyncio.Redis`` client (never subclassed). Build with :meth:`from_url`."""
 
     supports_sites = True
-    supports_passages = True
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client

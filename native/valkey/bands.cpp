@@ -81,6 +81,7 @@ Ranked rank(const std::string& found, const std::vector<uint16_t>& times, uint64
 }
 
 int bands_command(VmCtx* ctx, VmString** argv, int argc) {
+  if (standalone_only(ctx, "ND.BANDS")) return kOk;
   if (argc != 17) return api.WrongArity(ctx);
   size_t len = 0;
   const char* version = api.StringPtrLen(argv[1], &len);

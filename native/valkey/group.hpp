@@ -55,6 +55,21 @@ inline bool served_here(VmCtx* ctx, bool cluster, VmString* name, std::string& w
   return served;
 }
 
+// The commands of one server's layout (ND.BANDS, ND.PASSAGES, ND.POSTINGS, ND.LINK) name keys that
+// they do not declare, and check no slot: on a cluster node they are refused, with nothing read or
+// written (the cluster's store uses ND.BUCKETS and ND.BUCKETSGET, which check every key they touch).
+// What a node must apply (its primary's stream, its append-only file) is applied. Returns true when
+// the command was refused (its error reply sent).
+inline bool standalone_only(VmCtx* ctx, const char* command) {
+  if ((api.GetContextFlags(ctx) & kCtxFlagsCluster) == 0 || (api.MustObeyClient && api.MustObeyClient(ctx)))
+    return false;
+  const std::string message = std::string("ERR ") + command +
+                              " runs on a standalone server only: it checks no key's slot (a cluster's "
+                              "store uses ND.BUCKETS and ND.BUCKETSGET)";
+  api.ReplyWithError(ctx, message.c_str());
+  return true;
+}
+
 // served_here for the many keys of one command. A command that may touch more than kAskEach keys
 // reads once which slots this node serves (CLUSTER SLOTS, its own view, which the server keeps
 // ready-made), and a key that is here already in such a slot is served here without a question: the

@@ -312,6 +312,7 @@ std::string text_of(VmString* s) {
 }
 
 int link_command(VmCtx* ctx, VmString** argv, int argc) {
+  if (standalone_only(ctx, "ND.LINK")) return kOk;
   if (argc != 12) return api.WrongArity(ctx);
   if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.LINK: unknown protocol version");
   long long edge_group = 0, record_group = 0, floor = 0, cutoff = 0, max_partners = 0, max_others = 0;

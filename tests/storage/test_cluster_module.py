@@ -216,3 +216,47 @@ async def test_nodes_with_a_module_of_another_version_are_served_through_lua(
             assert calls(cluster, "nd.buckets") == 0 and calls(cluster, "nd.bucketsget") == 0
         finally:
             await store.close()
+
+
+async def test_module_and_lua_write_the_same_passage_families(
+    clusters: tuple[LocalCluster, LocalCluster],
+    stores: tuple[ClusterStore, ClusterStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Postings go through the band records' code (ND.BUCKETS, or the Lua loops): the same stream with
+    passages on, through replacements and deletes, with two passage families that split their groups
+    often, leaves the same bytes on both clusters and gets the same passage answers."""
+    monkeypatch.setattr(keys, "CLUSTER_PASSAGE_FAMILIES", 2)
+    monkeypatch.setattr(keys, "CLUSTER_BAND_TARGET", 4)
+    answers = []
+    for store in stores:
+        index = Index(store)
+        await index.create_collection(CollectionParams.create("p", passages=True))
+        base = [text(i, 300) for i in range(20)]
+        await index.check("p", [Document(f"d{i}", t) for i, t in enumerate(base)])
+        await index.check("p", [Document(f"v{i}", variant(t, i)) for i, t in enumerate(base[:10])])
+        await index.put("p", Document("d3", text(99, 300)))
+        await index.delete_document("p", "d4")
+        answers.append([await index.passages("p", base[i] + " " + base[i + 1]) for i in range(0, 20, 2)])
+    assert answers[0] == answers[1]
+    assert sum(len(a.sources) for a in answers[0]) >= 20
+    a, b = dump(clusters[0]), dump(clusters[1])
+    assert a == b
+    shapes = [fields for key, fields in a.items() if b":f:{" in key and key.endswith(b"}")]
+    assert len(shapes) == 2 and min(int(shape[b"L"]) for shape in shapes) >= 4  # split many times
+    assert calls(clusters[0], "nd.buckets") > 0 and calls(clusters[1], "nd.buckets") == 0
+
+
+def test_commands_of_one_servers_layout_are_refused_on_a_cluster_node(
+    cluster_url: str, valkey_cluster: LocalCluster
+) -> None:
+    """ND.BANDS, ND.PASSAGES, ND.POSTINGS and ND.LINK name keys they do not declare and check no slot:
+    a cluster node refuses them before reading or writing anything."""
+    client = redis.Redis.from_url(valkey_cluster.urls[0])
+    try:
+        for command in ("ND.BANDS", "ND.PASSAGES", "ND.POSTINGS", "ND.LINK"):
+            with pytest.raises(redis.ResponseError, match="runs on a standalone server only"):
+                client.execute_command(command, "1", "nd:c:g:b:", "0")
+        assert client.dbsize() == 0
+    finally:
+        client.close()

@@ -12,6 +12,8 @@
 --   time for every process that writes the collection, fixed for its life
 -- ARGV[9], ARGV[10] the level a band family's and an id family's groups start at (keys.cluster_groups;
 --   they grow from there)
+-- ARGV[11] passage families (keys.CLUSTER_PASSAGE_FAMILIES; 0: the collection has passages off), kept
+--   as `pG` only when on; their groups start at level 0
 -- Returns {'created'} or {'exists', gen, registry entry}
 
 local cur = redis.call('HMGET', KEYS[1], 'gen', 'params')
@@ -23,4 +25,5 @@ redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'seq', 0, 'top', 0, 'docs', 0, 'low', 0, 'swept', 0,
   'ttl', ARGV[2], 'maxd', ARGV[3], 'bG', ARGV[4], 'iG', ARGV[5], 'params', ARGV[6], 'sg', ARGV[7],
   'abandon', ARGV[8], 'bL', ARGV[9], 'iL', ARGV[10])
+if tonumber(ARGV[11] or '0') > 0 then redis.call('HSET', KEYS[1], 'pG', ARGV[11]) end
 return {'created'}

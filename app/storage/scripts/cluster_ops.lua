@@ -14,9 +14,13 @@
 -- ARGV[4] most ordinals a bucket keeps; ARGV[5] W, the ordinal width in bytes (keys.ORDINAL_WIDTH);
 -- ARGV[6] F, the band families; ARGV[7] the level a family's groups start at; ARGV[8] fields per
 -- band group before a split (keys.CLUSTER_BAND_TARGET); ARGV[9] the id families, ARGV[10] the level
--- their groups start at, ARGV[11] ids per id group before a split (keys.CLUSTER_ID_TARGET); then
--- sections from ARGV[12], each a count then its tuples,
--- applied in this order after the band records:
+-- their groups start at, ARGV[11] ids per id group before a split (keys.CLUSTER_ID_TARGET);
+-- ARGV[12] passage family prefix (collections with passages), ARGV[13] posting appends, ARGV[14]
+--   posting removals: records of the band records' shape (family; fingerprint key and 4 zero bytes;
+--   ordinal) applied the same way to the passage index's families (their groups start at level 0,
+--   split at ARGV[8] fields per group), ARGV[15] most ordinals a posting keeps (keys.POSTING_CAP),
+--   ARGV[16] the passage families; then sections from ARGV[17], each a count then its tuples,
+-- applied in this order after the band and posting records:
 --   sets     (key, field, value):    HSET (signatures, records)
 --   deletes  (key, field):           HDEL
 --   swaps    (key, id, expected, new): compare-and-set of the id table (`key`: the shape key of the
@@ -36,7 +40,7 @@
 local BAND = ARGV[1]
 local W = tonumber(ARGV[5])
 local IDF, ID_LEVEL, ID_TARGET = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local pos = 12
+local pos = 17
 local function section(width)
   local count = tonumber(ARGV[pos])
   local first = pos + 1
@@ -46,6 +50,7 @@ end
 
 local created = apply_buckets(BAND, W, tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7]),
   tonumber(ARGV[8]), ARGV[2], ARGV[3])
+apply_buckets(ARGV[12], W, tonumber(ARGV[15]), tonumber(ARGV[16]), 0, tonumber(ARGV[8]), ARGV[13], ARGV[14])
 
 local first, count = section(3)
 for i = first, first + 3 * (count - 1), 3 do redis.call('HSET', ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
