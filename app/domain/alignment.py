@@ -31,7 +31,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from neardup import _native
-from neardup.domain.fingerprints import Features, K, Source, W, truncated
+from neardup.domain.fingerprints import Features, K, Source, W, key_values
 
 T = TypeVar("T")
 
@@ -108,7 +108,7 @@ class QueryIndex:
         self.features = f
         #: letters[i]: code points in the words before word i (word lengths, separators left out)
         self.letters = np.concatenate(([0], np.cumsum(f.ends.astype(np.int64) - f.starts)))
-        keys = truncated(f.keys)
+        keys = key_values(f.keys)  # 32 bits, as a stored blob holds them
         order = np.argsort(keys, kind="stable")
         ordered = keys[order]
         first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else order

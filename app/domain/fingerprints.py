@@ -7,28 +7,27 @@ one, and a search reads the postings of every k-gram of the text, so a stored do
 at least ``GUARANTEE_WORDS`` = W + K - 1 words with the text (after lower-casing; punctuation and white
 space are not words) is always a candidate.
 
-Passage blob (little-endian), what the store keeps per document::
+Passage blob (little-endian), what the store keeps per document, byte for byte as the service sends it::
 
     u8 3 | varint words | varint m | m x 4-byte key | m x u8 word step | m x varint start step
     | m x varint length | ceil(words / 2) x u8 word nibbles
 
-kept by the store with 3-byte keys (:func:`stored`). ``3``: BLOB_FORMAT, which a reader checks first;
-``key``: a selected k-gram's hash, its low 32 bits: what the passage index is keyed by, the only part
-the scripts read; ``word step``: its first word minus the previous selected one's (the first: its
-first word; sampling keeps steps <= W); ``start step``: its first code point in the text as stored
-minus the previous selected k-gram's, and ``length``: its code points, each an unsigned LEB128 varint
-(7 bits a byte, low first, the high bit set on every byte but the last); ``nibble``: the top 4 bits of
-each word's hash (word 2i in the low 4 bits of byte i, word 2i+1 in the high), so a passage's edges are
-found word by word (a word of another text agrees by chance one time in 16). ``words`` and ``m`` are
-varints too.
+``3``: BLOB_FORMAT, which a reader checks first; ``key``: a selected k-gram's hash, its low 32 bits
+(KEY_BYTES): what the passage index is keyed by, the only part the scripts read; ``word step``: its
+first word minus the previous selected one's (the first: its first word; sampling keeps steps <= W);
+``start step``: its first code point in the text as stored minus the previous selected k-gram's, and
+``length``: its code points, each an unsigned LEB128 varint (7 bits a byte, low first, the high bit set
+on every byte but the last); ``nibble``: the top 4 bits of each word's hash (word 2i in the low 4 bits
+of byte i, word 2i+1 in the high), so a passage's edges are found word by word (a word of another text
+agrees by chance one time in 16). ``words`` and ``m`` are varints too.
 
-The index is keyed by 32 bits (its postings are packed records, see neardup.storage.keys): a text's
-key meets an unrelated stored k-gram's with probability 2^-32 each, about one spurious posting read per
-search of 1,500 words among the ~2.4 million keys of 100,000 documents, which costs a read and never a
-span (alignment needs the words around a hit to agree); stored blobs keep the low 24 bits of each key,
-enough to pair a source's ~20 selected k-grams with a text's ~1,500 (a spurious pair once in ~550
-sources, and one hit never makes a span without the words around it agreeing) and to name the key's
-index group (the index stops splitting at 2^24 groups, ~4 billion postings).
+Keys are 32 bits everywhere: in the index (its postings are packed records, see neardup.storage.keys),
+in the blob as stored, and where a text's k-grams are matched with a source's (:func:`key_values`). A
+text's key meets an unrelated stored k-gram's with probability 2^-32 each, about one spurious posting
+read per search of 1,500 words among the ~2.4 million keys of 100,000 documents, which costs a read and
+never a span (alignment needs the words around a hit to agree). The store keeps the blob as sent, whole
+keys included, because its keys are how a document's postings are found again when it goes: the whole
+key names its index group at any level (and is what an index on a Redis Cluster needs to find it).
 """
 
 from __future__ import annotations
@@ -47,10 +46,8 @@ W = 21
 GUARANTEE_WORDS = W + K - 1
 #: The first byte of every passage blob.
 BLOB_FORMAT = 3
-#: Bytes of a fingerprint key in the passage index and the blob the service sends, and in the blob as
-#: the store keeps it (:func:`stored`).
+#: Bytes of a fingerprint key in the passage index and in the blob (as sent and as stored).
 KEY_BYTES = 4
-STORED_KEY_BYTES = 3
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
@@ -79,19 +76,16 @@ def features(text: str) -> Features:
     return Features(starts, ends, grams, selected, nibbles)
 
 
-def _low(keys: U64, width: int) -> U64:
-    low: U64 = keys & np.uint64((1 << (8 * width)) - 1)
+def key_values(keys: U64) -> U64:
+    """K-gram hashes as the index and a blob hold them, the low KEY_BYTES bytes of each: what a text's
+    k-grams are matched with a source's on."""
+    low: U64 = keys & np.uint64((1 << (8 * KEY_BYTES)) - 1)
     return low
-
-
-def truncated(keys: U64) -> U64:
-    """Keys as a stored blob holds them (the low 24 bits): what a text's k-grams are matched with."""
-    return _low(keys, STORED_KEY_BYTES)
 
 
 def wanted(keys: U64) -> bytes:
     """The distinct keys of a text as the passage index is keyed (:func:`key_bytes`), for a search."""
-    return key_bytes(np.unique(_low(keys, KEY_BYTES)))
+    return key_bytes(np.unique(key_values(keys)))
 
 
 def key_bytes(keys: U64) -> bytes:
@@ -100,12 +94,10 @@ def key_bytes(keys: U64) -> bytes:
     return raw[:, :KEY_BYTES].tobytes()
 
 
-def unpack_keys(raw: bytes, width: int = KEY_BYTES) -> U64:
-    """Keys as :func:`key_bytes` wrote them (or ``width`` bytes each)."""
-    m = len(raw) // width
-    padded = np.zeros((m, 8), np.uint8)
-    padded[:, :width] = np.frombuffer(raw, np.uint8, m * width).reshape(m, width)
-    return padded.view("<u8").reshape(m).astype(np.uint64)
+def unpack_keys(raw: bytes) -> U64:
+    """Keys as :func:`key_bytes` wrote them."""
+    keys: U64 = np.frombuffer(raw, "<u4", len(raw) // KEY_BYTES).astype(np.uint64)
+    return keys
 
 
 def blob(text: str) -> bytes:
@@ -153,9 +145,8 @@ def _pack_nibbles(nibbles: npt.NDArray[np.uint8]) -> bytes:
 
 @dataclass(frozen=True)
 class Source:
-    """A stored document's passage blob, decoded: its word count and, per selected k-gram, its key (as
-    the stored blob holds it: see :func:`truncated`), first word, and code point start and end in the
-    stored text."""
+    """A stored document's passage blob, decoded: its word count and, per selected k-gram, its key
+    (:func:`key_values`), first word, and code point start and end in the stored text."""
 
     words: int
     keys: U64
@@ -188,31 +179,20 @@ def header(blob: bytes) -> tuple[int, int, int]:
     return counts[0], counts[1], at
 
 
-def stored(blob: bytes) -> bytes:
-    """The blob as the store keeps it: the high byte of each key dropped (the index has the whole key;
-    a text's k-grams are matched on 24 bits, which also name the key's index group). The store's steps
-    (ND.PASSAGES, _passages_lua.lua) do the same."""
-    _, m, at = header(blob)
-    if len(blob) < at + KEY_BYTES * m:
-        raise ValueError("truncated passage blob")
-    keys = np.frombuffer(blob, np.uint8, KEY_BYTES * m, at).reshape(m, KEY_BYTES)[:, :STORED_KEY_BYTES]
-    return blob[:at] + keys.tobytes() + blob[at + KEY_BYTES * m :]
-
-
 def unpack(blob: bytes) -> Source:
-    """A stored blob (:func:`stored`); ValueError for another format or a blob cut short."""
+    """A blob as stored (the bytes :func:`blob` gives); ValueError for another format, a blob cut short
+    or one longer than its contents."""
     words, m, at = header(blob)
-    width = STORED_KEY_BYTES
-    if len(blob) < at + m * (width + 1):
+    if len(blob) < at + m * (KEY_BYTES + 1):
         raise ValueError("truncated passage blob")
-    keys = unpack_keys(blob[at : at + m * width], width)
-    at += m * width
+    keys = unpack_keys(blob[at : at + m * KEY_BYTES])
+    at += m * KEY_BYTES
     steps = np.frombuffer(blob, np.uint8, m, at)
     at += m
     start, length, at = _native.passage_positions(blob, m, at)
     if len(blob) < at + (words + 1) // 2:
         raise ValueError("truncated passage blob")
-    if len(blob) != at + (words + 1) // 2:  # e.g. a blob as sent, not as stored
+    if len(blob) != at + (words + 1) // 2:
         raise ValueError("a passage blob longer than its contents")
     packed = np.frombuffer(blob, np.uint8, (words + 1) // 2, at)
     nibbles = np.empty(2 * len(packed), np.uint8)

@@ -23,9 +23,9 @@ With passages on (a collection created with ``passages: true``; docs/design.md, 
                                   (ORDINAL_WIDTH bytes, big-endian); a key's posting is its run of
                                   records, at most POSTING_CAP; linear hashing with PASSAGE_GROUP_TARGET
                                   records per group (pN: records), up to level PASSAGE_INDEX_TOP
-    nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (neardup.domain.fingerprints) with 3-byte
-                                  keys (fingerprints.stored), in parts of PASSAGE_PART bytes, part j in
-                                  the field ord % 120 + 120 j, so that a long blob does not turn its
+    nd:c:g:p:<ord // 120>   hash  ord % 120 -> passage blob (neardup.domain.fingerprints) as the
+                                  service sends it (4-byte keys), in parts of PASSAGE_PART bytes, part j
+                                  in the field ord % 120 + 120 j, so that a long blob does not turn its
                                   group into a hashtable
 
 check.lua writes a document's blob and postings with its bands (its passage step: ND.PASSAGES where
@@ -216,7 +216,10 @@ POSTING_CAP = 64
 PASSAGE_GROUP = 120
 PASSAGE_GROUP_TARGET = 128
 PASSAGE_INDEX_LEVEL = 8
-#: ... and its last level: a stored blob keeps 24 bits of each key, which name the key's group.
+#: ... and its last level (2^23 groups). It was set by the blob once stored with 24-bit keys, whose
+#: groups removal had to name from those bits; blobs now keep the whole 32-bit key and a record keeps its
+#: bits 8..31 (the group gives 0..7), so the layout would let the index split on to level 32. Kept at 23
+#: (~1 billion records at PASSAGE_GROUP_TARGET a group) until a larger index is measured.
 PASSAGE_INDEX_TOP = 23
 PASSAGE_PART = _LISTPACK_VALUE_LIMIT
 #: Most fingerprint keys one passage search call reads the postings of (passages.lua): a call's server

@@ -22,7 +22,11 @@ inline constexpr size_t kRecordKey = 3;
 // Bytes of an ordinal (keys.ORDINAL_WIDTH), and the first byte of a passage blob (fingerprints.py).
 inline constexpr size_t kOrdinalWidth = 5;
 inline constexpr char kPassageFormat = 3;
-// The index's last level: a stored blob keeps the low 24 bits of each key, which must name its group.
+// The index's last level (2^23 groups). It was set by the blob once stored with 24-bit keys, whose
+// groups removal had to name from those bits; blobs now keep the whole 32-bit key and a record keeps
+// bits 8..31 (the group gives 0..7), so the layout would let the index split on to level 32. Kept at
+// 23 (~1 billion records at the target of 128 a group) until a larger index is measured; _common.lua's
+// PASSAGE_TOP and keys.PASSAGE_INDEX_TOP hold the same number.
 inline constexpr long long kPackedTop = 23;
 
 // One group's string key (or any string key), opened for one operation.

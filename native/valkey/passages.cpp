@@ -10,16 +10,15 @@
 //     L S N       the index's level, split pointer and record count (the state's pL pS pN); L at least 8
 //     target      records per group before a split
 //     blob key    the hash that keeps the blob
-//     slot        the blob's slot number (ord % stride); the blob is kept with the low 3 bytes of each
-//                 key (fingerprints.stored), in parts of `part` bytes (the last one shorter or as
-//                 long), part j in the field slot + j * stride: each part stays under the server's
-//                 listpack value limit
+//     slot        the blob's slot number (ord % stride); the blob is kept as sent, in parts of `part`
+//                 bytes (the last one shorter or as long), part j in the field slot + j * stride: each
+//                 part stays under the server's listpack value limit
 //     ord         the document's ordinal, <width> bytes big-endian
 //     blob        the passage blob (app/domain/fingerprints.py): u8 3 | varint words | varint m | m 4-byte
 //                 keys (little-endian) | positions this command ignores
 //     cap         most ordinals a posting keeps: a posting that holds cap already takes no append
 //     width       bytes of one ordinal: 5 (keys.ORDINAL_WIDTH)
-//   The index splits up to level 23 (2^24 groups: a stored key's 24 bits name its group).
+//   The index splits up to level kPackedTop (packed_index.hpp).
 //   -> [L, S, N]: the index's new shape
 //
 // ND.POSTINGS: passages.lua's read of the passage index (passages.lua reads it in Lua where the server
@@ -123,10 +122,6 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
     }
   }
   t.top = kPackedTop;
-  // The blob as stored (fingerprints.stored): the low 3 bytes of each key.
-  std::string stored(blob, at);
-  for (uint64_t e = 0; e < m; ++e) stored.append(blob + at + 4 * e, 3);
-  stored.append(blob + at + 4 * m, blob_len - at - 4 * m);
   {
     // Each group the blob's keys fall in: opened once (checked before any write), posted to in place
     // (StringKey::insert); closed before the splits open groups again.
@@ -143,11 +138,12 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
       groups.emplace(number, std::move(key));
     }
     api.ReplicateVerbatim(ctx);
-    for (size_t from = 0, j = 0; from < stored.size(); from += static_cast<size_t>(part), ++j) {
+    // The blob as sent, whole keys and all (removal finds the key's group from them).
+    for (size_t from = 0, j = 0; from < blob_len; from += static_cast<size_t>(part), ++j) {
       const std::string field = std::to_string(slot + static_cast<long long>(j) * stride);
       VmString* f = api.CreateString(ctx, field.data(), field.size());
-      const size_t size = std::min<size_t>(static_cast<size_t>(part), stored.size() - from);
-      VmString* v = api.CreateString(ctx, stored.data() + from, size);
+      const size_t size = std::min<size_t>(static_cast<size_t>(part), blob_len - from);
+      VmString* v = api.CreateString(ctx, blob + from, size);
       blobs.set(f, v);
       api.FreeString(ctx, f);
       api.FreeString(ctx, v);

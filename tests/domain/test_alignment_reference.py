@@ -60,9 +60,9 @@ def reference(text: str, source: str, min_words: int, join: bool = True) -> tupl
     """The rows kept (``join``: those one right after the other joined), and how many chains were
     reportable before overlapping ones were left out."""
     f = fingerprints.features(text)
-    src = fingerprints.unpack(fingerprints.stored(fingerprints.blob(source)))
+    src = fingerprints.unpack(fingerprints.blob(source))
     positions: dict[int, list[int]] = {}
-    for q, key in enumerate(fingerprints.truncated(f.keys).tolist()):
+    for q, key in enumerate(fingerprints.key_values(f.keys).tolist()):
         if len(found := positions.setdefault(key, [])) < alignment.MAX_REPEATS:
             found.append(q)
     keys, words = src.keys.tolist(), src.word.tolist()
@@ -122,7 +122,7 @@ def reference(text: str, source: str, min_words: int, join: bool = True) -> tupl
 
 def native(text: str, source: str, min_words: int) -> list[tuple[int, ...]]:
     query = alignment.QueryIndex(fingerprints.features(text))
-    src = fingerprints.unpack(fingerprints.stored(fingerprints.blob(source)))
+    src = fingerprints.unpack(fingerprints.blob(source))
     return [
         (c.q0, c.s0, c.e0, c.q1, c.s1, c.e1, c.hits, c.back, c.differ_back, c.ahead, c.differ_ahead)
         for c in alignment._chains(query, src, min_words)

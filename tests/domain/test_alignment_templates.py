@@ -24,7 +24,7 @@ def names(seed: int) -> list[str]:
 
 def spans(text: str, source: str) -> list[alignment.Aligned]:
     query = alignment.QueryIndex(fingerprints.features(text))
-    return alignment.align(query, fingerprints.unpack(fingerprints.stored(fingerprints.blob(source))), 20)
+    return alignment.align(query, fingerprints.unpack(fingerprints.blob(source)), 20)
 
 
 def shares_a_selected_k_gram(text: str, source: str) -> bool:

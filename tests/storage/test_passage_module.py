@@ -190,7 +190,7 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
             ("wrong number", ok[:-1]),
             ("protocol version", ["2", *ok[1:]]),
             ("out of range", [*ok[:2], 7, *ok[3:]]),  # a packed index has at least 2^8 groups
-            ("out of range", [*ok[:2], 24, *ok[3:]]),  # and at most 2^24 (a stored key's 24 bits)
+            ("out of range", [*ok[:2], 24, *ok[3:]]),  # and at most 2^23 (keys.PASSAGE_INDEX_TOP)
             ("out of range", [*ok[:7], "120", *ok[8:]]),  # slot >= stride
             ("out of range", [*ok[:13], 8]),  # parts too small
             ("width must be 5", [*ok[:11], 4, *ok[12:]]),
@@ -211,9 +211,8 @@ def test_bad_arguments_get_an_error_and_leave_the_data_alone(
         assert client.dbsize() == 1
         client.delete(busy)
         assert client.execute_command("ND.PASSAGES", *ok) == [8, 0, len(set(keys))]  # no split
-        kept = fingerprints.stored(blob)
-        assert len(kept) == len(blob) - m > 600
-        assert client.hgetall("p:0") == {b"1": kept[:600], b"121": kept[600:]}
+        # kept as sent, whole 4-byte keys and all, in parts of 600 bytes
+        assert client.hgetall("p:0") == {b"1": blob[:600], b"121": blob[600:]}
         records = b"".join(client.get(f"f:{n}") or b"" for n in range(256))
         assert len(records) == 8 * len(set(keys))
         expected = sorted((k % 256, (k >> 8).to_bytes(3, "big") + ordinal) for k in set(keys))
@@ -262,11 +261,11 @@ async def test_a_blob_of_another_format_is_refused_before_any_write(
         assert await store.client.hget(k.state, "seq") == b"0"
 
 
-async def test_a_packed_index_stops_splitting_where_stored_keys_name_its_groups(
+async def test_a_packed_index_stops_splitting_at_its_last_level(
     stores: tuple[RedisStore, RedisStore],
 ) -> None:
-    """Level 23 (2^24 groups) is the index's last: a stored blob keeps 24 bits of each key, which must
-    name the key's group for the document's removal; past it, groups only grow."""
+    """Level 23 (keys.PASSAGE_INDEX_TOP, 2^23 groups) is the index's last: past it, groups only grow,
+    and a document's removal finds its postings there from the stored blob's whole keys."""
     for store in stores:
         index = Index(store)
         await index.create_collection(CollectionParams.create("top", passages=True))
@@ -276,6 +275,9 @@ async def test_a_packed_index_stops_splitting_where_stored_keys_name_its_groups(
         await index.delete_document("top", "d1")
         state = await store.client.hgetall("nd:{top}:state")
         assert (state[b"pL"], state[b"pS"]) == (b"23", b"0")
+        # d1's records all went (pN counts records): found through the whole keys its blob kept
+        posted = [len(set(fingerprints.unpack(fingerprints.blob(d.text)).keys.tolist())) for d in docs]
+        assert int(state[b"pN"]) == 10**12 + posted[0] + posted[2]
         found = await index.passages("top", docs[2].text)
         assert [s.id for s in found.sources] == ["d2"]
         assert (await index.passages("top", docs[1].text)).sources == []

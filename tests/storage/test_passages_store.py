@@ -27,13 +27,10 @@ def test_lua_and_python_agree_on_the_passage_layout() -> None:
     )
     assert top is not None and part is not None
     assert (int(top[1]), int(part[1])) == (keys.PASSAGE_INDEX_TOP, keys.PASSAGE_PART)
-    found = re.search(r"local PASSAGE_FORMAT, PASSAGE_KEY, STORED_KEY = (\d+), (\d+), (\d+)", common)
+    # one key width: the blob as sent, as stored and as the index is keyed
+    found = re.search(r"local PASSAGE_FORMAT, PASSAGE_KEY = (\d+), (\d+)\n", common)
     assert found is not None
-    assert tuple(map(int, found.groups())) == (
-        fingerprints.BLOB_FORMAT,
-        fingerprints.KEY_BYTES,
-        fingerprints.STORED_KEY_BYTES,
-    )
+    assert tuple(map(int, found.groups())) == (fingerprints.BLOB_FORMAT, fingerprints.KEY_BYTES)
     assert f"'pL', {keys.PASSAGE_INDEX_LEVEL}, 'pS', 0, 'pN', 0)" in _script("create_collection.lua")
 
 

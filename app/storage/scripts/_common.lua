@@ -111,7 +111,10 @@ end
 -- big-endian; its bits 0..7 are the group number's, the index starting with 2^8 groups) then an
 -- ordinal (OW bytes, big-endian). A key's posting is its run of records; N counts records.
 local PASSAGE_TARGET, PASSAGE_LEVEL = 128, 8
--- Its last level: a stored blob keeps 24 bits of each key, which must name the key's group (2^24).
+-- Its last level (2^23 groups). It was set by the blob once stored with 24-bit keys, whose groups
+-- removal had to name from those bits; blobs now keep the whole 32-bit key, and a record keeps bits
+-- 8..31 (its group the rest), so the index could split on to level 32 as far as the layout goes. Kept
+-- at 23 (~1 billion records at PASSAGE_TARGET a group) until a larger index is measured.
 local PASSAGE_TOP = 23
 
 -- The record key of a fingerprint key (4 raw little-endian bytes): its bits 8..31, big-endian.
@@ -376,13 +379,12 @@ end
 -- Passages (docs/design.md, "Passages"; keys.py): a collection created with passages on keeps each
 -- document's passage blob (fingerprints.py: byte 1 = PASSAGE_FORMAT, then the word count and the entry
 -- count m as varints, then m fingerprint keys of PASSAGE_KEY raw bytes, then positions the scripts
--- never read), with the low STORED_KEY bytes of each key (passage_stored), in p:<ord // 120>, in parts
--- of PASSAGE_PART bytes, part j in the field slot + 120 j, so that every part stays a listpack value;
+-- never read), kept as sent, in p:<ord // 120>, in parts of PASSAGE_PART bytes, part j in the field slot + 120 j, so that every part stays a listpack value;
 -- and the passage index (above): per fingerprint key, the ordinals of the documents that hold it, at
 -- most POSTING_CAP of them (a full posting takes no more: see the design document for what is lost).
 -- check.lua's passage_put (_passages_lua.lua, or ND.PASSAGES where the server has neardup's module)
 -- writes it and passages.lua reads it.
-local PASSAGE_FORMAT, PASSAGE_KEY, STORED_KEY = 3, 4, 3
+local PASSAGE_FORMAT, PASSAGE_KEY = 3, 4
 local PASSAGE_PART = 600
 local function passage_blob_key(ord) return PASSAGE_BLOBS .. string.format('%d', math.floor(ord / PASSAGE_GROUP)) end
 
@@ -416,30 +418,19 @@ local function passage_problem(blob)
   return nil
 end
 
--- The distinct fingerprint keys of a passage blob as sent (`width` PASSAGE_KEY, the default) or as
--- stored (STORED_KEY), in order, as a list.
-local function passage_keys(blob, width)
+-- The distinct fingerprint keys of a passage blob (PASSAGE_KEY raw bytes each), in order, as a list.
+local function passage_keys(blob)
   if not blob or #blob < 9 then return {} end
-  width = width or PASSAGE_KEY
   local m, at = passage_head(blob)
   local seen, out = {}, {}
-  for q = at, at - 1 + width * m, width do
-    local key = string.sub(blob, q, q + width - 1)
+  for q = at, at - 1 + PASSAGE_KEY * m, PASSAGE_KEY do
+    local key = string.sub(blob, q, q + PASSAGE_KEY - 1)
     if not seen[key] then
       seen[key] = true
       out[#out + 1] = key
     end
   end
   return out
-end
-
--- The blob as stored (fingerprints.stored): the low 3 bytes of each key.
-local function passage_stored(blob)
-  local m, at = passage_head(blob)
-  local out = {string.sub(blob, 1, at - 1)}
-  for q = at, at - 1 + PASSAGE_KEY * m, PASSAGE_KEY do out[#out + 1] = string.sub(blob, q, q + 2) end
-  out[#out + 1] = string.sub(blob, at + PASSAGE_KEY * m)
-  return table.concat(out)
 end
 
 -- Document ord's stored blob in parts: the fields that hold them (passage_blob_parts), written, and
@@ -502,11 +493,10 @@ local function packed_post(t, key, o4)
   t.N = t.N + 1
 end
 
--- Take ordinal o4's records out of the index group that a stored key (its low 3 bytes) names: every
--- record of that ordinal in the group is the document's own.
-local function packed_unpost(t, stored_key, o4)
-  local a, b, c = string.byte(stored_key, 1, 3)
-  local group = group_of(t, a + b * 256 + c * 65536)
+-- Take ordinal o4's records out of the index group that `key` (a stored blob's, PASSAGE_KEY raw bytes)
+-- names: every record of that ordinal in the group is the document's own.
+local function packed_unpost(t, key, o4)
+  local group = group_of(t, band_hash(key))
   local v = redis.call('GET', group)
   if not v then return end
   local rw, removed = 3 + OW, 0
@@ -553,7 +543,7 @@ local function remove_passages(st, ord)
   local blob = passage_blob_get(ord)
   if not blob then return end
   local o4 = ordinal_bytes(ord)
-  for _, key in ipairs(passage_keys(blob, STORED_KEY)) do packed_unpost(st.pas, key, o4) end
+  for _, key in ipairs(passage_keys(blob)) do packed_unpost(st.pas, key, o4) end
   redis.call('HDEL', passage_blob_key(ord), unpack(passage_blob_parts(ord, #blob)))
 end
 
