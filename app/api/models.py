@@ -123,7 +123,7 @@ class CollectionCreate(RequestBody):
         default=None,
         description="also index every stored document for passage search (POST .../passages: which "
         "stored texts contain passages of a text, where, and how much); fixed at creation, costs memory "
-        "per stored document; not supported on a Redis Cluster (default: false)",
+        "per stored document (default: false)",
     )
 
 

@@ -463,10 +463,11 @@ class ClusterRouting:
         families, which take the same records and calls."""
         if not band_fields:
             return []
+        record_of: Callable[[bytes], tuple[str, bytes]] = g.posting_record if postings else g.band_record
         if postings:
-            record_of, shape = g.posting_record, (g.k.passage_family_prefix, g.passage_families, 0)
+            shape = (g.k.passage_family_prefix, g.passage_families, 0)
         else:
-            record_of, shape = g.band_record, (g.k.band_family_prefix, g.band_families, g.band_level)
+            shape = (g.k.band_family_prefix, g.band_families, g.band_level)
 
         async def attempt() -> list[bytes]:
             by_node: dict[str, tuple[ClusterNode, list[int], bytearray]] = {}

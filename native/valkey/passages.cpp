@@ -88,6 +88,7 @@ bool protocol_one(VmString** argv, int at) {
 }
 
 int passages_command(VmCtx* ctx, VmString** argv, int argc) {
+  if (standalone_only(ctx, "ND.PASSAGES")) return kOk;
   if (argc < 2) return api.WrongArity(ctx);
   if (!protocol_one(argv, 1)) return api.ReplyWithError(ctx, "ERR ND.PASSAGES: unknown protocol version");
   if (argc != 15) return api.WrongArity(ctx);
@@ -156,6 +157,7 @@ int passages_command(VmCtx* ctx, VmString** argv, int argc) {
 }
 
 int postings_command(VmCtx* ctx, VmString** argv, int argc) {
+  if (standalone_only(ctx, "ND.POSTINGS")) return kOk;
   if (argc < 2) return api.WrongArity(ctx);
   if (!protocol_one(argv, 1)) return api.ReplyWithError(ctx, "ERR ND.POSTINGS: unknown protocol version");
   if (argc != 7) return api.WrongArity(ctx);

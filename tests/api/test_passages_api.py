@@ -1,5 +1,5 @@
 """Passages over HTTP on a standalone server and a cluster: the parameter is validated, returned and
-fixed at creation; a cluster refuses it with a 422 that names the limitation; bad searches are 4xx."""
+fixed at creation, the same answers on both; bad searches are 4xx."""
 
 from __future__ import annotations
 
@@ -7,21 +7,13 @@ import httpx
 import pytest
 
 from tests.api.conftest import Texts
-from tests.conftest import StoreTarget
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_passages_are_created_or_refused_with_a_clear_4xx(
-    client: httpx.AsyncClient, store_target: StoreTarget, texts: type[Texts]
-) -> None:
+async def test_passages_are_created_fixed_and_searched(client: httpx.AsyncClient, texts: type[Texts]) -> None:
     assert (await client.post("/v1/collections", json={"name": "p", "passages": "yes"})).status_code == 422
     response = await client.post("/v1/collections", json={"name": "p", "passages": True})
-    if store_target.cluster:
-        assert response.status_code == 422
-        assert "not supported on a Redis Cluster" in response.json()["message"]
-        assert (await client.get("/v1/collections/p")).status_code == 404
-        return
     assert response.status_code == 201 and response.json()["passages"] is True
     again = await client.post("/v1/collections", json={"name": "p", "passages": False})
     assert again.status_code == 409 and "passages" in again.json()["message"]
@@ -44,12 +36,10 @@ async def test_plain_collections_report_passages_off(client: httpx.AsyncClient) 
 
 
 async def test_copies_of_a_passage_are_grouped_under_its_best_source(
-    client: httpx.AsyncClient, store_target: StoreTarget, texts: type[Texts]
+    client: httpx.AsyncClient, texts: type[Texts]
 ) -> None:
     """A passage held by 20 stored documents beside one held by one, limit 10: both passages' sources,
     the 19 other copies under the first with their offsets, coverage of the spans returned."""
-    if store_target.cluster:
-        pytest.skip("passages are not supported on a Redis Cluster")
     await client.post("/v1/collections", json={"name": "p", "passages": True})
     common, rare = texts.words(10, 150), texts.words(11, 80)
     batch = [{"id": f"c{i:02}", "text": texts.words(100 + i, 200) + "\n\n" + common} for i in range(20)]

@@ -1,6 +1,6 @@
-"""Passage search in the domain against a real valkey-server (and the cluster's refusal): spans in both
-texts, containment and coverage, and the passage index following every way a document goes (replace,
-delete, retention, max_documents, dropping the collection)."""
+"""Passage search in the domain against a real valkey-server (on a cluster: test_cluster_passages.py):
+spans in both texts, containment and coverage, and the passage index following every way a document
+goes (replace, delete, retention, max_documents, dropping the collection)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ from neardup.domain import (
     passage_search,
 )
 from neardup.domain.fingerprints import GUARANTEE_WORDS
-from neardup.storage import EmbeddedValkey, RedisStore, Store, keys
+from neardup.storage import EmbeddedValkey, RedisStore, keys
 from neardup.storage.store import Postings
-from tests.conftest import StoreTarget
 
 pytestmark = pytest.mark.anyio
 
@@ -353,20 +352,6 @@ async def test_passages_are_a_parameter_of_the_entry() -> None:
     assert CollectionParams.from_dict(on.to_dict()) == on
     with pytest.raises(InvalidParameters, match="passages"):
         CollectionParams.create("x", passages="yes")  # type: ignore[arg-type]
-
-
-async def test_a_cluster_refuses_passages_with_a_clear_error(store_target: StoreTarget) -> None:
-    store: Store = store_target.open()
-    try:
-        index = Index(store)
-        if not store_target.cluster:
-            created, _ = await index.create_collection(CollectionParams.create("q", passages=True))
-            assert created.passages
-            return
-        with pytest.raises(InvalidParameters, match="not supported on a Redis Cluster"):
-            await index.create_collection(CollectionParams.create("q", passages=True))
-    finally:
-        await store.close()
 
 
 async def test_module_and_lua_paths_write_the_same_passage_index(tmp_path: Path) -> None:
