@@ -8,8 +8,8 @@ reservations of the last seconds, none of which a check went on with (a reservat
 replica too); the old primary comes back as a replica. While the replica is frozen every batch is a
 503 (nothing written after the freeze is confirmed by a replica), and none of those answers counts.
 Afterwards every acknowledged document is there, under its own id with its own metadata, found by its
-text; no ordinal is named by two ids; and first seen still wins (one original per group of light
-variants from many clients)."""
+text and by a passage search (the collection keeps passages); no ordinal is named by two ids; and first
+seen still wins (one original per group of light variants from many clients)."""
 
 from __future__ import annotations
 
@@ -135,7 +135,9 @@ def test_a_failover_that_loses_writes_loses_nothing_acknowledged_with_min_replic
     ).start()
     try:
         with httpx.Client(base_url=service.url, timeout=30.0) as http:
-            made = http.post("/v1/collections", json={"name": COLLECTION, "threshold": 0.7})
+            made = http.post(
+                "/v1/collections", json={"name": COLLECTION, "threshold": 0.7, "passages": True}
+            )
             assert made.status_code == 201, made.text
         # The shard of the collection's state (slots were given out in equal ranges, node j's replica
         # is node 3 + j).
@@ -221,6 +223,16 @@ def test_a_failover_that_loses_writes_loses_nothing_acknowledged_with_min_replic
                 assert answer.status_code == 200, answer.text
                 for (doc_id, _), result in zip(chunk, answer.json()["results"], strict=True):
                     assert doc_id in [m["id"] for m in result["matches"]], doc_id
+
+            # Every acknowledged document's passages: a text made of 40 of them names those 40.
+            for start in range(0, len(probes), 40):
+                chunk = probes[start : start + 40]
+                essay = "\n\n".join(t for _, (t, _) in chunk)
+                found_in = http.post(
+                    f"/v1/collections/{COLLECTION}/passages", json={"text": essay, "limit": 40}
+                )
+                assert found_in.status_code == 200, found_in.text
+                assert {s["id"] for s in found_in.json()["sources"]} == {d for d, _ in chunk}
 
             # First seen still wins on the replicated cluster, after the failover.
             assert http.post("/v1/collections", json={"name": "fo-race"}).status_code == 201
