@@ -4,8 +4,9 @@ MIGRATE of each slot's keys, SETSLOT NODE on every primary) while checks run, an
 slot map it learned before. The module's bucket commands carry their group keys in their arguments, so
 the server cannot route them: they ask the server's routing themselves (native/valkey/buckets.cpp), and
 the store, told "non local key", learns the map again and sends them where the slots live. Afterwards
-no node holds a key in a slot it does not serve, and every acknowledged document is found by its id and
-by its text; the same with nodes that run the Lua loops instead of the module."""
+no node holds a key in a slot it does not serve, and every acknowledged document is found by its id, by
+its text and by a passage search (the passage index's families move with their slots too); the same
+with nodes that run the Lua loops instead of the module."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ async def test_checks_during_and_after_a_reshard_write_only_where_the_slots_live
         fresh = None
         try:
             index = Index(store)
-            await index.create_collection(CollectionParams.create("c", threshold=0.7))
+            await index.create_collection(CollectionParams.create("c", threshold=0.7, passages=True))
             acknowledged: dict[str, str] = {}
             for i in range(30):
                 doc = Document(f"a{i}", text(i))
@@ -160,6 +161,11 @@ async def test_checks_during_and_after_a_reshard_write_only_where_the_slots_live
                 assert (await reader.get_document("c", doc_id)).id == doc_id
                 matches = await reader.query("c", doc_text, limit=5)
                 assert doc_id in [m.id for m in matches], doc_id
+                found = await reader.passages("c", doc_text)
+                holders = {s.id for s in found.sources} | {
+                    c.id for s in found.sources for p in s.spans for c in p.also_in
+                }
+                assert doc_id in holders, doc_id
         finally:
             await store.close()
             if fresh is not None:
