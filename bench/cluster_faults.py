@@ -33,8 +33,9 @@ The checker, on the recorded history and the store once every fault is undone:
   every acknowledged duplicate names a member of its group, the group's original when it was
   acknowledged; no member answered original after another member's answer had come back (real
   time: that one was stored before it was sent);
-- every acknowledged document is found by its id (with its own metadata) and by its text (a check
-  without insert lists it);
+- every acknowledged document is found by its id (with its own metadata), by its text (a check
+  without insert lists it) and by a passage search of its group's text (the collection keeps
+  passages);
 - straight from every primary: no ordinal is named by two ids, the record each id names carries that
   id, and every acknowledged id is in the id table.
 
@@ -637,6 +638,30 @@ async def check_store(url: str, cluster: LocalCluster, history: History) -> list
                         {"kind": "lost_by_text", "id": doc_id, "matches": result["matches"][:5]}
                     )
 
+        # Passages: a search of a group's text names every acknowledged member (each holds the text).
+        groups: dict[str, list[str]] = {}
+        for doc_id in acknowledged:
+            groups.setdefault(doc_id.split("-")[0], []).append(doc_id)
+        for group, members in sorted(groups.items()):
+            body = {"text": history.sent[members[0]][0], "limit": VARIANTS}
+            for _ in range(20):
+                answer = await http.post(f"/v1/collections/{COLLECTION}/passages", json=body)
+                if answer.status_code != 503:
+                    break
+                await asyncio.sleep(0.5)
+            if answer.status_code != 200:
+                violations.append(
+                    {"kind": "passages_failed", "status": answer.status_code, "body": answer.text[:300]}
+                )
+                continue
+            sources = answer.json()["sources"]
+            holders = {s["id"] for s in sources} | {
+                c["id"] for s in sources for span in s["spans"] for c in span["also_in"]
+            }
+            for doc_id in members:
+                if doc_id not in holders:
+                    violations.append({"kind": "lost_by_passage", "id": doc_id, "group": group})
+
     ids, found = await asyncio.to_thread(stored_contents, cluster.urls, COLLECTION)
     named: dict[int, list[str]] = {}
     for raw_id, ordinal in ids.items():
@@ -705,7 +730,9 @@ async def run(
         processes = [ServiceProcess(n, work, env) for n in range(services)]
         await asyncio.gather(*(asyncio.to_thread(p.start) for p in processes))
         async with httpx.AsyncClient(base_url=processes[0].url, timeout=30.0) as http:
-            made = await http.post("/v1/collections", json={"name": COLLECTION, "threshold": 0.7})
+            made = await http.post(
+                "/v1/collections", json={"name": COLLECTION, "threshold": 0.7, "passages": True}
+            )
             if made.status_code != 201:
                 raise RuntimeError(f"creating the collection: {made.status_code} {made.text}")
 
