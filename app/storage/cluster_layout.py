@@ -21,8 +21,6 @@ def _id_hash(doc_id: bytes) -> int:
 
 
 _GROUP = struct.Struct(">I")
-#: A posting's field: the 4-byte fingerprint key, then these 4 bytes (see KeyGroups.posting_record).
-_PAD = bytes(4)
 
 
 def _varint(blob: bytes, at: int) -> tuple[int, int]:
@@ -188,11 +186,11 @@ class KeyGroups:
         return f"{self.k.passage_family_prefix}{n}}}"
 
     def posting_record(self, fingerprint: bytes) -> tuple[str, bytes]:
-        """The shape key of a fingerprint key's family and its packed (family, field) record: the field
-        is the 4-byte key and 4 zero bytes, so that postings go through the band table's record format
-        and code (its family and group come from the first 4 bytes, as a band key's)."""
+        """The shape key of a fingerprint key's family and its packed (family, key) record: postings go
+        through the band records' code with 4-byte keys (family and group from the key's 4 bytes, as
+        from a band key's first 4)."""
         family = int.from_bytes(fingerprint, "little") & self.passage_mask
-        return self.passage_family(family), _GROUP.pack(family) + fingerprint + _PAD
+        return self.passage_family(family), _GROUP.pack(family) + fingerprint
 
     def add_posting(self, ops_for: OpsFor, fingerprint: bytes, o4: bytes, *, remove: bool = False) -> None:
         key, record = self.posting_record(fingerprint)

@@ -465,9 +465,9 @@ class ClusterRouting:
             return []
         record_of: Callable[[bytes], tuple[str, bytes]] = g.posting_record if postings else g.band_record
         if postings:
-            shape = (g.k.passage_family_prefix, g.passage_families, 0)
+            shape, width = (g.k.passage_family_prefix, g.passage_families, 0), 4
         else:
-            shape = (g.k.band_family_prefix, g.band_families, g.band_level)
+            shape, width = (g.k.band_family_prefix, g.band_families, g.band_level), 8
 
         async def attempt() -> list[bytes]:
             by_node: dict[str, tuple[ClusterNode, list[int], bytearray]] = {}
@@ -484,9 +484,9 @@ class ClusterRouting:
             def read(node: ClusterNode, blob: bytes) -> Any:
                 async def call(uses: bool) -> Any:
                     if uses:
-                        command = ("ND.BUCKETSGET", "1", *shape, blob)
+                        command = ("ND.BUCKETSGET", "1", *shape, blob, width)
                         return await self._client.execute_command(*command, target_nodes=node)
-                    return await self.run_script("cluster_bands", [], [*shape, blob], node)
+                    return await self.run_script("cluster_bands", [], [*shape, blob, width], node)
 
                 return self._on_node(node, call)
 

@@ -84,7 +84,7 @@ grown by linear hashing on the node that holds it (scripts/_cluster_family.lua):
     nd:c:g:i:{gi<f>}        hash  L, S, N of id family f
     nd:c:g:i:{gi<f>}<n>     hash  document id -> ordinal, group n of id family f
     nd:c:g:f:{gf<f>}        hash  L, S, N of passage family f (collections with passages: pG in the state)
-    nd:c:g:f:{gf<f>}<n>     hash  fingerprint key (4 bytes, then 4 zero bytes) -> ordinals (at most
+    nd:c:g:f:{gf<f>}<n>     hash  fingerprint key (4 bytes) -> ordinals (at most
                                   POSTING_CAP), group n of passage family f
     nd:c:g:p:<ord // 120>   hash  the passage blob as sent, in parts, as on one server
 
@@ -241,7 +241,7 @@ CLUSTER_ID_FAMILIES = 2**8
 CLUSTER_ID_TARGET = ID_GROUP_TARGET
 #: Cluster, collections with passages: the passage index is a table of families like the band table's
 #: (the same families, groups and splits: a posting is a field, its key the fingerprint key's 4 bytes
-#: and 4 zero bytes, its value the ordinals, at most POSTING_CAP), so it spreads over every shard and
+#: its value the ordinals, at most POSTING_CAP), so it spreads over every shard and
 #: grows inside its slots (docs/design.md, "Passages on a cluster").
 CLUSTER_PASSAGE_FAMILIES = 2**10
 

@@ -3,7 +3,7 @@
 // slot, each growing its own groups by linear hashing; a check's appends, removals and reads arrive as
 // packed records, one call per node. Same data, byte for byte, as the Lua loops.
 //
-//   ND.BUCKETS 1 <prefix> <cap> <families> <level> <target> <appends> <removals>
+//   ND.BUCKETS 1 <prefix> <cap> <families> <level> <target> <appends> <removals> <width>
 //     1         protocol version
 //     prefix    band family prefix: family f's shape is the hash prefix + f + "}" (fields L, S, N: its
 //               level, split pointer and fields; absent: <level>, 0, 0) and its groups prefix + f + "}" + g
@@ -13,13 +13,15 @@
 //     level     the level a family's groups start at
 //     target    fields per group before a family splits one (per call, one split per `target` appends
 //               to the family, and up to 4 more)
-//     appends   packed records (family number, 4 bytes big-endian; band key, 8 bytes; ordinal, 5 bytes
+//     appends   packed records (family number, 4 bytes big-endian; key, <width> bytes; ordinal, 5 bytes
 //               big-endian): add the ordinal to the bucket unless it is there already or the bucket is full
 //     removals  records of the same shape: take the ordinal out; delete the field when it empties
+//     width     the bytes of a record's key, 4..8: a band key's 8, a passage fingerprint key's 4 (the
+//               passage index's families on a cluster take the same records and code)
 //   -> the number of band fields created
 //
-//   ND.BUCKETSGET 1 <prefix> <families> <level> <records>
-//     records   packed (family number, 4 bytes big-endian; band key, 8 bytes)
+//   ND.BUCKETSGET 1 <prefix> <families> <level> <records> <width>
+//     records   packed (family number, 4 bytes big-endian; key, <width> bytes)
 //   -> the bucket values in order ('' where absent)
 //
 // The keys are packed in the arguments, so the server cannot route these commands by their keys: on a
@@ -184,6 +186,18 @@ size_t find(const char* value, size_t len, const char* ordinal, size_t width) {
   return std::string::npos;
 }
 
+// The bytes of a record's key (the command's last argument): 4 (a fingerprint key) to 8 (a band key).
+bool key_width(VmCtx* ctx, VmString* arg, size_t& width, const char* command) {
+  long long w = 0;
+  if (api.StringToLongLong(arg, &w) == kOk && w >= 4 && w <= 8) {
+    width = static_cast<size_t>(w);
+    return true;
+  }
+  const std::string message = std::string("ERR ") + command + ": width must be 4..8";
+  api.ReplyWithError(ctx, message.c_str());
+  return false;
+}
+
 bool arguments(VmCtx* ctx, VmString** argv, long long& families, long long& level, const char* command) {
   std::string why;
   if (api.StringToLongLong(argv[0], &families) != kOk || families < 1 || families > (1LL << 24) ||
@@ -199,7 +213,7 @@ bool arguments(VmCtx* ctx, VmString** argv, long long& families, long long& leve
 }
 
 int buckets_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 9) return api.WrongArity(ctx);
+  if (argc != 10) return api.WrongArity(ctx);
   if (!version_one(argv[1])) return api.ReplyWithError(ctx, "ERR ND.BUCKETS: unknown protocol version");
   long long cap = 0, families = 0, level = 0, target = 0;
   if (api.StringToLongLong(argv[3], &cap) != kOk || cap < 1 || cap > (1LL << 24))
@@ -207,14 +221,16 @@ int buckets_command(VmCtx* ctx, VmString** argv, int argc) {
   if (!arguments(ctx, argv + 4, families, level, "ND.BUCKETS")) return kOk;
   if (api.StringToLongLong(argv[6], &target) != kOk || target < 1 || target > (1LL << 20))
     return api.ReplyWithError(ctx, "ERR ND.BUCKETS: target must be 1..2^20");
-  constexpr size_t w = kOrdinal, record = 12 + kOrdinal;
-  const size_t full = w * static_cast<size_t>(cap);
+  size_t kw = 0;
+  if (!key_width(ctx, argv[9], kw, "ND.BUCKETS")) return kOk;
+  constexpr size_t w = kOrdinal;
+  const size_t record = 4 + kw + kOrdinal, full = w * static_cast<size_t>(cap);
   size_t len = 0, appends_len = 0, removals_len = 0;
   const char* prefix = api.StringPtrLen(argv[2], &len);
   const char* appends = api.StringPtrLen(argv[7], &appends_len);
   const char* removals = api.StringPtrLen(argv[8], &removals_len);
   if (appends_len % record != 0 || removals_len % record != 0)
-    return api.ReplyWithError(ctx, "ERR ND.BUCKETS: records are 17 bytes each");
+    return api.ReplyWithError(ctx, "ERR ND.BUCKETS: records are 9 + width bytes each");
 
   Families groups(ctx, std::string(prefix, len), static_cast<uint32_t>(families), level, kRead | kWrite,
                   (appends_len + removals_len) / record);
@@ -265,8 +281,8 @@ int buckets_command(VmCtx* ctx, VmString** argv, int argc) {
   for (size_t p = 0; p < appends_len; p += record) {
     Family& f = *groups.family(group_at(appends + p));
     Group& group = *groups.group(f, appends + p + 4);
-    const char* ordinal = appends + p + 12;
-    VmString* field = api.CreateString(ctx, appends + p + 4, 8);
+    const char* ordinal = appends + p + 4 + kw;
+    VmString* field = api.CreateString(ctx, appends + p + 4, kw);
     if (VmString* value = group.get(field)) {
       const char* v = api.StringPtrLen(value, &len);
       if (len < full && find(v, len, ordinal, w) == std::string::npos)
@@ -285,10 +301,10 @@ int buckets_command(VmCtx* ctx, VmString** argv, int argc) {
   for (size_t p = 0; p < removals_len; p += record) {
     Family& f = *groups.family(group_at(removals + p));
     Group& group = *groups.group(f, removals + p + 4);
-    VmString* field = api.CreateString(ctx, removals + p + 4, 8);
+    VmString* field = api.CreateString(ctx, removals + p + 4, kw);
     if (VmString* value = group.get(field)) {
       const char* v = api.StringPtrLen(value, &len);
-      const size_t at = find(v, len, removals + p + 12, w);
+      const size_t at = find(v, len, removals + p + 4 + kw, w);
       if (at != std::string::npos) {
         if (len == w) {
           group.set(field, kHashDelete);
@@ -326,18 +342,23 @@ int buckets_command(VmCtx* ctx, VmString** argv, int argc) {
 }
 
 int buckets_get_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (argc != 6) return api.WrongArity(ctx);
+  if (argc != 7) return api.WrongArity(ctx);
   if (!version_one(argv[1])) return api.ReplyWithError(ctx, "ERR ND.BUCKETSGET: unknown protocol version");
   long long families = 0, level = 0;
   if (!arguments(ctx, argv + 3, families, level, "ND.BUCKETSGET")) return kOk;
+  size_t kw = 0;
+  if (!key_width(ctx, argv[6], kw, "ND.BUCKETSGET")) return kOk;
+  const size_t record = 4 + kw;
   size_t len = 0, records_len = 0;
   const char* prefix = api.StringPtrLen(argv[2], &len);
   const char* records = api.StringPtrLen(argv[5], &records_len);
-  if (records_len % 12 != 0) return api.ReplyWithError(ctx, "ERR ND.BUCKETSGET: records are 12 bytes each");
-  Families groups(ctx, std::string(prefix, len), static_cast<uint32_t>(families), level, kRead, records_len / 12);
+  if (records_len % record != 0)
+    return api.ReplyWithError(ctx, "ERR ND.BUCKETSGET: records are 4 + width bytes each");
+  Families groups(ctx, std::string(prefix, len), static_cast<uint32_t>(families), level, kRead,
+                  records_len / record);
   std::vector<Group*> of_record;
-  of_record.reserve(records_len / 12);
-  for (size_t p = 0; p < records_len; p += 12) {
+  of_record.reserve(records_len / record);
+  for (size_t p = 0; p < records_len; p += record) {
     Family* f = groups.family(group_at(records + p));
     Group* group = f ? groups.group(*f, records + p + 4) : nullptr;
     if (!group) return api.ReplyWithError(ctx, groups.error().c_str());
@@ -345,7 +366,7 @@ int buckets_get_command(VmCtx* ctx, VmString** argv, int argc) {
   }
   api.ReplyWithArray(ctx, static_cast<long>(of_record.size()));
   for (size_t i = 0; i < of_record.size(); ++i) {
-    VmString* field = api.CreateString(ctx, records + 12 * i + 4, 8);
+    VmString* field = api.CreateString(ctx, records + record * i + 4, kw);
     if (VmString* value = of_record[i]->get(field)) {
       const char* v = api.StringPtrLen(value, &len);
       api.ReplyWithStringBuffer(ctx, v, len);

@@ -66,8 +66,8 @@ def posting_entries(cluster: LocalCluster, collection: str) -> dict[bytes, set[i
     for key, client in cluster_keys(cluster, f"nd:{collection}:*:f:*").items():
         if not key.endswith(b"}"):  # a group (a family's shape key ends with its tag)
             for field, value in client.hgetall(key).items():
-                assert field[4:] == bytes(4), "a posting's field is the 4-byte key and 4 zero bytes"
-                out[field[:4]] = {int.from_bytes(value[p : p + 5], "big") for p in range(0, len(value), 5)}
+                assert len(field) == 4, "a posting's field is the 4-byte fingerprint key"
+                out[field] = {int.from_bytes(value[p : p + 5], "big") for p in range(0, len(value), 5)}
     return out
 
 

@@ -4,8 +4,9 @@ primaries and 3 replicas on loopback (the module loaded, ``appendfsync always``)
 from different processes with retries, while one fault of each kind is injected (a service paused and
 killed, a primary killed and failed over, slots resharded, a graceful failover, a replica frozen). The
 checker finds no violation: one original per group, every acknowledged document found by its id, its
-text and a passage search with its own record, no ordinal named twice. The long run is the benchmark's. The checker
-itself is tested on a made-up history that breaks each rule of first seen wins."""
+text and a passage search with its own record, no ordinal named twice. The long run is the
+benchmark's. The checker itself is tested on a made-up history that breaks each rule of first seen
+wins."""
 
 from __future__ import annotations
 

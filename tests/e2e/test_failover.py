@@ -135,9 +135,7 @@ def test_a_failover_that_loses_writes_loses_nothing_acknowledged_with_min_replic
     ).start()
     try:
         with httpx.Client(base_url=service.url, timeout=30.0) as http:
-            made = http.post(
-                "/v1/collections", json={"name": COLLECTION, "threshold": 0.7, "passages": True}
-            )
+            made = http.post("/v1/collections", json={"name": COLLECTION, "threshold": 0.7, "passages": True})
             assert made.status_code == 201, made.text
         # The shard of the collection's state (slots were given out in equal ranges, node j's replica
         # is node 3 + j).

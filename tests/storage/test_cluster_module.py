@@ -114,7 +114,7 @@ def test_bad_bucket_arguments_get_an_error_and_leave_the_data_alone(tmp_path: Pa
         field = (7).to_bytes(8, "little")
         record = (0).to_bytes(4, "big") + field
         shape = [1, 0, 64]  # one family, starting at level 0, 64 fields per group
-        ok = ["1", "p:", 2, *shape, record + (1).to_bytes(5, "big"), b""]
+        ok = ["1", "p:", 2, *shape, record + (1).to_bytes(5, "big"), b"", 8]
         cases = [
             ("wrong number", ok[:-1]),
             ("wrong number", [*ok[:2], 5, *ok[2:]]),  # an ordinal width
@@ -123,36 +123,40 @@ def test_bad_bucket_arguments_get_an_error_and_leave_the_data_alone(tmp_path: Pa
             ("power of two", [*ok[:3], 3, *ok[4:]]),
             ("level out of range", [*ok[:4], 33, *ok[5:]]),
             ("target must be", [*ok[:5], 0, *ok[6:]]),
-            ("out of range", [*ok[:6], (1).to_bytes(4, "big") + field + (1).to_bytes(5, "big"), b""]),
-            ("17 bytes", [*ok[:6], record + b"\0\0\0\1", b""]),  # a 4-byte ordinal
+            ("out of range", [*ok[:6], (1).to_bytes(4, "big") + field + (1).to_bytes(5, "big"), b"", 8]),
+            ("9 \\+ width bytes", [*ok[:6], record + b"\0\0\0\1", b"", 8]),  # a 4-byte ordinal
+            ("width must be", [*ok[:8], 3]),
+            ("9 \\+ width bytes", [*ok[:8], 4]),  # 8-byte keys read as 4-byte ones
         ]
         for message, args in cases:
             with pytest.raises(redis.ResponseError, match=message):
                 client.execute_command("ND.BUCKETS", *args)
-        with pytest.raises(redis.ResponseError, match="12 bytes"):
-            client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record[:-1])
+        with pytest.raises(redis.ResponseError, match="4 \\+ width bytes"):
+            client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record[:-1], 8)
+        with pytest.raises(redis.ResponseError, match="width must be"):
+            client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record, 9)
         with pytest.raises(redis.ResponseError, match="power of two"):
-            client.execute_command("ND.BUCKETSGET", "1", "p:", 6, 0, record)
+            client.execute_command("ND.BUCKETSGET", "1", "p:", 6, 0, record, 8)
         client.set("p:0}0", "not a hash")
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
             client.execute_command("ND.BUCKETS", *ok)
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record)
+            client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record, 8)
         assert client.dbsize() == 1 and client.get("p:0}0") == b"not a hash"
         client.delete("p:0}0")
         # Appends: created once, never twice, at most cap (2); removals; reads.
         assert client.execute_command("ND.BUCKETS", *ok) == 1
         assert client.execute_command("ND.BUCKETS", *ok) == 0  # a retry appends nothing
         more = b"".join(record + o.to_bytes(5, "big") for o in (2, 3))
-        assert client.execute_command("ND.BUCKETS", "1", "p:", 2, *shape, more, b"") == 0
+        assert client.execute_command("ND.BUCKETS", "1", "p:", 2, *shape, more, b"", 8) == 0
         assert (
-            client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record + record)
+            client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record + record, 8)
             == [(1).to_bytes(5, "big") + (2).to_bytes(5, "big")] * 2
         )
         assert client.hgetall("p:0}") == {b"L": b"0", b"S": b"0", b"N": b"1"}  # the family's shape
         gone = record + (1).to_bytes(5, "big") + record + (2).to_bytes(5, "big")
-        assert client.execute_command("ND.BUCKETS", "1", "p:", 2, *shape, b"", gone) == 0
-        assert client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record) == [b""]
+        assert client.execute_command("ND.BUCKETS", "1", "p:", 2, *shape, b"", gone, 8) == 0
+        assert client.execute_command("ND.BUCKETSGET", "1", "p:", 1, 0, record, 8) == [b""]
         # the emptied field and its group are gone; the family's shape says it holds no field
         assert client.keys() == [b"p:0}"] and client.hget("p:0}", "N") == b"0"
     finally:

@@ -1,8 +1,9 @@
 -- _cluster_buckets_lua.lua: cluster_ops.lua's band records in Lua (any server). The store prepends it,
 -- or _cluster_buckets_module.lua where the node has this release's module loaded; both write the same data.
 --
--- apply_buckets(prefix, w, cap, F, level0, target, appends, removals): packed (12 + w)-byte records
--- (family number, 4 bytes big-endian; band key, 8 bytes; ordinal, w bytes) of the band table's families
+-- apply_buckets(prefix, w, cap, F, level0, target, appends, removals, kw): packed (4 + kw + w)-byte
+-- records (family number, 4 bytes big-endian; key, kw bytes: a band key's 8, a passage fingerprint
+-- key's 4; ordinal, w bytes) of a table's families
 -- (_cluster_family.lua: `prefix`, F families whose groups start at level `level0`). Appends add the
 -- ordinal to the bucket unless it is there already or the bucket holds `cap` ordinals; removals take it
 -- out, deleting an emptied field. Each family first splits its groups for the fields its appends may
@@ -10,7 +11,7 @@
 -- much even for a call of thousands of records. Every key the call touches (shapes, the groups the
 -- splits read and make, the records' groups) is checked before the first write: a key of a slot this
 -- node does not serve refuses the call with nothing written. Returns the number of band fields created.
-local function apply_buckets(prefix, w, cap, F, level0, target, appends, removals)
+local function apply_buckets(prefix, w, cap, F, level0, target, appends, removals, kw)
   local full = w * cap
   local hash = band_in_family(F)
   local families = {}
@@ -23,11 +24,11 @@ local function apply_buckets(prefix, w, cap, F, level0, target, appends, removal
   -- {family, band key, (its group), ordinal} of each record
   local items, adds, takes = {}, {}, {}
   local function records(blob, out, counted)
-    for p = 1, #blob, 12 + w do
+    for p = 1, #blob, 4 + kw + w do
       local key = prefix .. string.format('%d', struct.unpack('>I4', blob, p)) .. '}'
       local t = open_family(families, key, level0, hash)
       if counted then t.extra = t.extra + 1 end
-      local item = {t, string.sub(blob, p + 4, p + 11), nil, string.sub(blob, p + 12, p + 11 + w)}
+      local item = {t, string.sub(blob, p + 4, p + 3 + kw), nil, string.sub(blob, p + 4 + kw, p + 3 + kw + w)}
       out[#out + 1] = item
       items[#items + 1] = item
     end

@@ -8,4 +8,4 @@
 -- ARGV[3] one band record (12 + W bytes) to remove
 -- Returns the buckets created (0), or the command's error
 
-return apply_buckets(ARGV[1], tonumber(ARGV[2]), 1, 1, 0, 1, '', ARGV[3])
+return apply_buckets(ARGV[1], tonumber(ARGV[2]), 1, 1, 0, 1, '', ARGV[3], 8)

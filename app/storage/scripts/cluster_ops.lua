@@ -16,8 +16,8 @@
 -- band group before a split (keys.CLUSTER_BAND_TARGET); ARGV[9] the id families, ARGV[10] the level
 -- their groups start at, ARGV[11] ids per id group before a split (keys.CLUSTER_ID_TARGET);
 -- ARGV[12] passage family prefix (collections with passages), ARGV[13] posting appends, ARGV[14]
---   posting removals: records of the band records' shape (family; fingerprint key and 4 zero bytes;
---   ordinal) applied the same way to the passage index's families (their groups start at level 0,
+--   posting removals: records of the band records' shape with a 4-byte key (family; fingerprint key;
+--   ordinal), applied the same way to the passage index's families (their groups start at level 0,
 --   split at ARGV[8] fields per group), ARGV[15] most ordinals a posting keeps (keys.POSTING_CAP),
 --   ARGV[16] the passage families; then sections from ARGV[17], each a count then its tuples,
 -- applied in this order after the band and posting records:
@@ -49,8 +49,8 @@ local function section(width)
 end
 
 local created = apply_buckets(BAND, W, tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7]),
-  tonumber(ARGV[8]), ARGV[2], ARGV[3])
-apply_buckets(ARGV[12], W, tonumber(ARGV[15]), tonumber(ARGV[16]), 0, tonumber(ARGV[8]), ARGV[13], ARGV[14])
+  tonumber(ARGV[8]), ARGV[2], ARGV[3], 8)
+apply_buckets(ARGV[12], W, tonumber(ARGV[15]), tonumber(ARGV[16]), 0, tonumber(ARGV[8]), ARGV[13], ARGV[14], 4)
 
 local first, count = section(3)
 for i = first, first + 3 * (count - 1), 3 do redis.call('HSET', ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
