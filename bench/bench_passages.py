@@ -193,6 +193,8 @@ def main() -> None:
     result: dict[str, Any] = {
         "machine": {"cpu": cpu_model(), "cores": bs.os.cpu_count(), "commit": git_commit()},
         "command": " ".join(["python bench/bench_passages.py", *sys.argv[1:]]),
+        # bytes of a key in the blob as stored (runs without it kept 3: report.py tells them apart)
+        "stored_key_bytes": fingerprints.KEY_BYTES,
         "corpus": corpus_info
         | {"stored_documents": len(stored), "stored_mean_bytes": round(stored.total_bytes / len(stored))},
     }

@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))
 import bench_service  # noqa: E402
 import redis  # noqa: E402
 
-from neardup.domain import CollectionParams, Document, Index  # noqa: E402
+from neardup.domain import CollectionParams, Document, Index, fingerprints  # noqa: E402
 from neardup.storage import EmbeddedValkey, RedisStore  # noqa: E402
 from neardup.storage.keys import REGISTRY, CollectionKeys  # noqa: E402
 
@@ -96,6 +96,17 @@ def main() -> None:
     docs = [Document(i, t) for i, t in zip(corpus.ids, corpus.texts, strict=True)]
     kb = corpus.total_bytes / 1000 / len(docs)
     report: dict[str, Any] = {"benchmark": "passage_memory", "corpus": info, "mean_kb": round(kb, 3)}
+    # bytes of a key in the blob as stored (runs without it kept 3: report.py tells them apart)
+    report["stored_key_bytes"] = fingerprints.KEY_BYTES
+    # what the blobs hold before the server's encoding: a nibble a word; a key, a word step, a start step
+    # and a length per selected k-gram; and their bytes as sent (and stored)
+    blobs = [fingerprints.blob(d.text) for d in docs]
+    heads = [fingerprints.header(b)[:2] for b in blobs if b]
+    report["blobs"] = {
+        "words_per_doc": round(sum(w for w, _ in heads) / len(docs), 1),
+        "selected_per_doc": round(sum(m for _, m in heads) / len(docs), 1),
+        "bytes_per_doc": round(sum(map(len, blobs)) / len(docs), 1),
+    }
     with tempfile.TemporaryDirectory(prefix="neardup-bench-memory-") as tmp:
         extra = dict(item.split("=", 1) for item in args.valkey_config)
         report["valkey_config"] = extra

@@ -928,7 +928,7 @@ def passages_section(results: Path) -> str:
         f"{lsh['source_recall']} | {lsh['false_sources_per_text']} | {lsh['clean_texts_with_a_source']} | "
         f"{lsh['query_ms_median']} ms | no |",
         "",
-        *memory_lines(results),
+        *memory_lines(results, run),
         *search_cost_lines(results),
         "Raw results: `bench/results/passages.json`, `bench/results/passage_search_cost.json`.",
         "",
@@ -936,14 +936,17 @@ def passages_section(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def memory_lines(results: Path) -> list[str]:
-    """``bench/passage_memory.py``'s run, when it was saved: where the passage bytes go."""
+def memory_lines(results: Path, passages_run: dict[str, Any]) -> list[str]:
+    """``bench/passage_memory.py``'s run, when it was saved: where the passage bytes go. Where the
+    store kept blobs with 3-byte keys in ``bench_passages.py``'s run but not in this one (a run that does
+    not say ``stored_key_bytes`` kept 3), both are said, with passage_memory's run on 3-byte keys
+    (``passage_memory_3byte_keys.json``) beside it when saved."""
     path = results / "passage_memory.json"
     if not path.exists():
         return []
     run = json.loads(path.read_text())
     on = run["on"]["bytes_per_doc"]
-    return [
+    lines = [
         f"Where the bytes go (`python bench/passage_memory.py --chunk-bytes 0`: every key's `MEMORY USAGE`, "
         f"{run['corpus']['documents']:,} documents of ~{run['mean_kb']} KB): per document, passage blobs "
         f"{on['passage blobs']} B and the passage index {on['passage index']} B; "
@@ -951,6 +954,27 @@ def memory_lines(results: Path) -> list[str]:
         "`bench/results/passage_memory.json`.",
         "",
     ]
+    width = run.get("stored_key_bytes", 3)
+    if passages_run.get("stored_key_bytes", 3) == width:
+        return lines
+    earlier = results / "passage_memory_3byte_keys.json"
+    mt = passages_run["memory_throughput"]
+    note = (
+        f"The check/batch figure above ({mt['extra_bytes_per_kb_of_text']} extra bytes per KB, "
+        "bench_passages.py's run) was measured when the store kept blobs with 3-byte keys; this "
+        f"passage_memory run keeps them whole ({width}-byte keys)"
+    )
+    if earlier.exists():
+        old = json.loads(earlier.read_text())
+        was = old["on"]["bytes_per_doc"]
+        note += (
+            f": on the same documents with 3-byte keys it measured passage blobs {was['passage blobs']} B "
+            f"and {old['extra_bytes_per_kb']} extra bytes per KB, so whole keys cost "
+            f"{round(on['passage blobs'] - was['passage blobs'], 1)} B more a document, "
+            f"{round(run['extra_bytes_per_kb'] - old['extra_bytes_per_kb'], 1)} more per KB "
+            "(`bench/results/passage_memory_3byte_keys.json`)"
+        )
+    return [*lines, note + ".", ""]
 
 
 def search_cost_lines(results: Path) -> list[str]:
