@@ -31,8 +31,8 @@ With passages on (a collection created with ``passages: true``; docs/design.md, 
 check.lua writes a document's blob and postings with its bands (its passage step: ND.PASSAGES where
 the server has neardup's module, else ``scripts/_passages_lua.lua``); remove_document (_common.lua) removes
 them wherever a document goes (replace, delete, reclaim), in the same script. On a Redis Cluster the
-index is a table of families like the band table's (below), and the blob is kept as sent, with whole
-4-byte keys (a posting's field is the whole key, so removal needs it).
+index is a table of families like the band table's (below), written and removed in the cluster
+protocol's write rounds; the blob is kept the same way.
 
 The band table is written by check.lua's band step: in Lua (``scripts/_bands_lua.lua``), or by the
 ``ND.BANDS`` command of neardup's server module where the server has it (``native/valkey/bands.cpp``);
