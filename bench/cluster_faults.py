@@ -602,13 +602,18 @@ async def check_store(url: str, cluster: LocalCluster, history: History) -> list
     async with httpx.AsyncClient(base_url=url, timeout=60.0) as http:
         semaphore = asyncio.Semaphore(8)
 
+        async def answered(method: str, path: str, body: Any = None) -> httpx.Response:
+            """The answer once the service answers something else than a 503 (at most 10 s)."""
+            for _ in range(20):
+                response = await http.request(method, f"/v1/collections/{COLLECTION}/{path}", json=body)
+                if response.status_code != 503:
+                    break
+                await asyncio.sleep(0.5)
+            return response
+
         async def by_id(doc_id: str) -> None:
             async with semaphore:
-                for _ in range(20):
-                    got = await http.get(f"/v1/collections/{COLLECTION}/documents/{doc_id}")
-                    if got.status_code != 503:
-                        break
-                    await asyncio.sleep(0.5)
+                got = await answered("GET", f"documents/{doc_id}")
             metadata = history.sent[doc_id][1]
             if got.status_code != 200 or got.json()["metadata"] != metadata:
                 violations.append(
@@ -622,11 +627,7 @@ async def check_store(url: str, cluster: LocalCluster, history: History) -> list
                 "documents": [{"id": f"probe-{d}", "text": history.sent[d][0]} for d in chunk],
                 "insert": False,
             }
-            for _ in range(20):
-                answer = await http.post(f"/v1/collections/{COLLECTION}/check/batch", json=body)
-                if answer.status_code != 503:
-                    break
-                await asyncio.sleep(0.5)
+            answer = await answered("POST", "check/batch", body)
             if answer.status_code != 200:
                 violations.append(
                     {"kind": "probe_failed", "status": answer.status_code, "body": answer.text[:300]}
@@ -643,12 +644,9 @@ async def check_store(url: str, cluster: LocalCluster, history: History) -> list
         for doc_id in acknowledged:
             groups.setdefault(doc_id.split("-")[0], []).append(doc_id)
         for group, members in sorted(groups.items()):
-            body = {"text": history.sent[members[0]][0], "limit": VARIANTS}
-            for _ in range(20):
-                answer = await http.post(f"/v1/collections/{COLLECTION}/passages", json=body)
-                if answer.status_code != 503:
-                    break
-                await asyncio.sleep(0.5)
+            answer = await answered(
+                "POST", "passages", {"text": history.sent[members[0]][0], "limit": VARIANTS}
+            )
             if answer.status_code != 200:
                 violations.append(
                     {"kind": "passages_failed", "status": answer.status_code, "body": answer.text[:300]}

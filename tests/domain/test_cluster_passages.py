@@ -15,18 +15,9 @@ import redis
 from neardup.domain import CollectionParams, Document, Index, fingerprints
 from neardup.storage import ClusterStore, RedisStore, Store
 from neardup.testing import LocalCluster
+from tests.domain.test_passages import VOCABULARY, words
 
 pytestmark = pytest.mark.anyio
-
-_RNG = random.Random(30)
-VOCABULARY = sorted(
-    {"".join(_RNG.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6)) for _ in range(5000)}
-)
-
-
-def words(seed: int, n: int) -> list[str]:
-    rng = random.Random(seed)
-    return [rng.choice(VOCABULARY) for _ in range(n)]
 
 
 def text(seed: int, n: int) -> str:
