@@ -936,6 +936,131 @@ def passages_section(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+STORE_LABELS = {
+    "one_server": "one server, module",
+    "cluster_3_module": "3-node cluster, module",
+    "cluster_3_lua": "3-node cluster, Lua",
+    "one_server_lua": "one server, Lua",
+}
+
+
+def cluster_passages_section(results: Path) -> str:
+    """``bench/cluster_passages.py``'s run (cluster_passages.json), when it was saved there: passage
+    search and checks with passages on a Redis Cluster beside one server."""
+    path = results / "cluster_passages.json"
+    if not path.exists():
+        return ""
+    run = json.loads(path.read_text())
+    checks, rounds, steps = run["checks"], run["round_trips"], run["sizes"]
+    stores = [name for name in STORE_LABELS if name in checks]
+    together = [s for s in steps if all(name in s["stores"] for name in stores)]
+    side = together[-1] if together else steps[0]
+    n = side["documents"]
+
+    def cell(name: str, get: Any) -> str:
+        try:
+            value = get(name)
+        except (KeyError, IndexError, TypeError):
+            return "-"
+        return f"{value:,}" if isinstance(value, int | float) else str(value)
+
+    def row(label: str, get: Any) -> str:
+        return f"| {label} | " + " | ".join(cell(name, get) for name in stores) + " |"
+
+    def check(name: str) -> dict[str, Any]:
+        return dict(checks[name]["median_of_repeats"])
+
+    def search(name: str) -> dict[str, Any]:
+        return dict(side["stores"][name]["search"]["median_of_passes"])
+
+    def memory(name: str) -> dict[str, Any]:
+        return dict(side["stores"][name]["memory"])
+
+    texts = run["texts"]
+    settings = run["settings"]
+    target = run.get("targets", {}).get("search_p99_ms_3_nodes", {})
+    met = {True: "met", False: "**missed**", None: "not measured"}[target.get("met")] if target else ""
+    lines = [
+        "## Passages on a Redis Cluster",
+        "",
+        f"`{run['command']}` ({run['machine']['cores']} cores, shared: absolute times are context, the "
+        "ratios come from one run): bench_passages.py's documents (real_mix.py: "
+        f"~{run['corpus']['stored_mean_bytes']:,} bytes on average) and submitted texts "
+        f"(~{texts['mean_words']:,} words, {texts['distinct_keys_mean']:,} distinct fingerprint keys: "
+        f"{texts['postings_calls']['mean']} postings calls of at most 1,024 keys each), everything over HTTP "
+        "through a real `neardup serve` (1 worker) on one embedded Valkey, a 3-primary LocalCluster whose "
+        "nodes load neardup's module, and the same cluster without it (the Lua path); every node "
+        "`appendfsync always`. Server CPU is INFO cpu summed over the nodes; commands are INFO commandstats "
+        "summed over the nodes (calls made inside scripts and module commands included); round trips "
+        "are counted in process on the same store code (a round: a wait that starts with none of the "
+        "store's calls in flight).",
+        "",
+        f"| at {n:,} stored documents | " + " | ".join(STORE_LABELS[name] for name in stores) + " |",
+        "| --- |" + " --- |" * len(stores),
+        row(
+            f"check/batch with passages on, docs/s (median of {settings['repeats']}, "
+            f"{settings['check_documents']:,} documents)",
+            lambda s: check(s)["documents_per_s"],
+        ),
+        row("servers' CPU per checked document, us", lambda s: check(s)["server_cpu_us"]),
+        row("service's CPU per checked document, us", lambda s: check(s)["service_cpu_us"]),
+        row("server commands per checked document", lambda s: check(s)["commands"]),
+        row(
+            "round trips per check of 250 documents",
+            lambda s: rounds[s]["per_check_batch"]["mean"],
+        ),
+        row("bytes per document, all nodes", lambda s: memory(s)["bytes_per_document"]),
+        row(
+            "bytes per document, per node",
+            lambda s: " / ".join(f"{x:,.0f}" for x in memory(s)["bytes_per_document_per_node"]),
+        ),
+        row("search p50, ms", lambda s: search(s)["p50_ms"]),
+        row("search p99, ms", lambda s: search(s)["p99_ms"]),
+        row("servers' CPU per search, us", lambda s: search(s)["server_cpu_us"]),
+        row("service's CPU per search, us", lambda s: search(s)["service_cpu_us"]),
+        row("server commands per search", lambda s: search(s)["commands"]),
+        row("round trips per search", lambda s: rounds[s]["per_search"]["mean"]),
+        "",
+        "As the collection grows (search figures: median of "
+        f"{settings['search_repeats']} passes of {texts['count']} searches, one at a time; the load step's "
+        "docs/s is that step's documents through check/batch):",
+        "",
+        "| documents | store | load step docs/s | bytes/doc | search p50 ms | p99 ms "
+        "| servers' CPU/search us | commands/search |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for step in steps:
+        for name, v in step["stores"].items():
+            m = v["search"]["median_of_passes"]
+            lines.append(
+                f"| {step['documents']:,} | {STORE_LABELS.get(name, name)} | "
+                f"{v['load_step']['documents_per_s']:,} | {v['memory']['bytes_per_document']:,} | "
+                f"{m['p50_ms']} | {m['p99_ms']} | {m['server_cpu_us']:,} | {m['commands']:,} |"
+            )
+    shards = run.get("shards", {})
+    if shards.get("primaries"):
+        lines += [
+            "",
+            f"By the number of shards (module, {shards['documents']:,} documents):",
+            "",
+            "| primaries | search p50 ms | p99 ms | servers' CPU/search us | commands/search | bytes/doc |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for primaries, v in shards["primaries"].items():
+            m = v["search"]["median_of_passes"]
+            lines.append(
+                f"| {primaries} | {m['p50_ms']} | {m['p99_ms']} | {m['server_cpu_us']:,} | "
+                f"{m['commands']:,} | {v['memory']['bytes_per_document']:,} |"
+            )
+    if target:
+        lines += [
+            "",
+            f"Search p99 at {target['documents']:,} stored documents on the 3-node cluster with the module: "
+            f"**{target['value']} ms** (target {target['target']}: {met}).",
+        ]
+    return "\n".join([*lines, "", "Raw results: `bench/results/cluster_passages.json`.", ""]) + "\n"
+
+
 def memory_lines(results: Path) -> list[str]:
     """``bench/passage_memory.py``'s run, when it was saved: where the passage bytes go."""
     path = results / "passage_memory.json"
@@ -1290,6 +1415,11 @@ def main() -> None:
         "--only-passages", action="store_true", help="only (re)write the Passages section from passages.json"
     )
     parser.add_argument(
+        "--only-cluster-passages",
+        action="store_true",
+        help="only (re)write the Passages on a Redis Cluster section from cluster_passages.json",
+    )
+    parser.add_argument(
         "--only-verification",
         action="store_true",
         help="only (re)write the Verification section from the JSON of its runs in --results",
@@ -1304,6 +1434,12 @@ def main() -> None:
     results: Path = args.results
     if args.only_passages:
         replace_section(args.markdown, passages_section(results))
+        return
+    if args.only_cluster_passages:
+        section = cluster_passages_section(results)
+        if not section:
+            sys.exit(f"no cluster_passages.json in {results}")
+        replace_section(args.markdown, section)
         return
     if args.only_verification:
         replace_section(args.markdown, verification_section(results))
@@ -1384,6 +1520,7 @@ def main() -> None:
             growth_section(results),
             verification_section(results),
             passages_section(results),
+            cluster_passages_section(results),
             mirrors_section(results),
         )
         if section
