@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -412,7 +413,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     words = [len(pl.word_spans(t)) for t in texts]
     out: dict[str, Any] = {
-        "machine": {"cpu": cpu_model(), "cores": bs.os.cpu_count(), "commit": git_commit()},
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "commit": git_commit()},
         "command": " ".join(["python bench/cluster_passages.py", *sys.argv[1:]]),
         "corpus": corpus_info
         | {"stored_documents": largest, "stored_mean_bytes": round(stored.total_bytes / len(stored))},
