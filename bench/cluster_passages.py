@@ -27,7 +27,8 @@ stored documents, so that the same texts have their sources at every size.
 2. ``sizes``: one collection per store filled to each size in turn (each step's load measured too),
    then at each size ``--search-repeats`` passes of one search per text, one at a time over HTTP, the
    stores interleaved per pass: latency p50/p99 (median over passes), the servers' CPU per search.
-   ``--full-stores`` go to every size; the others stop at the largest size up to ``--side-by-side``.
+   ``--full-stores`` (default: every store) go to every size; the others stop at the largest size up
+   to ``--side-by-side``.
 3. ``round_trips``: counted in this process, not over HTTP: the same store code (Index on RedisStore or
    ClusterStore) with its network calls wrapped, a round being a wait that starts while none of the
    store's calls is in flight (calls gathered together are one round); over searches of the same texts
@@ -442,6 +443,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for target in targets:  # all up at once: a store idles while another is measured
                 target.start()
                 print(f"started {target.name}: {target.urls}", file=sys.stderr)
+            out["idle"] = idle(targets, args.idle_seconds)
             check_docs = corpus.head(args.check_documents)
             out["checks"] = checks(targets, check_docs, args.repeats)
             out["sizes"] = grow(targets, stored, texts, sizes, sized, args.search_repeats)
@@ -466,6 +468,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out["targets"] = targets_met(out)
     out["load_average_end"] = bs.load_average()
     return out
+
+
+def idle(targets: list[Target], seconds: float) -> dict[str, Any]:
+    """The servers' CPU while nothing is sent (cron, a cluster's bus), per second of wall time: part of
+    every figure per document or per search, the larger the slower the work."""
+    before = [snapshot(t) for t in targets]
+    started = time.perf_counter()
+    time.sleep(seconds)
+    wall = time.perf_counter() - started
+    after = [snapshot(t) for t in targets]
+    return {
+        "seconds": seconds,
+        "server_cpu_us_per_s": {
+            t.name: round(sum(x["cpu_s"] - y["cpu_s"] for x, y in zip(a, b, strict=True)) / wall * 1e6)
+            for t, a, b in zip(targets, after, before, strict=True)
+        },
+    }
 
 
 def checks(targets: list[Target], docs: bs.Corpus, repeats: int) -> dict[str, Any]:
@@ -635,7 +654,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--stores", type=names, default=["one_server", "cluster_3_module", "cluster_3_lua"])
     parser.add_argument("--sizes", type=numbers, default=[10_000, 30_000, 100_000])
-    parser.add_argument("--full-stores", type=names, default=[TARGET_STORE, "one_server"])
+    parser.add_argument("--full-stores", type=names, help="stores that go to every size (default: all)")
     parser.add_argument("--side-by-side", type=int, default=30_000, help="the other stores stop here")
     parser.add_argument("--texts", type=int, default=300)
     parser.add_argument("--check-documents", type=int, default=5_000)
@@ -645,10 +664,13 @@ def main() -> None:
     parser.add_argument("--round-trip-checks", type=int, default=8, help="batches of 250")
     parser.add_argument("--shards", type=numbers, default=[1, 3, 6])
     parser.add_argument("--shard-documents", type=int, default=30_000)
+    parser.add_argument("--idle-seconds", type=float, default=5.0)
     parser.add_argument("--held-out", type=int, default=4_000)
     parser.add_argument("--corpus", type=Path, default=bs.HERE / "data" / "corpus.jsonl")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "cluster_passages.json")
     args = parser.parse_args()
+    if args.full_stores is None:
+        args.full_stores = args.stores
     if args.quick:
         args.sizes, args.side_by_side, args.shard_documents = [3_000, 6_000], 6_000, 3_000
         args.texts, args.check_documents, args.repeats, args.search_repeats = 100, 1_000, 1, 1
