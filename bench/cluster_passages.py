@@ -183,6 +183,11 @@ def snapshot(target: Target) -> list[dict[str, Any]]:
                     for name, value in stats.items()
                     if name.removeprefix("cmdstat_") not in OWN_COMMANDS
                 },
+                "usec": {
+                    name.removeprefix("cmdstat_"): int(value["usec"])
+                    for name, value in stats.items()
+                    if name.removeprefix("cmdstat_") not in OWN_COMMANDS
+                },
             }
         )
     return nodes
@@ -193,15 +198,20 @@ def server_cost(before: list[dict[str, Any]], after: list[dict[str, Any]], units
     document or a search)."""
     cpu = [a["cpu_s"] - b["cpu_s"] for a, b in zip(after, before, strict=True)]
     commands: Counter[str] = Counter()
+    usec: Counter[str] = Counter()
     for a, b in zip(after, before, strict=True):
         for name, calls in a["commands"].items():
             if calls - b["commands"].get(name, 0):
                 commands[name] += calls - b["commands"].get(name, 0)
+                usec[name] += a["usec"][name] - b["usec"].get(name, 0)
     return {
         "server_cpu_us": round(sum(cpu) / units * 1e6, 1),
         "server_cpu_us_per_node": [round(c / units * 1e6, 1) for c in cpu],
         "commands": round(sum(commands.values()) / units, 2),
         "commands_by_name": {k: round(v / units, 2) for k, v in commands.most_common()},
+        # the server's time in each command (a script's or module command's includes the commands
+        # it calls, which are counted under their own names too)
+        "command_us_by_name": {k: round(v / units, 1) for k, v in usec.most_common()},
     }
 
 

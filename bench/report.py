@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -976,6 +977,17 @@ def cluster_passages_section(results: Path) -> str:
     def memory(name: str) -> dict[str, Any]:
         return dict(side["stores"][name]["memory"])
 
+    def call_us(name: str) -> float:
+        """The server's time per search in the commands the service sends (commandstats usec; what
+        scripts and module commands call inside is in theirs), the median over the passes."""
+        passes = side["stores"][name]["search"]["passes"]
+        return round(
+            statistics.median(
+                sum(p["command_us_by_name"].get(c, 0) for c in ("evalsha", "nd.bucketsget")) for p in passes
+            ),
+            1,
+        )
+
     texts = run["texts"]
     settings = run["settings"]
     target = run.get("targets", {}).get("search_p99_ms_3_nodes", {})
@@ -1017,6 +1029,7 @@ def cluster_passages_section(results: Path) -> str:
         row("search p50, ms", lambda s: search(s)["p50_ms"]),
         row("search p99, ms", lambda s: search(s)["p99_ms"]),
         row("servers' CPU per search, us", lambda s: search(s)["server_cpu_us"]),
+        row("of which in the calls the service makes (EVALSHA, ND.BUCKETSGET), us", call_us),
         row("service's CPU per search, us", lambda s: search(s)["service_cpu_us"]),
         row("server commands per search", lambda s: search(s)["commands"]),
         row("round trips per search", lambda s: rounds[s]["per_search"]["mean"]),
