@@ -1452,7 +1452,13 @@ def main() -> None:
         section = cluster_passages_section(results)
         if not section:
             sys.exit(f"no cluster_passages.json in {results}")
-        replace_section(args.markdown, section)
+        text = args.markdown.read_text() if args.markdown.exists() else ""
+        after = "\n## Mirror detection"  # where a full run puts it: after Passages
+        if section.splitlines()[0] + "\n" not in text and after in text:
+            at = text.index(after) + 1
+            args.markdown.write_text(text[:at] + section + "\n" + text[at:])
+        else:
+            replace_section(args.markdown, section)
         return
     if args.only_verification:
         replace_section(args.markdown, verification_section(results))
