@@ -1007,7 +1007,7 @@ def cluster_passages_section(results: Path) -> str:
         "are counted in process on the same store code (a round: a wait that starts with none of the "
         "store's calls in flight).",
         "",
-        f"| at {n:,} stored documents | " + " | ".join(STORE_LABELS[name] for name in stores) + " |",
+        "| | " + " | ".join(STORE_LABELS[name] for name in stores) + " |",
         "| --- |" + " --- |" * len(stores),
         row(
             f"check/batch with passages on, docs/s (median of {settings['repeats']}, "
@@ -1021,15 +1021,18 @@ def cluster_passages_section(results: Path) -> str:
             "round trips per check of 250 documents",
             lambda s: rounds[s]["per_check_batch"]["mean"],
         ),
-        row("bytes per document, all nodes", lambda s: memory(s)["bytes_per_document"]),
+        row(f"bytes per document at {n:,} documents, all nodes", lambda s: memory(s)["bytes_per_document"]),
         row(
-            "bytes per document, per node",
+            f"bytes per document at {n:,} documents, per node",
             lambda s: " / ".join(f"{x:,.0f}" for x in memory(s)["bytes_per_document_per_node"]),
         ),
-        row("search p50, ms", lambda s: search(s)["p50_ms"]),
-        row("search p99, ms", lambda s: search(s)["p99_ms"]),
+        row(f"search p50 at {n:,} documents, ms", lambda s: search(s)["p50_ms"]),
+        row(f"search p99 at {n:,} documents, ms", lambda s: search(s)["p99_ms"]),
         row("servers' CPU per search, us", lambda s: search(s)["server_cpu_us"]),
-        row("of which in the calls the service makes (EVALSHA, ND.BUCKETSGET), us", call_us),
+        row(
+            "server time in the calls the service makes (EVALSHA, ND.BUCKETSGET; commandstats usec), us",
+            call_us,
+        ),
         row("service's CPU per search, us", lambda s: search(s)["service_cpu_us"]),
         row("server commands per search", lambda s: search(s)["commands"]),
         row("round trips per search", lambda s: rounds[s]["per_search"]["mean"]),
@@ -1062,9 +1065,11 @@ def cluster_passages_section(results: Path) -> str:
         for primaries, v in shards["primaries"].items():
             m = v["search"]["median_of_passes"]
             lines.append(
-                f"| {primaries} | {m['p50_ms']} | {m['p99_ms']} | {m['server_cpu_us']:,} | "
+                f"| {primaries}{' (the sizes run)' if v.get('from') else ''} | {m['p50_ms']} | "
+                f"{m['p99_ms']} | {m['server_cpu_us']:,} | "
                 f"{m['commands']:,} | {v['memory']['bytes_per_document']:,} |"
             )
+    lines += ["", *cluster_cost_lines(run, side, stores)]
     if target:
         lines += [
             "",
@@ -1072,6 +1077,53 @@ def cluster_passages_section(results: Path) -> str:
             f"**{target['value']} ms** (target {target['target']}: {met}).",
         ]
     return "\n".join([*lines, "", "Raw results: `bench/results/cluster_passages.json`.", ""]) + "\n"
+
+
+def cluster_cost_lines(run: dict[str, Any], side: dict[str, Any], stores: list[str]) -> list[str]:
+    """What the cluster run's ratios say: the cluster over one server, where the servers' search time
+    goes (the postings read), and the growth with the number of shards."""
+    out: list[str] = []
+    checks, searches = run["checks"].get("vs_one_server", {}), side.get("vs_one_server", {})
+    for name in stores[1:]:
+        c, q = checks.get(name, {}), searches.get(name, {})
+        if c and q:
+            out.append(
+                f"- {STORE_LABELS[name]} over one server: check throughput {c['documents_per_s']}x, "
+                f"servers' CPU per checked document {c['server_cpu_us']}x; per search at "
+                f"{side['documents']:,} documents: servers' CPU {q['server_cpu_us']}x, the service's CPU "
+                f"{q['service_cpu_us']}x, p50 {q['p50_ms']}x."
+            )
+
+    def postings_us(name: str, command: str) -> float:
+        passes = side["stores"][name]["search"]["passes"]
+        return float(statistics.median(p["command_us_by_name"].get(command, 0) for p in passes))
+
+    if {"one_server", "cluster_3_module"} <= set(side["stores"]):
+        one, cluster = (
+            postings_us("one_server", "nd.postings"),
+            postings_us("cluster_3_module", "nd.bucketsget"),
+        )
+        if one and cluster:
+            out.append(
+                f"- Reading the postings: ND.BUCKETSGET on the cluster's nodes {cluster:,.0f} us per search "
+                f"(summed over the nodes), ND.POSTINGS on one server {one:,.0f} us ({cluster / one:.2f}x)."
+            )
+    shards = run.get("shards", {})
+    growth = shards.get("vs_1_primaries", {})
+    if growth:
+        each = ", ".join(f"{p} primaries {v['server_cpu_us']}x" for p, v in growth.items())
+        out.append(
+            f"- Servers' CPU per search by the number of shards, over 1 primary ({shards['documents']:,} "
+            f"documents): {each}."
+        )
+    idle = run.get("idle", {}).get("server_cpu_us_per_s", {})
+    if idle:
+        out.append(
+            "- The servers' CPU while idle (cron, a cluster's bus), in every figure above: "
+            + ", ".join(f"{STORE_LABELS.get(k, k)} {v:,} us/s" for k, v in idle.items())
+            + "."
+        )
+    return out
 
 
 def memory_lines(results: Path) -> list[str]:
