@@ -482,9 +482,13 @@ class Service:
     """A real ``neardup serve`` in its own process group, embedded Valkey in a temporary data directory.
     The Valkey URL comes from the line the CLI logs at start-up ("embedded valkey on redis://...")."""
 
-    def __init__(self, workers: int, fsync: str = "always") -> None:
+    def __init__(self, workers: int, fsync: str = "always", env: dict[str, str] | None = None) -> None:
         self.workers = workers
         self.fsync = fsync  # the embedded Valkey's appendfsync (the service's default: always)
+        #: NEARDUP_* settings passed on (none otherwise); with NEARDUP_REDIS_URL the service runs on that
+        #: store (e.g. a LocalCluster with NEARDUP_REDIS_CLUSTER=true), starts no Valkey of its own, and
+        #: ``redis_url`` is that URL's first node.
+        self.env = dict(env or {})
         self.tmp = Path(tempfile.mkdtemp(prefix="neardup-bench-"))
         self.data_dir = self.tmp / "data"
         self.log_path = self.tmp / "serve.log"
@@ -498,6 +502,7 @@ class Service:
         env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
         env["NEARDUP_VALKEY_MALLOC"] = VALKEY_MALLOC
         env["NEARDUP_FSYNC"] = self.fsync
+        env.update(self.env)
         for attempt in range(3):  # the free port can be taken between our probe and uvicorn's bind
             self.port = free_port()
             with self.log_path.open("wb") as log:
@@ -540,12 +545,15 @@ class Service:
 
         deadline = time.monotonic() + timeout
         ready_workers = 0
+        external = self.env.get("NEARDUP_REDIS_URL", "")
         while time.monotonic() < deadline:
             if self.process is None or self.process.poll() is not None:
                 return False
             text = self.log_text()
             found = re.search(r"embedded valkey on (redis://\S+?),", text)
-            if found:
+            if external:
+                self.redis_url = external.split(",", 1)[0]
+            elif found:
                 self.redis_url = found.group(1)
             ready_workers = text.count("Application startup complete")
             if self.redis_url and ready_workers >= self.workers:

@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -936,6 +937,195 @@ def passages_section(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+STORE_LABELS = {
+    "one_server": "one server, module",
+    "cluster_3_module": "3-node cluster, module",
+    "cluster_3_lua": "3-node cluster, Lua",
+    "one_server_lua": "one server, Lua",
+}
+
+
+def cluster_passages_section(results: Path) -> str:
+    """``bench/cluster_passages.py``'s run (cluster_passages.json), when it was saved there: passage
+    search and checks with passages on a Redis Cluster beside one server."""
+    path = results / "cluster_passages.json"
+    if not path.exists():
+        return ""
+    run = json.loads(path.read_text())
+    checks, rounds, steps = run["checks"], run["round_trips"], run["sizes"]
+    stores = [name for name in STORE_LABELS if name in checks]
+    together = [s for s in steps if all(name in s["stores"] for name in stores)]
+    side = together[-1] if together else steps[0]
+    n = side["documents"]
+
+    def cell(name: str, get: Any) -> str:
+        try:
+            value = get(name)
+        except (KeyError, IndexError, TypeError):
+            return "-"
+        return f"{value:,}" if isinstance(value, int | float) else str(value)
+
+    def row(label: str, get: Any) -> str:
+        return f"| {label} | " + " | ".join(cell(name, get) for name in stores) + " |"
+
+    def check(name: str) -> dict[str, Any]:
+        return dict(checks[name]["median_of_repeats"])
+
+    def search(name: str) -> dict[str, Any]:
+        return dict(side["stores"][name]["search"]["median_of_passes"])
+
+    def memory(name: str) -> dict[str, Any]:
+        return dict(side["stores"][name]["memory"])
+
+    def call_us(name: str) -> float:
+        """The server's time per search in the commands the service sends (commandstats usec; what
+        scripts and module commands call inside is in theirs), the median over the passes."""
+        passes = side["stores"][name]["search"]["passes"]
+        return round(
+            statistics.median(
+                sum(p["command_us_by_name"].get(c, 0) for c in ("evalsha", "nd.bucketsget")) for p in passes
+            ),
+            1,
+        )
+
+    texts = run["texts"]
+    settings = run["settings"]
+    target = run.get("targets", {}).get("search_p99_ms_3_nodes", {})
+    met = {True: "met", False: "**missed**", None: "not measured"}[target.get("met")] if target else ""
+    lines = [
+        "## Passages on a Redis Cluster",
+        "",
+        f"`{run['command']}` ({run['machine']['cores']} cores, shared: absolute times are context, the "
+        "ratios come from one run): bench_passages.py's documents (real_mix.py: "
+        f"~{run['corpus']['stored_mean_bytes']:,} bytes on average) and submitted texts "
+        f"(~{texts['mean_words']:,} words, {texts['distinct_keys_mean']:,} distinct fingerprint keys: "
+        f"{texts['postings_calls']['mean']} postings calls of at most 1,024 keys each), everything over HTTP "
+        "through a real `neardup serve` (1 worker) on one embedded Valkey, a 3-primary LocalCluster whose "
+        "nodes load neardup's module, and the same cluster without it (the Lua path); every node "
+        "`appendfsync always`. Server CPU is INFO cpu summed over the nodes; commands are INFO commandstats "
+        "summed over the nodes (calls made inside scripts and module commands included); round trips "
+        "are counted in process on the same store code (a round: a wait that starts with none of the "
+        "store's calls in flight).",
+        "",
+        "| | " + " | ".join(STORE_LABELS[name] for name in stores) + " |",
+        "| --- |" + " --- |" * len(stores),
+        row(
+            f"check/batch with passages on, docs/s (median of {settings['repeats']}, "
+            f"{settings['check_documents']:,} documents)",
+            lambda s: check(s)["documents_per_s"],
+        ),
+        row("servers' CPU per checked document, us", lambda s: check(s)["server_cpu_us"]),
+        row("service's CPU per checked document, us", lambda s: check(s)["service_cpu_us"]),
+        row("server commands per checked document", lambda s: check(s)["commands"]),
+        row(
+            "round trips per check of 250 documents",
+            lambda s: rounds[s]["per_check_batch"]["mean"],
+        ),
+        row(f"bytes per document at {n:,} documents, all nodes", lambda s: memory(s)["bytes_per_document"]),
+        row(
+            f"bytes per document at {n:,} documents, per node",
+            lambda s: " / ".join(f"{x:,.0f}" for x in memory(s)["bytes_per_document_per_node"]),
+        ),
+        row(f"search p50 at {n:,} documents, ms", lambda s: search(s)["p50_ms"]),
+        row(f"search p99 at {n:,} documents, ms", lambda s: search(s)["p99_ms"]),
+        row("servers' CPU per search, us", lambda s: search(s)["server_cpu_us"]),
+        row(
+            "server time in the calls the service makes (EVALSHA, ND.BUCKETSGET; commandstats usec), us",
+            call_us,
+        ),
+        row("service's CPU per search, us", lambda s: search(s)["service_cpu_us"]),
+        row("server commands per search", lambda s: search(s)["commands"]),
+        row("round trips per search", lambda s: rounds[s]["per_search"]["mean"]),
+        "",
+        "As the collection grows (search figures: median of "
+        f"{settings['search_repeats']} passes of {texts['count']} searches, one at a time; the load step's "
+        "docs/s is that step's documents through check/batch):",
+        "",
+        "| documents | store | load step docs/s | bytes/doc | search p50 ms | p99 ms "
+        "| servers' CPU/search us | commands/search |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for step in steps:
+        for name, v in step["stores"].items():
+            m = v["search"]["median_of_passes"]
+            lines.append(
+                f"| {step['documents']:,} | {STORE_LABELS.get(name, name)} | "
+                f"{v['load_step']['documents_per_s']:,} | {v['memory']['bytes_per_document']:,} | "
+                f"{m['p50_ms']} | {m['p99_ms']} | {m['server_cpu_us']:,} | {m['commands']:,} |"
+            )
+    shards = run.get("shards", {})
+    if shards.get("primaries"):
+        lines += [
+            "",
+            f"By the number of shards (module, {shards['documents']:,} documents):",
+            "",
+            "| primaries | search p50 ms | p99 ms | servers' CPU/search us | commands/search | bytes/doc |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for primaries, v in shards["primaries"].items():
+            m = v["search"]["median_of_passes"]
+            lines.append(
+                f"| {primaries}{' (the sizes run)' if v.get('from') else ''} | {m['p50_ms']} | "
+                f"{m['p99_ms']} | {m['server_cpu_us']:,} | "
+                f"{m['commands']:,} | {v['memory']['bytes_per_document']:,} |"
+            )
+    lines += ["", *cluster_cost_lines(run, side, stores)]
+    if target:
+        lines += [
+            "",
+            f"Search p99 at {target['documents']:,} stored documents on the 3-node cluster with the module: "
+            f"**{target['value']} ms** (target {target['target']}: {met}).",
+        ]
+    return "\n".join([*lines, "", "Raw results: `bench/results/cluster_passages.json`.", ""]) + "\n"
+
+
+def cluster_cost_lines(run: dict[str, Any], side: dict[str, Any], stores: list[str]) -> list[str]:
+    """What the cluster run's ratios say: the cluster over one server, where the servers' search time
+    goes (the postings read), and the growth with the number of shards."""
+    out: list[str] = []
+    checks, searches = run["checks"].get("vs_one_server", {}), side.get("vs_one_server", {})
+    for name in stores[1:]:
+        c, q = checks.get(name, {}), searches.get(name, {})
+        if c and q:
+            out.append(
+                f"- {STORE_LABELS[name]} over one server: check throughput {c['documents_per_s']}x, "
+                f"servers' CPU per checked document {c['server_cpu_us']}x; per search at "
+                f"{side['documents']:,} documents: servers' CPU {q['server_cpu_us']}x, the service's CPU "
+                f"{q['service_cpu_us']}x, p50 {q['p50_ms']}x."
+            )
+
+    def postings_us(name: str, command: str) -> float:
+        passes = side["stores"][name]["search"]["passes"]
+        return float(statistics.median(p["command_us_by_name"].get(command, 0) for p in passes))
+
+    if {"one_server", "cluster_3_module"} <= set(side["stores"]):
+        one, cluster = (
+            postings_us("one_server", "nd.postings"),
+            postings_us("cluster_3_module", "nd.bucketsget"),
+        )
+        if one and cluster:
+            out.append(
+                f"- Reading the postings: ND.BUCKETSGET on the cluster's nodes {cluster:,.0f} us per search "
+                f"(summed over the nodes), ND.POSTINGS on one server {one:,.0f} us ({cluster / one:.2f}x)."
+            )
+    shards = run.get("shards", {})
+    growth = shards.get("vs_1_primaries", {})
+    if growth:
+        each = ", ".join(f"{p} primaries {v['server_cpu_us']}x" for p, v in growth.items())
+        out.append(
+            f"- Servers' CPU per search by the number of shards, over 1 primary ({shards['documents']:,} "
+            f"documents): {each}."
+        )
+    idle = run.get("idle", {}).get("server_cpu_us_per_s", {})
+    if idle:
+        out.append(
+            "- The servers' CPU while idle (cron, a cluster's bus), in every figure above: "
+            + ", ".join(f"{STORE_LABELS.get(k, k)} {v:,} us/s" for k, v in idle.items())
+            + "."
+        )
+    return out
+
+
 def memory_lines(results: Path, passages_run: dict[str, Any]) -> list[str]:
     """``bench/passage_memory.py``'s run, when it was saved: where the passage bytes go. Where the
     store kept blobs with 3-byte keys in ``bench_passages.py``'s run but not in this one (a run that does
@@ -1314,6 +1504,11 @@ def main() -> None:
         "--only-passages", action="store_true", help="only (re)write the Passages section from passages.json"
     )
     parser.add_argument(
+        "--only-cluster-passages",
+        action="store_true",
+        help="only (re)write the Passages on a Redis Cluster section from cluster_passages.json",
+    )
+    parser.add_argument(
         "--only-verification",
         action="store_true",
         help="only (re)write the Verification section from the JSON of its runs in --results",
@@ -1328,6 +1523,18 @@ def main() -> None:
     results: Path = args.results
     if args.only_passages:
         replace_section(args.markdown, passages_section(results))
+        return
+    if args.only_cluster_passages:
+        section = cluster_passages_section(results)
+        if not section:
+            sys.exit(f"no cluster_passages.json in {results}")
+        text = args.markdown.read_text() if args.markdown.exists() else ""
+        after = "\n## Mirror detection"  # where a full run puts it: after Passages
+        if section.splitlines()[0] + "\n" not in text and after in text:
+            at = text.index(after) + 1
+            args.markdown.write_text(text[:at] + section + "\n" + text[at:])
+        else:
+            replace_section(args.markdown, section)
         return
     if args.only_verification:
         replace_section(args.markdown, verification_section(results))
@@ -1408,6 +1615,7 @@ def main() -> None:
             growth_section(results),
             verification_section(results),
             passages_section(results),
+            cluster_passages_section(results),
             mirrors_section(results),
         )
         if section
