@@ -16,7 +16,7 @@ from neardup.domain.models import Metadata
 from neardup.domain.registry import Registry
 from neardup.storage import keys, records
 from neardup.storage.errors import GenerationChanged
-from neardup.storage.store import PassageReply, Store
+from neardup.storage.store import PassageReply, Postings, Store
 
 #: Spans shorter than this many words of the text are not reported unless the caller asks.
 DEFAULT_MIN_WORDS = 20
@@ -29,6 +29,8 @@ INLINE_CHARS = 32_768
 ALSO_IN_SHOWN = 10
 #: Choices of the documents to read: the first, and again while some chosen came back gone.
 _CHOICES = 3
+#: Postings calls of one search in flight at once.
+_POSTINGS_IN_FLIGHT = 4
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,15 @@ async def _read_sources(store: Store, k: keys.CollectionKeys, wanted: bytes, in_
     """The postings of the text's keys, in calls of at most PASSAGE_KEYS_PER_CALL keys, then the passage
     blobs and records of the MAX_SOURCES stored documents passage_candidates chooses from them."""
     step = keys.PASSAGE_KEYS_PER_CALL * fingerprints.KEY_BYTES
-    parts = [await store.postings(k, wanted[at : at + step]) for at in range(0, len(wanted), step)]
+    # The calls go out together, a few at a time: each is bounded on the server, and on a cluster
+    # each is a round trip to every node, so a text of 2,000 keys waits for one round, not two.
+    in_flight = asyncio.Semaphore(_POSTINGS_IN_FLIGHT)
+
+    async def postings(at: int) -> Postings:
+        async with in_flight:
+            return await store.postings(k, wanted[at : at + step])
+
+    parts = await asyncio.gather(*(postings(at) for at in range(0, len(wanted), step)))
     floor = max(p.floor for p in parts)
     counts = np.concatenate([p.counts for p in parts])
     ordinals = np.concatenate([p.ordinals for p in parts])

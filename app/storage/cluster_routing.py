@@ -11,6 +11,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from functools import lru_cache
 from typing import Any, TypeVar
 
+import numpy as np
 from redis import exceptions as rx
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
@@ -460,26 +461,33 @@ class ClusterRouting:
     ) -> list[bytes]:
         """The buckets of these band keys, one packed call per node (see cluster_bands.lua); with
         ``postings``, the postings of these fingerprint keys (4 bytes each) from the passage index's
-        families, which take the same records and calls."""
-        if not band_fields:
+        families, which take the same records and calls. The records are built and grouped by node
+        with numpy, a node looked up once per family: a search reads ~1,500 postings a call."""
+        n = len(band_fields)
+        if not n:
             return []
-        record_of: Callable[[bytes], tuple[str, bytes]] = g.posting_record if postings else g.band_record
         if postings:
-            shape, width = (g.k.passage_family_prefix, g.passage_families, 0), 4
+            shape, width, mask = (g.k.passage_family_prefix, g.passage_families, 0), 4, g.passage_mask
+            family_key = g.passage_family
         else:
-            shape, width = (g.k.band_family_prefix, g.band_families, g.band_level), 8
+            shape, width, mask = (g.k.band_family_prefix, g.band_families, g.band_level), 8, g.band_mask
+            family_key = g.family
+        raw = np.frombuffer(b"".join(band_fields), np.uint8).reshape(n, width)
+        family = raw[:, :4].copy().view("<u4").ravel() & np.uint32(mask)
+        records = np.empty((n, 4 + width), np.uint8)
+        records[:, :4] = family.astype(">u4").view(np.uint8).reshape(n, 4)
+        records[:, 4:] = raw
+        distinct, of_family = np.unique(family, return_inverse=True)
 
         async def attempt() -> list[bytes]:
-            by_node: dict[str, tuple[ClusterNode, list[int], bytearray]] = {}
-            for i, f in enumerate(band_fields):
-                key, record = record_of(f)
-                node = self._node(key)
-                entry = by_node.get(node.name)
-                if entry is None:
-                    entry = by_node[node.name] = (node, [], bytearray())
-                entry[1].append(i)
-                entry[2].extend(record)
-            names = list(by_node)
+            nodes = [self._node(family_key(int(f))) for f in distinct]
+            targets = {node.name: node for node in nodes}
+            names = list(targets)
+            number = {name: j for j, name in enumerate(names)}
+            node_of = np.array([number[node.name] for node in nodes], np.int64)[of_family]
+            order = np.argsort(node_of, kind="stable")
+            bounds = np.searchsorted(node_of[order], np.arange(len(names) + 1))
+            picks = [order[bounds[j] : bounds[j + 1]] for j in range(len(names))]
 
             def read(node: ClusterNode, blob: bytes) -> Any:
                 async def call(uses: bool) -> Any:
@@ -490,10 +498,15 @@ class ClusterRouting:
 
                 return self._on_node(node, call)
 
-            replies = await asyncio.gather(*(read(by_node[n][0], bytes(by_node[n][2])) for n in names))
-            values: list[bytes] = [b""] * len(band_fields)
-            for name, reply in zip(names, replies, strict=True):
-                for i, value in zip(by_node[name][1], reply, strict=True):
+            replies = await asyncio.gather(
+                *(
+                    read(targets[name], records[pick].tobytes())
+                    for name, pick in zip(names, picks, strict=True)
+                )
+            )
+            values: list[bytes] = [b""] * n
+            for pick, reply in zip(picks, replies, strict=True):
+                for i, value in zip(pick.tolist(), reply, strict=True):
                     values[i] = value
             return values
 
