@@ -151,13 +151,10 @@ async def test_the_stored_bytes_of_sites_are_pinned(
 WORDS = [f"w{i}" for i in range(2000)]
 
 
-async def test_the_stored_bytes_of_passages_are_pinned(
-    standalone_store: RedisStore, sync_redis: redis.Redis
-) -> None:
+async def passage_sequence(store: RedisStore | ClusterStore) -> CollectionKeys:
     """Three documents, the second copying a passage of the first and replaced by a text of its own,
-    the third a long text (its blob in two parts), then the first deleted: the index groups (packed
-    records) and the blobs as stored."""
-    created = await standalone_store.create_collection(
+    the third a long text (its blob in two parts), then the first deleted."""
+    created = await store.create_collection(
         "golden", b'{"golden": true}', "g", sketch_bytes=4 * PERM, passages=True
     )
     assert created is None
@@ -170,20 +167,30 @@ async def test_the_stored_bytes_of_passages_are_pinned(
     docs = [("a", [1, 2, 3, 4], 1), ("b", [1, 2, 5, 6], 2), ("c", [1, 7, 8, 9], 3)]
     b = batch(docs)
     b.passages = [fingerprints.blob(t) for t in texts]
-    reply = await standalone_store.check(k, "insert", b, max_candidates=256)
+    reply = await store.check(k, "insert", b, max_candidates=256)
     assert isinstance(reply, CheckReply) and reply.ordinals == [1, 2, 3]
-    read = await standalone_store.postings(k, fingerprints.wanted(fingerprints.features(texts[1]).keys))
+    read = await store.postings(k, fingerprints.wanted(fingerprints.features(texts[1]).keys))
     chosen = passage_candidates.choose(read.counts, read.ordinals, read.floor, 8)
     assert chosen == [2, 1]  # its own keys, then the copied passage's
-    found = await standalone_store.passage_sources(k, chosen)
+    found = await store.passage_sources(k, chosen)
     assert [o for o, _, _ in found.sources] == chosen and all(
         blob and record for _, blob, record in found.sources
     )
     new_b = batch([("b", [2, 10, 11, 12], 4)], {0: (2, b"".join(band_key(x) for x in [1, 2, 5, 6]))})
     new_b.passages = [fingerprints.blob(" ".join(WORDS[1800:1900]))]
-    reply = await standalone_store.check(k, "insert", new_b, max_candidates=256)
+    reply = await store.check(k, "insert", new_b, max_candidates=256)
     assert isinstance(reply, CheckReply) and reply.ordinals == [4]
-    assert await standalone_store.delete(k, b"a", 1, b"".join(band_key(x) for x in [1, 2, 3, 4])) is True
+    assert await store.delete(k, b"a", 1, b"".join(band_key(x) for x in [1, 2, 3, 4])) is True
+    return k
+
+
+async def test_the_stored_bytes_of_passages_are_pinned(
+    standalone_store: RedisStore, sync_redis: redis.Redis
+) -> None:
+    """Three documents, the second copying a passage of the first and replaced by a text of its own,
+    the third a long text (its blob in two parts), then the first deleted: the index groups (packed
+    records) and the blobs as stored."""
+    k = await passage_sequence(standalone_store)
     got = dump(sync_redis, k)
     state = got[k.state]
     assert (state["pL"], state["pS"]) == (str(keys.PASSAGE_INDEX_LEVEL), "0") and "pf" not in state
@@ -246,3 +253,26 @@ async def test_the_cluster_stored_bytes_are_pinned(
     shapes = [v for key, v in got.items() if key.endswith("}") and ":b:{" in key]
     assert shapes and (families > 2 or max(int(bytes.fromhex(v["4c"])) for v in shapes) >= 1)  # some "L" > 0
     check_golden(name, got)
+
+
+async def test_the_cluster_stored_bytes_of_passages_are_pinned(cluster_url: str, valkey_cluster: Any) -> None:
+    """The passage sequence on a 3-node cluster: the passage families' shapes and groups (a posting
+    a field: the 4-byte key -> ordinals), the blobs as on one server."""
+    store = ClusterStore.from_url(cluster_url)
+    try:
+        k = await passage_sequence(store)
+    finally:
+        await store.close()
+    got = cluster_dump(valkey_cluster.urls, k)
+    postings = {
+        f: v
+        for key, fields in got.items()
+        if key.startswith(k.passage_family_prefix) and not key.endswith("}")
+        for f, v in fields.items()
+    }
+    assert postings and all(
+        len(bytes.fromhex(f)) == 4 and len(bytes.fromhex(v)) % 5 == 0 for f, v in postings.items()
+    )
+    blobs = {f for key, fields in got.items() if key.startswith(k.passage_blob_prefix) for f in fields}
+    assert sorted(bytes.fromhex(f).decode() for f in blobs) == ["123", "3", "4"]  # as on one server
+    check_golden("cluster_passages", got)
