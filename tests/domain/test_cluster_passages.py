@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import redis
 
-from neardup.domain import CollectionParams, Document, Index, fingerprints
+from neardup.domain import CollectionParams, Document, Index, StoreUnavailable, fingerprints
 from neardup.storage import ClusterStore, RedisStore, Store
 from neardup.testing import LocalCluster
 from tests.domain.test_passages import VOCABULARY, words
+from tests.storage.test_cluster import die_at_stamp
 
 pytestmark = pytest.mark.anyio
 
@@ -197,5 +198,33 @@ async def test_retention_takes_passages_out_on_a_cluster(
         kept = {"max_documents": texts[4:], "ttl": texts[-1:]}[retention]
         assert [s.id for s in (await index.passages("r", texts[-1])).sources] == ["last"]
         assert set(posting_entries(valkey_cluster, "r")) == {k for t in kept for k in distinct_keys(t)}
+    finally:
+        await store.close()
+
+
+async def test_a_check_that_dies_before_its_stamp_leaves_no_passage_after_its_retry(
+    cluster_url: str, valkey_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replacement killed between its write round and its stamp: its postings and blob are written
+    but never committed, so no search finds them, and the old version's are gone with it; its retry
+    (the same document again) replaces the dead version, and the postings left are exactly the live
+    document's."""
+    store = ClusterStore.from_url(cluster_url, timeout=1.0)
+    index = Index(store)
+    try:
+        await index.create_collection(CollectionParams.create("k", passages=True))
+        old, new = text(41, 300), text(42, 300)
+        await index.check("k", [Document("a", old)])
+        restore = die_at_stamp(store, monkeypatch)
+        with pytest.raises(StoreUnavailable):
+            await index.check("k", [Document("a", new)])
+        restore()
+        assert (await index.passages("k", new)).sources == []  # pending: not visible
+        assert (await index.passages("k", old)).sources == []  # replaced in the write round
+        await index.check("k", [Document("a", new)])  # the retry
+        assert [s.id for s in (await index.passages("k", new)).sources] == ["a"]
+        postings = posting_entries(valkey_cluster, "k")
+        assert set(postings) == distinct_keys(new) and len({o for v in postings.values() for o in v}) == 1
+        assert blob_fields(valkey_cluster, "k") == 1
     finally:
         await store.close()
