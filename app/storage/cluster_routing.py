@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 from redis import exceptions as rx
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.retry import Retry
 from redis.backoff import ConstantBackoff
-from redis.retry import Retry
 
 from neardup.storage import keys
 from neardup.storage.cluster_layout import KeyGroups, Layout, NodeOps, OpsFor

@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import redis.asyncio as aioredis
 from redis import exceptions as rx
+from redis.asyncio.retry import Retry
 from redis.backoff import ConstantBackoff
-from redis.retry import Retry
 
 from neardup.storage import keys
 from neardup.storage.errors import (
