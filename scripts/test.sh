@@ -46,4 +46,7 @@ rm -f "$debian_log"
 mkdir -p build/typecheck && ln -sfn ../../app build/typecheck/neardup
 MYPYPATH=build/typecheck .venv/bin/mypy -p neardup
 
-exec .venv/bin/pytest "$@"
+# Two workers (NEARDUP_TEST_WORKERS; 0 runs in this process): most tests wait on servers, clusters and
+# services rather than compute. A test file runs whole on one worker, so a module's fixture (one
+# service, one wheel) is still started once; each worker has its own session servers and cluster.
+exec .venv/bin/pytest -n "${NEARDUP_TEST_WORKERS:-2}" --dist loadfile "$@"

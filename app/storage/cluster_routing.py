@@ -15,7 +15,7 @@ import numpy as np
 from redis import exceptions as rx
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
-from redis.backoff import ConstantBackoff
+from redis.backoff import NoBackoff
 
 from neardup.storage import keys
 from neardup.storage.cluster_layout import KeyGroups, Layout, NodeOps, OpsFor
@@ -66,7 +66,11 @@ def cluster_client(url: str, *, timeout: float, max_connections: int) -> RedisCl
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         max_connections=max_connections,
-        retry=Retry(ConstantBackoff(0.05), 1),
+        # No retry on a node's connection: a lost connection is a slot-map change to learn first
+        # (``retrying``), not a call to send again to the same node, which may be a replica by now (a
+        # graceful failover's old primary then refuses WAITAOF: a 503). The synchronous Retry once
+        # passed here retried nothing on these asyncio connections; redis-py 8.2 makes it a real one.
+        retry=Retry(NoBackoff(), 0),
     )
 
 

@@ -63,8 +63,12 @@ async def test_a_crowd_of_2000_template_variants_hides_no_pair(store: Store) -> 
 
 
 @pytest.mark.slow
-async def test_a_crowd_of_20000_template_variants_hides_no_pair(store: Store) -> None:
-    found = await load_crowd_then_pairs(Index(store), "crowd20k", 20_000, 100)
+async def test_a_crowd_of_10000_template_variants_hides_no_pair(store: Store) -> None:
+    """Five times the crowd above. At 2,000 variants only the template's own 16 buckets pass the cap
+    (873 to 1,411 variants share each); at 10,000 those are passed 17 to 27 times over, and 70 more
+    buckets, of band values the variants share among themselves, pass it too. The benchmark's 20,000
+    (bench/bench_crowds.py) adds no other kind of bucket: 92 of those instead of 70."""
+    found = await load_crowd_then_pairs(Index(store), "crowd10k", 10_000, 100)
     assert len(found) >= 100 * 0.99, f"{len(found)} of 100 pairs found"
 
 
