@@ -46,7 +46,7 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 
 from neardup.storage import keys, records
-from neardup.storage.cluster_layout import KeyGroups, OpsFor, passage_keys, unpack_band_keys
+from neardup.storage.cluster_layout import KeyGroups, OpsFor, unpack_band_keys
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.cluster_routing import ClusterRouting, as_bytes, cluster_client, raise_for_status
 from neardup.storage.errors import StoreDown
@@ -391,7 +391,10 @@ class ClusterStore:
                 o4 = g.ordinal(ordinals[i])
                 for f in fields[i]:
                     g.add_band(ops_for, f, o4)
-                g.add_passages(ops_for, ordinals[i], blobs[i])
+            if g.passages:
+                documents = list(zip(ordinals, blobs, strict=True))
+                g.add_postings(ops_for, documents)
+                g.add_blobs(ops_for, documents)
             for old, old_fields, old_passages in removed:
                 g.remove_document(ops_for, old, old_fields, old_passages)
             for i, doc_id, before, new in swaps:
@@ -552,11 +555,10 @@ class ClusterStore:
                     ops_for(key)
                 for f in fields[i]:
                     g.add_band(ops_for, f, g.ordinal(ordinal))
-                if passages and passages[i]:
-                    for fingerprint in passage_keys(passages[i]):
-                        g.add_posting(ops_for, fingerprint, g.ordinal(ordinal))
-                    for key, part, value in g.blob_parts(ordinal, passages[i]):
-                        ops_for(key).claims.extend((key, part, value))
+            if passages:
+                documents = [(ordinal, passages[i]) for i, ordinal in kept]
+                g.add_postings(ops_for, documents)
+                g.add_blobs(ops_for, documents, claims=True)
 
         await self._routing.write(build)
 
