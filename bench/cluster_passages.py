@@ -388,7 +388,7 @@ async def count_rounds(target: Target, name: str, texts: list[str], check_docs: 
 
 def postings_calls(texts: list[str]) -> dict[str, Any]:
     """What the code path says a search's postings reads are: one call per PASSAGE_KEYS_PER_CALL of
-    the text's distinct fingerprint keys, made one after the other (passage_search._read_sources)."""
+    the text's distinct fingerprint keys, a few sent together (passage_search._read_sources)."""
     distinct = [
         len(fingerprints.wanted(fingerprints.features(t).keys)) // fingerprints.KEY_BYTES for t in texts
     ]
