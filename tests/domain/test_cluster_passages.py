@@ -17,6 +17,7 @@ from neardup.storage import ClusterStore, RedisStore, Store
 from neardup.testing import LocalCluster
 from tests.domain.test_passages import VOCABULARY, words
 from tests.storage.test_cluster import die_at_stamp
+from tests.storage.test_cluster_commit_point import Hold
 
 pytestmark = pytest.mark.anyio
 
@@ -228,3 +229,32 @@ async def test_a_check_that_dies_before_its_stamp_leaves_no_passage_after_its_re
         assert blob_fields(valkey_cluster, "k") == 1
     finally:
         await store.close()
+
+
+async def test_a_search_sees_a_document_only_once_its_check_committed_it(
+    cluster_url: str, valkey_cluster: LocalCluster
+) -> None:
+    """Another process's check held between its write round and its stamp has its postings and blob
+    written already: a search meanwhile leaves that document out (pending) and still answers with the
+    committed ones; once the check commits, the same search names it."""
+    writer, reader = ClusterStore.from_url(cluster_url), ClusterStore.from_url(cluster_url)
+    try:
+        await Index(reader).create_collection(CollectionParams.create("v", passages=True))
+        shared = words(51, 200)
+        early = " ".join(words(52, 100) + shared)
+        late = " ".join(shared + words(53, 100))
+        await Index(reader).check("v", [Document("early", early)])
+        hold = Hold(writer, "written")
+        pending = asyncio.create_task(Index(writer).check("v", [Document("late", late)]))
+        assert await hold.until_reached(pending)
+        assert set(posting_entries(valkey_cluster, "v")) >= distinct_keys(late)  # written, not committed
+        found = await Index(reader).passages("v", late)
+        assert [s.id for s in found.sources] == ["early"] and found.documents == 1
+        hold.released.set()
+        [answer] = await pending
+        assert answer.inserted
+        found = await Index(reader).passages("v", late)
+        assert [s.id for s in found.sources] == ["late"] and found.documents == 2  # early: a copy
+    finally:
+        await writer.close()
+        await reader.close()
