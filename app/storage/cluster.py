@@ -681,13 +681,17 @@ class ClusterStore:
         version without record, which reads as absent, and a retry finishes the job."""
         async with self._routing.guard():
             g = await self._routing.groups(k)
-            [cur] = await self._routing.read_ids(g, [doc_id])
+            # the version's blob beside its id (it names the postings to remove), in one round
+            [cur], blobs = await asyncio.gather(
+                self._routing.read_ids(g, [doc_id]),
+                self._routing.read_blobs(g, [ordinal] if g.passages else []),
+            )
             if not cur:
                 return False
             if int(cur) != ordinal:
                 [sig] = await self._routing.read_fields([g.sig(int(cur))])
                 return StoredVersion(int(cur), sig, b"")
-            [blob] = await self._routing.read_blobs(g, [ordinal]) if g.passages else [b""]
+            blob = blobs[0] if blobs else b""
 
             def build(ops_for: OpsFor) -> None:
                 g.remove_document(ops_for, ordinal, unpack_band_keys(old_bands), blob)

@@ -379,7 +379,8 @@ end
 -- Passages (docs/design.md, "Passages"; keys.py): a collection created with passages on keeps each
 -- document's passage blob (fingerprints.py: byte 1 = PASSAGE_FORMAT, then the word count and the entry
 -- count m as varints, then m fingerprint keys of PASSAGE_KEY raw bytes, then positions the scripts
--- never read), kept as sent, in p:<ord // 120>, in parts of PASSAGE_PART bytes, part j in the field slot + 120 j, so that every part stays a listpack value;
+-- never read), kept as sent, in p:<ord // 120>, in parts of PASSAGE_PART bytes, part j in the field
+-- slot + 120 j, so that every part stays a listpack value;
 -- and the passage index (above): per fingerprint key, the ordinals of the documents that hold it, at
 -- most POSTING_CAP of them (a full posting takes no more: see the design document for what is lost).
 -- check.lua's passage_put (_passages_lua.lua, or ND.PASSAGES where the server has neardup's module)
