@@ -173,12 +173,6 @@ class Index:
         different params -> CollectionConflict."""
         if not isinstance(params, CollectionParams):
             raise InvalidParameters("params must be CollectionParams (use CollectionParams.create)")
-        if params.site_field is not None and not getattr(self._store, "supports_sites", False):
-            raise InvalidParameters(
-                "site_field is not supported on a Redis Cluster store yet: sites are counted in the same "
-                "atomic script that adds or removes a document, which the cluster protocol does not have; "
-                "create the collection without site_field, or on a standalone server"
-            )
         gen = secrets.token_hex(6)
         async with self.registry.call(params.name):
             existing = await self._store.create_collection(
@@ -191,6 +185,7 @@ class Index:
                 bands=params.bands,
                 passages=params.passages,
                 sketch_bytes=0 if params.verify == "exact" else params.stored_bytes,
+                sites=params.site_field is not None,
             )
         if existing is None:
             self.registry.remember(Collection(params, CollectionKeys(params.name, gen)))

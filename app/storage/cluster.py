@@ -41,7 +41,7 @@ import asyncio
 import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster
 
@@ -49,6 +49,7 @@ from neardup.storage import keys, records
 from neardup.storage.cluster_layout import KeyGroups, OpsFor, unpack_band_keys
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.cluster_routing import ClusterRouting, as_bytes, cluster_client, raise_for_status
+from neardup.storage.cluster_sites import ClusterSites
 from neardup.storage.errors import StoreDown
 from neardup.storage.store import (
     DROP_SWEEP_AGE_MS,
@@ -59,10 +60,12 @@ from neardup.storage.store import (
     NeedOldBands,
     PassageReply,
     Postings,
+    Settle,
     SiteCounts,
     StoredVersion,
     decode_postings,
     each,
+    journal_value,
 )
 
 #: Keys per per-node unlink call when a collection is dropped.
@@ -82,13 +85,10 @@ class ClusterStore:
     ``ClusterRetention``, routing and failure handling in its ``ClusterRouting``. Build with
     :meth:`from_url`."""
 
-    #: Sites are not counted here (yet): the domain refuses a site_field at creation on a cluster, so
-    #: the methods below are never called.
-    supports_sites = False
-
     def __init__(self, client: RedisCluster, *, timeout: float = 5.0, min_replicas: int = 0) -> None:
         self._routing = ClusterRouting(client, timeout=timeout, min_replicas=min_replicas)
-        self._retention = ClusterRetention(self._routing)
+        self._sites = ClusterSites(self._routing)
+        self._retention = ClusterRetention(self._routing, self._sites)
         self._timeout = timeout
         #: Awaited, where set, at two points of every check that writes: "claimed" (reserved and
         #: claimed, before the write round) and "written" (after the write round, before the stamp).
@@ -131,19 +131,26 @@ class ClusterStore:
         """Remove these (ordinal, band keys) documents everywhere (see ``ClusterRetention.reclaim``)."""
         return await self._retention.reclaim(k, items)
 
+    # --- sites (cluster_sites.py) -------------------------------------------------------------------
+
     async def link(
         self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]], settles: Sequence[int] = ()
     ) -> tuple[int, int]:
-        raise StoreDown("sites are not counted on a Redis Cluster")
+        """As RedisStore.link, in one call on the state slot."""
+        async with self._routing.guard():
+            return await self._sites.count(k, [], Settle(list(settles), list(pairs)))
 
     async def link_journal(self, k: keys.CollectionKeys, *, limit: int, through: int = 0) -> JournalEntries:
-        raise StoreDown("sites are not counted on a Redis Cluster")
+        async with self._routing.guard():
+            return await self._sites.journal(k, limit=limit, through=through)
 
     async def site(self, k: keys.CollectionKeys, name: bytes) -> SiteCounts:
-        raise StoreDown("sites are not counted on a Redis Cluster")
+        async with self._routing.guard():
+            return await self._sites.site(k, name)
 
     async def site_pairs(self, k: keys.CollectionKeys, *, min_pages: int) -> list[SiteCounts]:
-        raise StoreDown("sites are not counted on a Redis Cluster")
+        async with self._routing.guard(30):
+            return await self._sites.site_pairs(k, min_pages=min_pages)
 
     # --- collections ----------------------------------------------------------------------------------
 
@@ -159,6 +166,7 @@ class ClusterStore:
         bands: int = 0,
         passages: bool = False,
         sketch_bytes: int = 0,
+        sites: bool = False,
     ) -> bytes | None:
         """The state first, atomically on the collection's slot (cluster_init.lua: created, or what
         exists), then the registry entry, written again by any later creation that finds it missing
@@ -184,6 +192,7 @@ class ClusterStore:
                     level,
                     id_level,
                     keys.CLUSTER_PASSAGE_FAMILIES if passages else 0,
+                    1 if sites else 0,
                 ],
             )
             if reply[0] == b"created":
@@ -318,6 +327,9 @@ class ClusterStore:
             committed = await self._settle_copies(k, expected)
             kept = [o if int(o or 0) in committed else b"" for o in expected]
             await self._restore_bands(k, g, ids, fields, kept, batch.passages if g.passages else ())
+            if g.sites:  # a kept copy whose check died after its stamp was never counted: count it now
+                pages = [(int(o), s) for o, s in zip(kept, batch.sites, strict=True) if o and s]
+                await self._sites.count(k, pages)
         if mode in ("read", "restore"):
             read = await self._read(k, g, fields, [0] * n, {}, [], max_candidates, set())
             if mode == "restore":
@@ -358,7 +370,15 @@ class ClusterStore:
 
         # 1. reserve, and claim the new ordinals' signature and record slots on the data shards
         sketches = [batch.signature(i) for i in range(n)]  # (exact mode: of different sizes)
-        ordinal0, server_ms, packed = await self._reserve(k, g, n, sketches, packed)
+        reserve = self._reserve(k, g, n, sketches, packed)
+        if g.sites:
+            # The replaced versions' pages go before anything of this check lands (docs/design.md,
+            # "Sites on a cluster"), beside the reservation; a batch that could run out of site ids is
+            # refused there.
+            gone = [o for _, o in replaced if o not in foreign]
+            (ordinal0, server_ms, packed), _ = await _both(reserve, self._sites.remove(k, batch.sites, gone))
+        else:
+            ordinal0, server_ms, packed = await reserve
         ordinals = list(range(ordinal0, ordinal0 + n))
         await self._pause("claimed")
 
@@ -433,11 +453,24 @@ class ClusterStore:
             )
         raise_for_status(reply)
         own_stamps = {o: int(s) for o, s in zip(ordinals, reply[1], strict=True)}
-        if mode == "put":
-            return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps, now_ms=server_ms)
         # the batch's own versions that are still current (the last occurrence of each id)
         live_own = {ordinals[i] for i in last_of.values()}
-        read = await self._read(k, g, fields, ordinals, own_stamps, ordinals, max_candidates, live_own)
+        # Committed: their pages count now, with the earlier batches' verified pairs this check carries
+        # (a check killed before this call leaves them uncounted until its retry keeps the copy).
+        pages = [(ordinals[i], batch.sites[i]) for i in sorted(last_of.values()) if batch.sites[i]]
+        settle = batch.settle if mode == "insert" else None
+        counted = self._sites.count(k, pages, settle) if g.sites else _nothing()
+        if mode == "put":
+            await counted
+            return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps, now_ms=server_ms)
+        read, _ = await _both(
+            self._read(k, g, fields, ordinals, own_stamps, ordinals, max_candidates, live_own), counted
+        )
+        if g.sites:  # the link journal: what the service verifies and settles (as check.lua's)
+            value = journal_value(ordinals, read.candidates, batch.sites)
+            if value:
+                await self._sites.count(k, [], None, (ordinals[0], value))
+                read = dataclasses.replace(read, journal=ordinals[0])
         return read if read.now_ms else dataclasses.replace(read, now_ms=server_ms)
 
     async def _pause(self, point: str) -> None:
@@ -681,10 +714,13 @@ class ClusterStore:
         version without record, which reads as absent, and a retry finishes the job."""
         async with self._routing.guard():
             g = await self._routing.groups(k)
-            # the version's blob beside its id (it names the postings to remove), in one round
-            [cur], blobs = await asyncio.gather(
+            # the version's blob beside its id (it names the postings to remove), in one round; and
+            # its page (a site_field) taken away in that round, before its data: a version the id no
+            # longer names was taken away by whoever replaced or deleted it (idempotent)
+            [cur], blobs, _ = await asyncio.gather(
                 self._routing.read_ids(g, [doc_id]),
                 self._routing.read_blobs(g, [ordinal] if g.passages else []),
+                self._sites.remove(k, [], [ordinal] if g.sites else []),
             )
             if not cur:
                 return False
@@ -745,3 +781,21 @@ class ClusterStore:
             for o, stamp, blob, record in zip(ordinals, status[1], blobs, held, strict=True)
         ]
         return PassageReply(sources, int(status[5]))
+
+
+_A = TypeVar("_A")
+_B = TypeVar("_B")
+
+
+async def _both(a: Awaitable[_A], b: Awaitable[_B]) -> tuple[_A, _B]:
+    """Both results, run together; the first failure is raised once both have ended (neither is left
+    running behind the caller)."""
+    x, y = await asyncio.gather(a, b, return_exceptions=True)
+    for result in (x, y):
+        if isinstance(result, BaseException):
+            raise result
+    return x, y  # type: ignore[return-value]
+
+
+async def _nothing() -> tuple[int, int]:
+    return 0, 0

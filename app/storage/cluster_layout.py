@@ -115,6 +115,7 @@ class Layout:
     id_level: int
     sig_group: int  # the state's ``sg``: sketches per signature hash
     passage_families: int = 0  # the state's ``pG``: 0 when the collection has passages off
+    sites: bool = False  # the state's ``sS``: the collection has a site_field
 
 
 class KeyGroups:
@@ -132,6 +133,8 @@ class KeyGroups:
         self.sig_group = layout.sig_group
         self.passage_families = layout.passage_families
         self.passage_mask = max(1, layout.passage_families) - 1
+        #: Whether the collection counts sites (its site keys: ``k.cluster_sites``, on the state slot).
+        self.sites = layout.sites
 
     @property
     def passages(self) -> bool:

@@ -10,13 +10,15 @@ from collections.abc import Sequence
 from neardup.storage import keys, records
 from neardup.storage.cluster_layout import OpsFor, unpack_band_keys
 from neardup.storage.cluster_routing import ClusterRouting, raise_for_status
+from neardup.storage.cluster_sites import ClusterSites
 
 
 class ClusterRetention:
     """The cluster store's ``due`` and ``reclaim``, over the store's routing (see ``ClusterStore``)."""
 
-    def __init__(self, routing: ClusterRouting) -> None:
+    def __init__(self, routing: ClusterRouting, sites: ClusterSites) -> None:
         self._routing = routing
+        self._sites = sites
 
     async def _window(self, k: keys.CollectionKeys) -> tuple[int, int, int, int, int]:
         """(low, end, floor, ttl ms, seq): ordinals (low, end] may be reclaimed; end stops below the
@@ -64,9 +66,10 @@ class ClusterRetention:
         routing = self._routing
         async with routing.guard():
             g = await routing.groups(k)
-            stored, blobs = await asyncio.gather(
+            stored, blobs, _ = await asyncio.gather(
                 routing.read_fields([g.doc(o) for o, _ in items]),
                 routing.read_blobs(g, [o for o, _ in items] if g.passages else []),
+                self._sites.remove(k, [], [o for o, _ in items] if g.sites else []),
             )
             blob_of = dict(zip((o for o, _ in items), blobs, strict=False))
             present = [(o, b, r) for (o, b), r in zip(items, stored, strict=True) if r]

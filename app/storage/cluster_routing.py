@@ -45,7 +45,16 @@ _SETTLE_TRIES = 3
 #: State scripts that write nothing a 2xx depends on: reads. The reservation is waited for: a
 #: failover that lost it would hand its ordinals out again (docs/design.md, "The commit point").
 _UNSYNCED = frozenset(
-    {"cluster_status", "cluster_get", "cluster_bands", "cluster_ids", "cluster_window", "clock"}
+    {
+        "cluster_status",
+        "cluster_get",
+        "cluster_bands",
+        "cluster_ids",
+        "cluster_window",
+        "clock",
+        "cluster_journal",
+        "site",
+    }
 )
 
 _T = TypeVar("_T")
@@ -115,6 +124,7 @@ class ClusterRouting:
                 "cluster_init", "cluster_drop", "cluster_reserve", "cluster_stamp", "cluster_status",
                 "cluster_advance", "cluster_ops", "cluster_get", "cluster_bands", "cluster_ids",
                 "cluster_unregister", "cluster_fence", "cluster_window", "clock", "cluster_blobs",
+                "cluster_sites", "cluster_journal", "site",
             )
         }  # fmt: skip
         self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")
@@ -547,9 +557,9 @@ class ClusterRouting:
         cached = self._layouts.get((k.collection, k.gen))
         if cached is None:
             state: list[Any] = await self.retrying(
-                lambda: self._client.hmget(k.state, ["gen", "bG", "bL", "iG", "iL", "sg", "pG"])
+                lambda: self._client.hmget(k.state, ["gen", "bG", "bL", "iG", "iL", "sg", "pG", "sS"])
             )
-            gen, families, level, id_families, id_level, sig_group, passage_families = state
+            gen, families, level, id_families, id_level, sig_group, passage_families, sites = state
             if gen is None:
                 raise CollectionMissing()
             if as_bytes(gen).decode() != k.gen:
@@ -561,6 +571,7 @@ class ClusterRouting:
                 int(id_level),
                 int(sig_group),
                 int(passage_families or 0),
+                sites is not None,
             )
             self._layouts[(k.collection, k.gen)] = cached
         return KeyGroups(k, cached)

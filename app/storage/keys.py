@@ -38,8 +38,9 @@ The band table is written by check.lua's band step: in Lua (``scripts/_bands_lua
 ``ND.BANDS`` command of neardup's server module where the server has it (``native/valkey/bands.cpp``);
 both follow this layout byte for byte.
 
-A collection with a ``site_field`` (standalone only; docs/design.md "Sites") also has, under the same
-``<base>`` = ``nd:<c>:<gen>`` (the scripts derive these names from the record prefix they get)::
+A collection with a ``site_field`` (docs/design.md "Sites") also has, under the same ``<base>`` =
+``nd:<c>:<gen>`` (the scripts derive these names from the record prefix they get; on a Redis Cluster
+``<base>`` is ``nd:<c>:<gen>:{<c>}``, the state's slot, see ``SiteKeys``)::
 
     <base>:sn               hash  site name -> site id (interned; the state's ``sseq`` is the highest
                                   id issued, 1 .. MAX_SITE_ID)
@@ -298,6 +299,26 @@ def cluster_groups(capacity: int, bands: int) -> tuple[int, int, int, int]:
     )
 
 
+class SiteKeys:
+    """The site keys of a collection under one base (``<base>sn`` ...): ``nd:<c>:<gen>:`` on one
+    server, ``nd:<c>:<gen>:{<c>}:`` on a cluster (the state's slot). The scripts derive them from
+    the record prefix of their head, ``doc_prefix`` here."""
+
+    def __init__(self, base: str) -> None:
+        self.doc_prefix = f"{base}d:"
+        self.site_names = f"{base}sn"
+        self.site_ids = f"{base}si"
+        self.site_pages = f"{base}sp"
+        self.site_free = f"{base}sf"
+        self.shared_prefix = f"{base}x:"
+        self.edge_prefix = f"{base}e:"
+        self.link_journal = f"{base}lj"
+
+    def shared(self, site_id: int | str) -> str:
+        """Other site id -> shared pages, of one site."""
+        return f"{self.shared_prefix}{site_id}"
+
+
 class CollectionKeys:
     """Key prefixes of one collection generation; the scripts append a group number."""
 
@@ -323,14 +344,18 @@ class CollectionKeys:
         self.passage_blob_prefix = f"{base}:p:"
         #: The passage index's and blobs' keys of this generation (names hold no glob characters).
         self.passage_pattern = f"{base}:[fp]:*"
-        # Sites (collections with a site_field, standalone only): see the module docstring.
-        self.site_names = f"{base}:sn"
-        self.site_ids = f"{base}:si"
-        self.site_pages = f"{base}:sp"
-        self.site_free = f"{base}:sf"
-        self.shared_prefix = f"{base}:x:"
-        self.edge_prefix = f"{base}:e:"
-        self.link_journal = f"{base}:lj"
+        # Sites (collections with a site_field): see the module docstring.
+        sites = SiteKeys(f"{base}:")
+        self.site_names = sites.site_names
+        self.site_ids = sites.site_ids
+        self.site_pages = sites.site_pages
+        self.site_free = sites.site_free
+        self.shared_prefix = sites.shared_prefix
+        self.edge_prefix = sites.edge_prefix
+        self.link_journal = sites.link_journal
+        #: Cluster: the same keys on the collection's state slot (tag ``{c}``), under ``<base>:{c}:``,
+        #: so every site step is one script on one slot (docs/design.md, "Sites on a cluster").
+        self.cluster_sites = SiteKeys(f"{base}:{{{collection}}}:")
         #: Every data key of this generation matches it (names and generations hold no glob characters).
         self.data_pattern = f"{base}:*"
 

@@ -28,7 +28,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 _NEEDS_COMMON = {
     "check", "lookup", "delete", "due", "reclaim", "passages", "passage_sources", "link", "site", "journal",
-    "module_probe",
+    "module_probe", "cluster_sites", "cluster_journal",
 }  # fmt: skip
 #: Cluster scripts that find a band key's or an id's group in its family (``_cluster_family.lua``).
 _NEEDS_FAMILY = {"cluster_ops", "cluster_bands", "cluster_ids", "cluster_module_probe"}
@@ -69,6 +69,8 @@ _VARIANTS = {
     ],
     "cluster_ops": ["_cluster_buckets_{variant}.lua"],
     "link": ["_link_{variant}.lua"],
+    # a cluster node runs the Lua loop: ND.LINK checks no slot, so a cluster node refuses it
+    "cluster_sites": ["_link_{variant}.lua"],
     "passages": ["_postings_{variant}.lua"],
     "module_probe": [
         "_bands_{variant}.lua",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -101,6 +101,49 @@ def _shared_counts(raw: bytes | None) -> Iterator[tuple[bytes, int]]:
 def _pairs_blob(pairs: Sequence[tuple[int, int]]) -> bytes:
     """Per pair the two ordinals, 8 bytes big-endian each (link.lua's and check.lua's settle's)."""
     return struct.pack(f">{2 * len(pairs)}Q", *itertools.chain.from_iterable(pairs))
+
+
+def settle_text(settle: Settle) -> bytes:
+    """A settle as the scripts parse it (_common.lua's parse_settle): the bounds and the journal fields,
+    a newline, then the pairs."""
+    head = b"%d %d" % (keys.SITE_PARTNERS, keys.SITE_OTHERS)
+    return b" ".join([head, *(b"%d" % f for f in settle.fields)]) + b"\n" + _pairs_blob(settle.pairs)
+
+
+def journal_docs(value: bytes, width: int) -> list[tuple[int, list[int]]]:
+    """A link journal entry's documents (check.lua's write_journal): per document its ordinal and its
+    candidates' ordinals."""
+    q, docs = 0, []
+    while q + width + 4 <= len(value):
+        x = int.from_bytes(value[q : q + width], "big")
+        m = int.from_bytes(value[q + width : q + width + 4], "big")
+        q += width + 4
+        found = [int.from_bytes(value[q + width * c : q + width * (c + 1)], "big") for c in range(m)]
+        docs.append((x, found))
+        q += width * m
+    return docs
+
+
+def journal_value(
+    ordinals: Sequence[int], candidates: Sequence[Sequence[int]], sites: Sequence[bytes]
+) -> bytes:
+    """A batch's link journal entry, as check.lua's write_journal writes it: per document of a site
+    with candidates its ordinal, their number (4 bytes, big-endian) and their ordinals."""
+    width, parts = keys.ORDINAL_WIDTH, []
+    for ordinal, found, site in zip(ordinals, candidates, sites, strict=True):
+        if site and found:
+            parts.append(ordinal.to_bytes(width, "big") + len(found).to_bytes(4, "big"))
+            parts.extend(c.to_bytes(width, "big") for c in found)
+    return b"".join(parts)
+
+
+def site_counts(name: bytes, reply: Any) -> SiteCounts:
+    """site.lua's reply as counts (pages 0: no such site)."""
+    flat = reply[2]
+    others = [
+        (bytes(flat[j]), int(flat[j + 1]), int(flat[j + 2]), int(flat[j + 3])) for j in range(0, len(flat), 4)
+    ]
+    return SiteCounts(name, int(reply[1]), others)
 
 
 @dataclass
@@ -244,6 +287,7 @@ class Store(Protocol):
         bands: int = 0,
         passages: bool = False,
         sketch_bytes: int = 0,
+        sites: bool = False,
     ) -> bytes | None: ...
     async def get_collection(self, name: str) -> tuple[bytes, int] | None: ...
     async def list_collections(self) -> list[tuple[bytes, int]]: ...
@@ -260,10 +304,6 @@ class Store(Protocol):
     async def reclaim(self, k: keys.CollectionKeys, items: Sequence[tuple[int, bytes]]) -> int: ...
     async def postings(self, k: keys.CollectionKeys, fingerprint_keys: bytes) -> Postings: ...
     async def passage_sources(self, k: keys.CollectionKeys, ordinals: Sequence[int]) -> PassageReply: ...
-
-    #: Whether the store counts sites (``link``, ``site``, ``site_pairs``): a standalone server does,
-    #: in the same scripts that add and remove documents; the cluster protocol does not (yet).
-    supports_sites: bool
 
     async def link(
         self, k: keys.CollectionKeys, pairs: Sequence[tuple[int, int]], settles: Sequence[int] = ()
@@ -287,8 +327,6 @@ async def each(items: AsyncIterator[Any] | Iterator[Any]) -> AsyncIterator[Any]:
 
 class RedisStore:
     """Wraps one ``redis.asyncio.Redis`` client (never subclassed). Build with :meth:`from_url`."""
-
-    supports_sites = True
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
@@ -369,13 +407,15 @@ class RedisStore:
         bands: int = 0,
         passages: bool = False,
         sketch_bytes: int = 0,
+        sites: bool = False,
     ) -> bytes | None:
         """Register; returns None if created, else the stored parameters JSON of that name.
         ``passages``: the collection keeps a passage index (neardup.domain.fingerprints).
         ``ttl_ms``/``max_documents`` (0: none) bound the collection's growth (see :meth:`due`);
         ``capacity`` documents of ``bands`` bands (0: none; the domain folds ``max_documents`` into
         it) size its tables up front. ``sketch_bytes``: the length of its stored sketches (0: varies),
-        which sets how many share a hash (``keys.sig_group_size``)."""
+        which sets how many share a hash (``keys.sig_group_size``). ``sites`` (a site_field) needs
+        nothing here: check.lua counts a page where its document names a site."""
         shape = keys.initial_shape(capacity, bands)
         reply = await self._call(
             "create_collection",
@@ -505,12 +545,7 @@ class RedisStore:
         b = batch
         if mode == "restore":  # one script per batch: a stored copy is never half written here
             mode = "read"
-        settle = b""
-        if b.settle is not None and mode == "insert":
-            head = b"%d %d" % (keys.SITE_PARTNERS, keys.SITE_OTHERS)
-            settle = (
-                b" ".join([head, *(b"%d" % f for f in b.settle.fields)]) + b"\n" + _pairs_blob(b.settle.pairs)
-            )
+        settle = settle_text(b.settle) if b.settle is not None and mode == "insert" else b""
         args: list[Any] = [
             *self._head(k), mode, len(b), b.bands, max_candidates, b.band_keys, b.signatures, b.empties,
             keys.BUCKET_CAP, settle,
@@ -616,20 +651,8 @@ class RedisStore:
         name (journal.lua, one read-only call)."""
         reply = await self._call("journal", [k.state], [*self._head(k), limit, through])
         self._status(reply)
-        width = int(reply[2])
-        entries: list[tuple[int, list[tuple[int, list[int]]]]] = []
-        flat = reply[3]
-        for j in range(0, len(flat), 2):
-            value, q = bytes(flat[j + 1]), 0
-            docs: list[tuple[int, list[int]]] = []
-            while q + width + 4 <= len(value):
-                x = int.from_bytes(value[q : q + width], "big")
-                m = int.from_bytes(value[q + width : q + width + 4], "big")
-                q += width + 4
-                cands = [int.from_bytes(value[q + width * c : q + width * (c + 1)], "big") for c in range(m)]
-                docs.append((x, cands))
-                q += width * m
-            entries.append((int(flat[j]), docs))
+        width, flat = int(reply[2]), reply[3]
+        entries = [(int(flat[j]), journal_docs(bytes(flat[j + 1]), width)) for j in range(0, len(flat), 2)]
         found = reply[4]
         return JournalEntries(
             int(reply[1]), entries,
@@ -641,44 +664,46 @@ class RedisStore:
         """One site's counts, read in one script call (pages 0: no such site)."""
         reply = await self._call("site", [k.state], [*self._head(k), name])
         self._status(reply)
-        flat = reply[2]
-        others = [
-            (bytes(flat[j]), int(flat[j + 1]), int(flat[j + 2]), int(flat[j + 3]))
-            for j in range(0, len(flat), 4)
-        ]
-        return SiteCounts(name, int(reply[1]), others)
+        return site_counts(name, reply)
 
     async def site_pairs(self, k: keys.CollectionKeys, *, min_pages: int) -> list[SiteCounts]:
-        """Every site with at least ``min_pages`` pages and its other sites (of any size: the caller
-        filters). Reads the page counts and names (one round trip), then the shared counts of those
-        sites, pipelined ``_SITE_CHUNK`` at a time: O(sites + pairs) work and memory, no long script
-        blocking the server; not one snapshot (writes may land between the chunks)."""
+        """Every site with at least ``min_pages`` pages and its other sites (see ``read_site_pairs``)."""
         async with self._guard():
-            if not await self._client.exists(k.state):
-                raise CollectionMissing()
-            pipe = self._client.pipeline(transaction=False)
-            pipe.hget(k.state, "gen")
-            pipe.hgetall(k.site_pages)
-            pipe.hgetall(k.site_ids)
-            gen, pages_raw, names_raw = await pipe.execute()
-            if gen is None:
-                raise CollectionMissing()
-            if bytes(gen).decode() != k.gen:
-                raise GenerationChanged()
-            pages = {bytes(i): int(n) for i, n in pages_raw.items()}
-            names = {bytes(i): bytes(n) for i, n in names_raw.items()}
-            chosen = [i for i, n in pages.items() if n >= min_pages and i in names]
-            out: list[SiteCounts] = []
-            for start in range(0, len(chosen), _SITE_CHUNK):
-                chunk = chosen[start : start + _SITE_CHUNK]
-                pipe = self._client.pipeline(transaction=False)
-                for site in chunk:
-                    pipe.get(k.shared(site.decode()))
-                for site, row in zip(chunk, await pipe.execute(), strict=True):
-                    others = [
-                        (names[o], pages[o], n, 0)
-                        for o, n in _shared_counts(row)
-                        if o in names and o in pages
-                    ]
-                    out.append(SiteCounts(names[site], pages[site], others))
-        return out
+            return await read_site_pairs(self._client, k, k.site_pages, k.site_ids, k.shared, min_pages)
+
+
+async def read_site_pairs(
+    client: Any,
+    k: keys.CollectionKeys,
+    pages_key: str,
+    names_key: str,
+    shared: Callable[[str], str],
+    min_pages: int,
+) -> list[SiteCounts]:
+    """Every site with at least ``min_pages`` pages and its other sites (of any size: the caller
+    filters), from the site keys named here (one server's, or a cluster's on the state slot). Reads the
+    page counts and names (one round trip), then the shared counts of those sites, pipelined
+    ``_SITE_CHUNK`` at a time: O(sites + pairs) work and memory, no long script blocking the server;
+    not one snapshot (writes may land between the chunks)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.hget(k.state, "gen")
+    pipe.hgetall(pages_key)
+    pipe.hgetall(names_key)
+    gen, pages_raw, names_raw = await pipe.execute()
+    if gen is None:
+        raise CollectionMissing()
+    if bytes(gen).decode() != k.gen:
+        raise GenerationChanged()
+    pages = {bytes(i): int(n) for i, n in pages_raw.items()}
+    names = {bytes(i): bytes(n) for i, n in names_raw.items()}
+    chosen = [i for i, n in pages.items() if n >= min_pages and i in names]
+    out: list[SiteCounts] = []
+    for start in range(0, len(chosen), _SITE_CHUNK):
+        chunk = chosen[start : start + _SITE_CHUNK]
+        pipe = client.pipeline(transaction=False)
+        for site in chunk:
+            pipe.get(shared(site.decode()))
+        for site, row in zip(chunk, await pipe.execute(), strict=True):
+            others = [(names[o], pages[o], n, 0) for o, n in _shared_counts(row) if o in names and o in pages]
+            out.append(SiteCounts(names[site], pages[site], others))
+    return out

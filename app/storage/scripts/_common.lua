@@ -331,6 +331,36 @@ local function add_site_page(ord, name)
   redis.call('HSET', edge_key(ord), slot(ord, EDGE_GROUP), struct.pack('>I4', a))
 end
 
+-- The link journal's first entries (at most `limit`) whose field is at most `through`, as {field,
+-- value, ...} (journal.lua, cluster_journal.lua).
+local function journal_entries(limit, through)
+  local entries = {}
+  local cursor = '0'
+  repeat
+    local r = redis.call('HSCAN', LINK_JOURNAL, cursor, 'COUNT', 100)
+    cursor = r[1]
+    for i = 1, #r[2], 2 do
+      if #entries < 2 * limit and tonumber(r[2][i]) <= through then
+        entries[#entries + 1] = r[2][i]
+        entries[#entries + 1] = r[2][i + 1]
+      end
+    end
+  until cursor == '0' or #entries >= 2 * limit
+  return entries
+end
+
+-- A settle as the service sends it (check.lua's ARGV[18], cluster_sites.lua's): "<max partners> <max
+-- others> <journal field> ...", a newline, then the pairs (per pair two ordinals, 8 bytes big-endian
+-- each); nil for ''.
+local function parse_settle(text)
+  if text == '' then return nil end
+  local nl = string.find(text, '\n', 1, true)
+  local f = {}
+  for w in string.gmatch(string.sub(text, 1, nl - 1), '%S+') do f[#f + 1] = w end
+  return {partners = tonumber(f[1]), others = tonumber(f[2]), fields = {unpack(f, 3)},
+    pairs = string.sub(text, nl + 1)}
+end
+
 -- Whether entry v has a partner of site b; and the position of partner o4 (OW bytes) in it, or nil.
 local function has_site(v, b)
   for q = 5 + OW, #v, OW + 4 do

@@ -35,12 +35,8 @@ local function doc_arg(i, k) return ARGV[19 + 5 * (i - 1) + k] end
 
 -- The settle (ARGV[18]), or nil: parsed with the batch, run after every check that can refuse it.
 local function read_settle(mode)
-  if mode ~= 'insert' or ARGV[18] == '' then return nil end
-  local nl = string.find(ARGV[18], '\n', 1, true)
-  local f = {}
-  for w in string.gmatch(string.sub(ARGV[18], 1, nl - 1), '%S+') do f[#f + 1] = w end
-  return {partners = tonumber(f[1]), others = tonumber(f[2]), fields = {unpack(f, 3)},
-    pairs = string.sub(ARGV[18], nl + 1)}
+  if mode ~= 'insert' then return nil end
+  return parse_settle(ARGV[18])
 end
 
 -- The batch: its arguments (ARGV[10..18]), and what the steps below gather in it.

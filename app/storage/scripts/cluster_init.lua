@@ -14,6 +14,8 @@
 --   they grow from there)
 -- ARGV[11] passage families (keys.CLUSTER_PASSAGE_FAMILIES; 0: the collection has passages off), kept
 --   as `pG` only when on; their groups start at level 0
+-- ARGV[12] 1 when the collection has a site_field (kept as `sS`: its site keys are on this slot,
+--   cluster_sites.lua), else 0
 -- Returns {'created'} or {'exists', gen, registry entry}
 
 local cur = redis.call('HMGET', KEYS[1], 'gen', 'params')
@@ -26,4 +28,5 @@ redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'seq', 0, 'top', 0, 'docs', 0, 'low'
   'ttl', ARGV[2], 'maxd', ARGV[3], 'bG', ARGV[4], 'iG', ARGV[5], 'params', ARGV[6], 'sg', ARGV[7],
   'abandon', ARGV[8], 'bL', ARGV[9], 'iL', ARGV[10])
 if tonumber(ARGV[11] or '0') > 0 then redis.call('HSET', KEYS[1], 'pG', ARGV[11]) end
+if ARGV[12] == '1' then redis.call('HSET', KEYS[1], 'sS', 1) end
 return {'created'}

@@ -18,18 +18,7 @@ if not st then return {status} end
 local limit = tonumber(ARGV[10])
 local through = tonumber(ARGV[11])
 if through == 0 then through = st.seq end
-local entries, found, seen = {}, {}, {}
-local cursor = '0'
-repeat
-  local r = redis.call('HSCAN', LINK_JOURNAL, cursor, 'COUNT', 100)
-  cursor = r[1]
-  for i = 1, #r[2], 2 do
-    if #entries < 2 * limit and tonumber(r[2][i]) <= through then
-      entries[#entries + 1] = r[2][i]
-      entries[#entries + 1] = r[2][i + 1]
-    end
-  end
-until cursor == '0' or #entries >= 2 * limit
+local entries, found, seen = journal_entries(limit, through), {}, {}
 
 local function want(ord)
   if seen[ord] then return end

@@ -1,0 +1,186 @@
+"""Sites on a Redis Cluster (docs/design.md, "Sites on a cluster"): the same stream checked into one
+server and into a 3-node cluster gets the same site counts, which equal a recount from scratch; a check
+killed at any step of the cluster protocol, then retried as a client retries a 503, leaves the counts
+as one server's; every way a document goes takes its page out."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from neardup.domain import CollectionParams, Document, Index, StoreUnavailable
+from neardup.storage import ClusterStore, RedisStore, Store
+from neardup.storage.errors import StoreDown
+from tests.domain.test_index import text, variant
+from tests.domain.test_sites import SITES, THRESHOLD, Recount, compare, page, replay, stored_edges_agree
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def both(redis_url: str, cluster_url: str) -> AsyncIterator[tuple[Store, ClusterStore]]:
+    """A store on one server and one on the 3-node cluster, both emptied."""
+    one = RedisStore.from_url(redis_url)
+    many = ClusterStore.from_url(cluster_url)
+    try:
+        yield one, many
+    finally:
+        await one.close()
+        await many.close()
+
+
+async def counts(index: Index, name: str, names: list[str] = SITES) -> tuple[dict[str, Any], list[Any]]:
+    """Every site's answer and the mirror pairs, as plain values to compare across stores."""
+    sites = {s: await index.site(name, s) for s in names}
+    return sites, await index.mirrors(name, min_share=0.0, min_pages=1, limit=1000)
+
+
+@pytest.mark.parametrize("ttl", [None, 4])
+async def test_a_cluster_counts_sites_as_one_server_does(
+    both: tuple[Store, ClusterStore], ttl: int | None
+) -> None:
+    """One stream of checks in batches, with replacements, deletes and (with a TTL) every document
+    expiring halfway, into both stores: the answers, the counts and the stored edges agree, and equal
+    a recount from the answers."""
+    stores = both
+    indexes = [Index(s) for s in stores]
+    recounts = [Recount(), Recount()]
+    name = f"mirror{ttl or 0}"
+    for index in indexes:
+        await index.create_collection(
+            CollectionParams.create(name, threshold=THRESHOLD, site_field="url", ttl_seconds=ttl)
+        )
+    phases = 2
+    for phase in range(phases):
+        for index, recount, seed in zip(indexes, recounts, (phase, phase), strict=True):
+            await replay(index, name, recount, random.Random(31 + seed), 50, replacements_first=True)
+        assert recounts[0].edges == recounts[1].edges  # the same matches were answered
+        for index, store, recount in zip(indexes, stores, recounts, strict=True):
+            await compare(index, store, name, recount)
+        assert await counts(indexes[0], name) == await counts(indexes[1], name)
+        if ttl and phase == 0:
+            await asyncio.sleep(ttl + 0.3)  # every document so far expires
+
+
+def killed_after(
+    cstore: ClusterStore, monkeypatch: pytest.MonkeyPatch, when: Callable[[str, list[Any]], bool]
+) -> None:
+    """The next state script call that ``when(name, args)`` picks runs, then the check dies (as if
+    its process were killed right after it): the caller gets a 503."""
+    real = cstore._routing.run_state_script
+    armed = [True]
+
+    async def run(name: str, k: Any, args: Any) -> Any:
+        reply = await real(name, k, args)
+        if armed[0] and when(name, list(args)):
+            armed[0] = False
+            raise StoreDown(f"killed after {name}")
+        return reply
+
+    monkeypatch.setattr(cstore._routing, "run_state_script", run)
+
+
+def step(args: list[Any]) -> str:
+    """The step of a cluster_sites.lua call: 'remove', 'count' (pages, a settle), or 'journal' (a
+    count that only writes the batch's link journal entry)."""
+    if args[9] == "count" and not args[13:] and args[11] != 0:
+        return "journal"
+    return str(args[9])
+
+
+KILLS: dict[str, Callable[[str, list[Any]], bool]] = {
+    # before anything of the check landed but the replaced versions' pages
+    "after_remove": lambda name, args: name == "cluster_sites" and step(args) == "remove",
+    # stamped (committed), pages not counted
+    "after_stamp": lambda name, args: name == "cluster_stamp",
+    # counted, link journal entry not written: the retry links what it finds
+    "after_count": lambda name, args: name == "cluster_sites" and step(args) == "count",
+    "after_journal": lambda name, args: name == "cluster_sites" and step(args) == "journal",
+}
+
+
+@pytest.mark.parametrize(
+    "kill", ["after_remove", "before_stamp", "after_stamp", "after_count", "after_journal"]
+)
+async def test_a_check_killed_at_any_step_then_retried_counts_as_one_server(
+    both: tuple[Store, ClusterStore], monkeypatch: pytest.MonkeyPatch, kill: str
+) -> None:
+    """A batch of replacements and new pages of two mirrored sites dies at one step of the cluster
+    protocol; the client retries it (a 503 is retried): the counts are one server's, where the batch
+    ran once."""
+    one, many = both
+    indexes = [Index(one), Index(many)]
+    name = "killed"
+    base = [text(500 + i) for i in range(6)]
+    first = [Document(f"a/{i}", base[i], page("a.example", str(i))) for i in range(6)]
+    copies = [Document(f"b/{i}", variant(base[i], 1), page("b.example", str(i))) for i in range(4)]
+    # replacements of a/0 and a/1 (other texts: their pages and edges move) and new pages of c
+    batch = [
+        Document("a/0", text(900), page("a.example", "0")),
+        Document("a/1", variant(base[3], 2), page("a.example", "1")),
+        Document("c/0", variant(base[2], 3), page("c.example", "0")),
+        Document("c/1", variant(base[4], 4), page("c.example", "1")),
+    ]
+    after = [Document(f"c/{i}", variant(base[5], 5 + i), page("c.example", str(i))) for i in range(2, 4)]
+    for index in indexes:
+        await index.create_collection(CollectionParams.create(name, threshold=THRESHOLD, site_field="url"))
+        await index.check(name, first, min_similarity=THRESHOLD)
+        await index.check(name, copies, min_similarity=THRESHOLD)
+    await indexes[0].check(name, batch, min_similarity=THRESHOLD)
+    if kill == "before_stamp":
+        real = many._routing.run_state_script
+        armed = [True]
+
+        async def dies(n: str, k: Any, args: Any) -> Any:
+            if armed[0] and n == "cluster_stamp":
+                armed[0] = False
+                raise StoreDown("killed between the write round and the stamp")
+            return await real(n, k, args)
+
+        monkeypatch.setattr(many._routing, "run_state_script", dies)
+    else:
+        killed_after(many, monkeypatch, KILLS[kill])
+    with pytest.raises(StoreUnavailable):
+        await indexes[1].check(name, batch, min_similarity=THRESHOLD)
+    answers = [await indexes[1].check(name, batch, min_similarity=THRESHOLD)]  # the client's retry
+    for index in indexes:
+        await index.check(name, after, min_similarity=THRESHOLD)
+    assert answers[0] and all(r.id for r in answers[0])
+    names = ["a.example", "b.example", "c.example"]
+    assert await counts(indexes[0], name, names) == await counts(indexes[1], name, names)
+    for index, store in zip(indexes, both, strict=True):
+        assert await stored_edges_agree(store, index, name)
+    sites, _ = await counts(indexes[1], name, names)
+    assert sites["a.example"].pages == 6 and sites["c.example"].pages == 4
+    assert any(m.shared for m in sites["b.example"].mirrors)  # the stream does make cross-site matches
+
+
+async def test_delete_and_eviction_take_pages_out_on_a_cluster(cluster_url: str) -> None:
+    store = ClusterStore.from_url(cluster_url)
+    try:
+        index = Index(store)
+        await index.create_collection(
+            CollectionParams.create("evict", threshold=0.7, site_field="url", max_documents=6)
+        )
+        for k in range(4):
+            await index.check("evict", [Document(f"a{k}", text(300 + k), page("a.example", str(k)))])
+        for k in range(2):
+            await index.check(
+                "evict", [Document(f"b{k}", variant(text(300 + k), 1), page("b.example", str(k)))]
+            )
+        b = await index.site("evict", "b.example")
+        assert b.pages == 2 and [m.shared for m in b.mirrors] == [2]
+        await index.delete_document("evict", "b1")
+        assert [m.other_shared for m in (await index.site("evict", "a.example")).mirrors] == [1]
+        for k in range(4):  # a0 .. a3 are evicted by these (6 documents at most)
+            await index.check("evict", [Document(f"c{k}", text(700 + k), page("c.example", str(k)))])
+        a = await index.site("evict", "a.example")
+        assert a.pages == 0 and a.mirrors == []
+        assert (await index.site("evict", "b.example")).mirrors == []
+        assert await stored_edges_agree(store, index, "evict")
+    finally:
+        await store.close()
