@@ -116,7 +116,7 @@ class CollectionCreate(RequestBody):
         description="mirror detection: the metadata field naming each document's site (its lower-cased "
         "host when the value is an absolute URL); the collection then counts, per pair of sites, the "
         "pages of one with a verified near-duplicate on the other (GET .../sites/{site}, .../mirrors). "
-        "Fixed at creation; not on a Redis Cluster store (422)",
+        "Fixed at creation",
     )
 
     passages: StrictBool | None = Field(

@@ -76,7 +76,8 @@ grown by linear hashing on the node that holds it (scripts/_cluster_family.lua):
 
     nd:{c}:state            hash  gen, seq (ordinals reserved), top (last stamp), docs, low, ttl, maxd,
                                   sg, bG bL (band families, their groups' first
-                                  level), iG iL (the same for ids), abandon (ms)
+                                  level), iG iL (the same for ids), abandon (ms); pG
+                                  (passages), sS sseq sfree (a site_field)
     nd:{c}:pending          hash  ordinal -> ms it was reserved: appended, not stamped yet (in flight)
     nd:{c}:late             hash  ordinal -> stamp, only for ordinals stamped out of order; or 0 for
                                   a dead ordinal (abandoned or fenced: never stamped, never seen)
@@ -88,6 +89,9 @@ grown by linear hashing on the node that holds it (scripts/_cluster_family.lua):
     nd:c:g:f:{gf<f>}<n>     hash  fingerprint key (4 bytes) -> ordinals (at most
                                   POSTING_CAP), group n of passage family f
     nd:c:g:p:<ord // 120>   hash  the passage blob as sent, in parts, as on one server
+    nd:c:g:{c}:sn ...       the site keys of a collection with a site_field (sS in the state), as on
+                            one server, on the state's slot (SiteKeys; docs/design.md "Sites on a
+                            cluster")
 
 A cluster check appends its *ordinal* first, then stamps it. Stamps are issued in increasing order;
 an ordinal stamped after every smaller one gets the implicit stamp ``ordinal * STAMP_SCALE``, any

@@ -8,8 +8,11 @@ reservations of the last seconds, none of which a check went on with (a reservat
 replica too); the old primary comes back as a replica. While the replica is frozen every batch is a
 503 (nothing written after the freeze is confirmed by a replica), and none of those answers counts.
 Afterwards every acknowledged document is there, under its own id with its own metadata, found by its
-text and by a passage search (the collection keeps passages); no ordinal is named by two ids; and first
-seen still wins (one original per group of light variants from many clients)."""
+text and by a passage search (the collection keeps passages); its site counts are exactly what the
+acknowledged answers say (the collection has a site_field: each client writes one site, and a quarter
+of its documents are light variants of the other clients' at the same place, so sites share pages); no
+ordinal is named by two ids; and first seen still wins (one original per group of light variants from
+many clients)."""
 
 from __future__ import annotations
 
@@ -73,13 +76,24 @@ def words(rng: random.Random, n: int) -> str:
     return " ".join(f"w{rng.randrange(100_000)}" for _ in range(n))
 
 
+def shared_text(batch: int, i: int, rng: random.Random) -> str:
+    """The text every client writes at (batch, i) for i % 4 == 0, one word its own: near-duplicates
+    across the clients' sites."""
+    base = words(random.Random(f"shared-{batch}-{i}"), 60).split()
+    base[rng.randrange(len(base))] = f"x{rng.randrange(100_000)}"
+    return " ".join(base)
+
+
 class Writers:
-    """``CLIENTS`` clients sending batches of new documents until stopped; keeps what was acknowledged
-    (a 200) and counts 503s (anything else fails the test)."""
+    """``CLIENTS`` clients sending batches of new documents until stopped, each client the pages of one
+    site; a batch answered 503 is sent again until it is answered (as a client retries), so a batch ends
+    acknowledged. Keeps what was acknowledged (a 200) with the matches each answer named, and counts
+    503s (anything else fails the test)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.acknowledged: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.matched: dict[str, list[str]] = {}
         self.unavailable = 0
         self.stop = asyncio.Event()
 
@@ -91,26 +105,49 @@ class Writers:
                 docs = [
                     {
                         "id": f"c{n}-{batch}-{i}",
-                        "text": words(rng, 60),
-                        "metadata": {"c": n, "b": batch, "i": i},
+                        "text": shared_text(batch, i, rng) if i % 4 == 0 else words(rng, 60),
+                        "metadata": {"c": n, "b": batch, "i": i, "url": f"https://s{n}.example/{batch}/{i}"},
                     }
                     for i in range(BATCH)
                 ]
                 batch += 1
-                response = await http.post(
-                    f"/v1/collections/{COLLECTION}/check/batch", json={"documents": docs}
-                )
-                if response.status_code == 503:
+                while True:
+                    response = await http.post(
+                        f"/v1/collections/{COLLECTION}/check/batch", json={"documents": docs}
+                    )
+                    if response.status_code != 503:
+                        break
                     assert "retry-after" in response.headers
                     self.unavailable += 1
                     await asyncio.sleep(0.05)
-                    continue
                 assert response.status_code == 200, response.text
-                for doc in docs:
+                for doc, result in zip(docs, response.json()["results"], strict=True):
                     self.acknowledged[doc["id"]] = (doc["text"], doc["metadata"])
+                    self.matched[doc["id"]] = [m["id"] for m in result["matches"]]
 
     async def run(self) -> None:
         await asyncio.gather(*(self.client(n) for n in range(CLIENTS)))
+
+
+def site_counts_of(writers: Writers) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+    """Pages per site and shared(site, other), from the acknowledged answers alone: a page counts, and
+    a match on another site makes an edge (every document here stays, and the later of two documents
+    finds the earlier one)."""
+    site = {d: f"s{m['c']}.example" for d, (_, m) in writers.acknowledged.items()}
+    pages: dict[str, int] = {}
+    for name in site.values():
+        pages[name] = pages.get(name, 0) + 1
+    partners: dict[str, set[str]] = {d: set() for d in site}
+    for d, matched in writers.matched.items():
+        for m in matched:
+            if m in site and site[m] != site[d]:
+                partners[d].add(site[m])
+                partners[m].add(site[d])
+    shared: dict[tuple[str, str], int] = {}
+    for d, others in partners.items():
+        for other in others:
+            shared[(site[d], other)] = shared.get((site[d], other), 0) + 1
+    return pages, shared
 
 
 async def until(condition: Any, timeout: float, what: str) -> None:
@@ -135,7 +172,10 @@ def test_a_failover_that_loses_writes_loses_nothing_acknowledged_with_min_replic
     ).start()
     try:
         with httpx.Client(base_url=service.url, timeout=30.0) as http:
-            made = http.post("/v1/collections", json={"name": COLLECTION, "threshold": 0.7, "passages": True})
+            made = http.post(
+                "/v1/collections",
+                json={"name": COLLECTION, "threshold": 0.7, "passages": True, "site_field": "url"},
+            )
             assert made.status_code == 201, made.text
         # The shard of the collection's state (slots were given out in equal ranges, node j's replica
         # is node 3 + j).
@@ -233,15 +273,28 @@ def test_a_failover_that_loses_writes_loses_nothing_acknowledged_with_min_replic
                 for (doc_id, _), result in zip(chunk, answer.json()["results"], strict=True):
                     assert doc_id in [m["id"] for m in result["matches"]], doc_id
 
-            # Every acknowledged document's passages: a text made of 40 of them names those 40.
-            for start in range(0, len(probes), 40):
-                chunk = probes[start : start + 40]
+            # Every acknowledged document's passages: a text made of 40 of them names those 40 (of the
+            # documents no other client wrote a variant of).
+            own = [(d, tm) for d, tm in probes if tm[1]["i"] % 4]
+            for start in range(0, len(own), 40):
+                chunk = own[start : start + 40]
                 essay = "\n\n".join(t for _, (t, _) in chunk)
                 found_in = http.post(
                     f"/v1/collections/{COLLECTION}/passages", json={"text": essay, "limit": 40}
                 )
                 assert found_in.status_code == 200, found_in.text
                 assert {s["id"] for s in found_in.json()["sources"]} == {d for d, _ in chunk}
+
+            # Every site's counts are what the acknowledged answers say: nothing acknowledged is lost
+            # from them, and nothing else is in them (a site read first settles the link journal).
+            pages, shared = site_counts_of(writers)
+            assert len(shared) > CLIENTS, "the clients' sites share pages"
+            for name, n in pages.items():
+                answer = http.get(f"/v1/collections/{COLLECTION}/sites/{name}")
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["pages"] == n, (name, answer.json()["pages"], n)
+                got = {(name, m["site"]): m["shared"] for m in answer.json()["mirrors"] if m["shared"]}
+                assert got == {pair: k for pair, k in shared.items() if pair[0] == name}, name
 
             # First seen still wins on the replicated cluster, after the failover.
             assert http.post("/v1/collections", json={"name": "fo-race"}).status_code == 201
