@@ -276,3 +276,46 @@ async def test_the_cluster_stored_bytes_of_passages_are_pinned(cluster_url: str,
     blobs = {f for key, fields in got.items() if key.startswith(k.passage_blob_prefix) for f in fields}
     assert sorted(bytes.fromhex(f).decode() for f in blobs) == ["123", "3", "4"]  # as on one server
     check_golden("cluster_passages", got)
+
+
+async def test_the_cluster_stored_bytes_of_sites_are_pinned(cluster_url: str, valkey_cluster: Any) -> None:
+    """The site sequence on a 3-node cluster: the site keys, all on the state's slot (``{golden}``),
+    hold the bytes one server's do under the same names after their base."""
+    store = ClusterStore.from_url(cluster_url)
+    try:
+        created = await store.create_collection(
+            "golden", b'{"golden": true}', "g", sketch_bytes=4 * PERM, sites=True
+        )
+        assert created is None
+        k = CollectionKeys("golden", "g")
+        await site_sequence(store, k)  # type: ignore[arg-type]
+    finally:
+        await store.close()
+    got = cluster_dump(valkey_cluster.urls, k)
+    base = k.cluster_sites.doc_prefix.removesuffix("d:")
+    on_cluster = {key.removeprefix(base): v for key, v in got.items() if key.startswith(base)}
+    one = json.loads(GOLDEN.read_text())["sites"]
+    one_base = k.doc_prefix.removesuffix("d:")
+    on_one = {
+        key.removeprefix(one_base): v
+        for key, v in one.items()
+        if key.startswith(one_base)
+        and key.removeprefix(one_base)[:2] in ("sn", "si", "sp", "sf", "x:", "e:", "lj")
+    }
+    assert on_cluster == on_one and "sf" in on_cluster  # the same bytes; the deleted site's id freed
+    assert {valkey_cluster_node(valkey_cluster.urls, key) for key in got if key.startswith(base)} == {
+        valkey_cluster_node(valkey_cluster.urls, k.state)
+    }
+    check_golden("cluster_sites", got)
+
+
+def valkey_cluster_node(urls: list[str], key: str) -> str:
+    """The url of the node that holds ``key``."""
+    for url in urls:
+        client = redis.Redis.from_url(url)
+        try:
+            if client.exists(key):
+                return url
+        finally:
+            client.close()
+    raise AssertionError(f"no node holds {key}")
