@@ -36,6 +36,9 @@ The checker, on the recorded history and the store once every fault is undone:
 - every acknowledged document is found by its id (with its own metadata), by its text (a check
   without insert lists it) and by a passage search of its group's text (the collection keeps
   passages);
+- the site counts (the collection has a site_field; member v of every group is a page of site
+  ``s<v>.example``): every site's pages are the stored members of its variant, and its shared counts
+  those the acknowledged answers' matches imply;
 - straight from every primary: no ordinal is named by two ids, the record each id names carries that
   id, and every acknowledged id is in the id table.
 
@@ -397,6 +400,8 @@ class History:
     #: every attempt's outcome: "200", "503", "timeout", "connect", or another status
     attempts: Counter[str] = field(default_factory=Counter)
     unanswered: list[str] = field(default_factory=list)
+    #: the checker's reading of the site counts: site -> (pages, {other site: shared})
+    sites: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
     #: other statuses than 200 and 503 (a 500 is a violation in itself)
     broken: list[str] = field(default_factory=list)
     groups: int = 0
@@ -494,7 +499,7 @@ async def _clients(
                         timeout,
                         member_id(group, v),
                         t,
-                        {"group": group, "variant": v},
+                        {"group": group, "variant": v, "url": f"https://s{v}.example/g{group}"},
                         history,
                     )
                     for v, t in enumerate(texts)
@@ -660,6 +665,8 @@ async def check_store(url: str, cluster: LocalCluster, history: History) -> list
                 if doc_id not in holders:
                     violations.append({"kind": "lost_by_passage", "id": doc_id, "group": group})
 
+        violations += await check_sites(answered, history)
+
     ids, found = await asyncio.to_thread(stored_contents, cluster.urls, COLLECTION)
     named: dict[int, list[str]] = {}
     for raw_id, ordinal in ids.items():
@@ -681,6 +688,56 @@ async def check_store(url: str, cluster: LocalCluster, history: History) -> list
     for doc_id in acknowledged:
         if doc_id.encode() not in ids:
             violations.append({"kind": "acknowledged_id_missing", "id": doc_id})
+    return violations
+
+
+def site_of(doc_id: str) -> str:
+    """Member v of every group is a page of site ``s<v>.example`` (its ``url``)."""
+    return f"s{doc_id.rsplit('-v', 1)[1]}.example"
+
+
+async def check_sites(answered: Any, history: History) -> list[dict[str, Any]]:
+    """The site counts (the collection has a site_field; a group's members are pages of four sites):
+    every site's pages are the stored members of its variant, and its shared counts are what the
+    acknowledged answers' matches imply (a match across two sites is an edge; every member of a group
+    is on its own site). Exact when every member sent was answered; else the shared counts are not
+    judged (an unanswered member may be stored, its matches unknown)."""
+    violations: list[dict[str, Any]] = []
+    stored = set(history.acknowledged)
+    for doc_id in sorted(set(history.sent) - stored):  # sent, never acknowledged: stored or not
+        got = await answered("GET", f"documents/{doc_id}")
+        if got.status_code == 200:
+            stored.add(doc_id)
+    pages: Counter[str] = Counter(site_of(d) for d in stored)
+    partners: dict[str, set[str]] = {d: set() for d in stored}
+    for doc_id, bodies in history.acknowledged.items():
+        for _, body in bodies:
+            for match in body.get("matches", []):
+                other = match["id"]
+                if other in partners and site_of(other) != site_of(doc_id):
+                    partners[doc_id].add(site_of(other))
+                    partners[other].add(site_of(doc_id))
+    shared: Counter[tuple[str, str]] = Counter(
+        (site_of(d), other) for d, others in partners.items() for other in others
+    )
+    for v in range(VARIANTS):
+        site = f"s{v}.example"
+        answer = await answered("GET", f"sites/{site}")
+        if answer.status_code != 200:
+            violations.append(
+                {"kind": "site_read_failed", "status": answer.status_code, "body": answer.text[:300]}
+            )
+            continue
+        body = answer.json()
+        if body["pages"] != pages[site]:
+            violations.append(
+                {"kind": "site_pages", "site": site, "counted": body["pages"], "stored": pages[site]}
+            )
+        got = {m["site"]: m["shared"] for m in body["mirrors"] if m["shared"]}
+        history.sites[site] = (body["pages"], got)
+        want = {other: n for (s, other), n in shared.items() if s == site}
+        if not history.unanswered and got != want:
+            violations.append({"kind": "site_shared", "site": site, "counted": got, "answered": want})
     return violations
 
 
@@ -729,7 +786,8 @@ async def run(
         await asyncio.gather(*(asyncio.to_thread(p.start) for p in processes))
         async with httpx.AsyncClient(base_url=processes[0].url, timeout=30.0) as http:
             made = await http.post(
-                "/v1/collections", json={"name": COLLECTION, "threshold": 0.7, "passages": True}
+                "/v1/collections",
+                json={"name": COLLECTION, "threshold": 0.7, "passages": True, "site_field": "url"},
             )
             if made.status_code != 201:
                 raise RuntimeError(f"creating the collection: {made.status_code} {made.text}")
@@ -790,6 +848,7 @@ async def run(
             "unavailable_503": history.attempts["503"],
             "timeouts": history.attempts["timeout"],
             "unanswered": history.unanswered,
+            "sites": history.sites,
             "violations": violations,
         }
     finally:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+import redis
 
 from neardup.domain import CollectionParams, Document, Index, StoreUnavailable
 from neardup.storage import ClusterStore, RedisStore, Store
@@ -184,3 +185,35 @@ async def test_delete_and_eviction_take_pages_out_on_a_cluster(cluster_url: str)
         assert await stored_edges_agree(store, index, "evict")
     finally:
         await store.close()
+
+
+async def test_dropping_a_cluster_collection_unlinks_its_site_keys(
+    cluster_url: str, valkey_cluster: Any
+) -> None:
+    store = ClusterStore.from_url(cluster_url)
+    try:
+        index = Index(store)
+        await index.create_collection(CollectionParams.create("gone", threshold=0.7, site_field="url"))
+        docs = [
+            Document("a", text(7), page("a.example", "1")),
+            Document("b", variant(text(7), 2), page("b.example", "1")),
+        ]
+        await index.check("gone", docs)
+        assert (await index.site("gone", "b.example")).mirrors
+        site_keys = "nd:gone:*{gone}*"
+        assert keys_on_nodes(valkey_cluster.urls, site_keys)
+        await index.delete_collection("gone")
+        assert keys_on_nodes(valkey_cluster.urls, "nd:gone:*") == []
+    finally:
+        await store.close()
+
+
+def keys_on_nodes(urls: list[str], pattern: str) -> list[bytes]:
+    out: list[bytes] = []
+    for url in urls:
+        client = redis.Redis.from_url(url)
+        try:
+            out += list(client.scan_iter(match=pattern))
+        finally:
+            client.close()
+    return out

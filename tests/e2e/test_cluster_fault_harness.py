@@ -4,7 +4,8 @@ primaries and 3 replicas on loopback (the module loaded, ``appendfsync always``)
 from different processes with retries, while one fault of each kind is injected (a service paused and
 killed, a primary killed and failed over, slots resharded, a graceful failover, a replica frozen). The
 checker finds no violation: one original per group, every acknowledged document found by its id, its
-text and a passage search with its own record, no ordinal named twice. The long run is the
+text and a passage search with its own record, no ordinal named twice, the site counts those the
+answers imply. The long run is the
 benchmark's. The checker itself is tested on a made-up history that breaks each rule of first seen
 wins."""
 
@@ -73,3 +74,6 @@ def test_one_fault_of_each_kind_breaks_no_promise(harness: ModuleType, tmp_path:
     assert report["unanswered"] == [], report
     # The run did what it says: groups were checked across the faults.
     assert report["checks_acknowledged"] >= 40, report
+    # and its sites share pages (each group's members are pages of four sites), which the checker
+    # compared with the answers
+    assert sum(n for _, shared in report["sites"].values() for n in shared.values()) >= 40, report["sites"]
