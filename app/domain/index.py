@@ -701,9 +701,48 @@ class Index:
             if len(journal.entries) < _JOURNAL_ROUND:
                 return
 
+    async def _unread_candidates(
+        self, collection: Collection, journal: JournalEntries
+    ) -> dict[int, list[int]]:
+        """The candidates of the journal's documents whose entry was written by a cluster stamp and never
+        got them (its check died before its read: docs/design.md, "Sites on a cluster"), as that check
+        would have read them: from the document's own band keys (in its stored sketch), those stamped
+        before it. One read-only check of those sketches; their candidates' sketches and records join
+        ``journal.found``. A document gone meanwhile gets none."""
+        params = collection.params
+        unread = sorted(
+            {own for _, docs in journal.entries for own, cands in docs if cands is None}
+            & {o for o, (sig, rec) in journal.found.items() if rec and stored_band_keys(params, sig)}
+        )
+        if not unread:
+            return {}
+        sketches = [journal.found[o][0] for o in unread]
+        offsets = [0]
+        for sketch in sketches:
+            offsets.append(offsets[-1] + len(sketch))
+        request = CheckBatch(
+            bands=params.bands,
+            band_keys=b"".join(stored_band_keys(params, sketch) for sketch in sketches),
+            signatures=b"".join(sketches),
+            signature_offsets=offsets,
+            empties=b"0" * len(unread),
+            ids=[b""] * len(unread),  # no id: nothing of the store's is excluded
+            records=[b""] * len(unread),
+        )
+        async with self.registry.call(params.name):
+            reply = await self._store.check(collection.keys, "read", request, max_candidates=MAX_CANDIDATES)
+        assert isinstance(reply, CheckReply)  # read mode writes nothing, so needs no old bands
+        journal.found.update(reply.fetched)
+        return {
+            own: [c for c in found if c != own and reply.stamp(c) < reply.stamp(own)]
+            for own, found in zip(unread, reply.candidates, strict=True)
+            if own in found  # still stored, and stamped
+        }
+
     async def _link_journal(self, collection: Collection, journal: JournalEntries) -> None:
         """Verify and link one round of journal entries (see ``_settle_journal``)."""
         params, keys = collection.params, collection.keys
+        unread = await self._unread_candidates(collection, journal)
         oldest_ms = _oldest_live_ms(params, journal.now_ms)
         pool = [
             ordinal
@@ -718,7 +757,11 @@ class Index:
         for _, docs in journal.entries:
             for own, candidates in docs:
                 own_site = site_of(metas[own], params.site_field) if own in metas else None
-                rows = [c for c in candidates if c in row and c != own]
+                rows = [
+                    c
+                    for c in (unread.get(own, []) if candidates is None else candidates)
+                    if c in row and c != own
+                ]
                 if own_site is None or not rows:
                     continue
                 sims = score(row[own], [row[c] for c in rows], floor)

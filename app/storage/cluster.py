@@ -49,7 +49,7 @@ from neardup.storage import keys, records
 from neardup.storage.cluster_layout import KeyGroups, OpsFor, unpack_band_keys
 from neardup.storage.cluster_retention import ClusterRetention
 from neardup.storage.cluster_routing import ClusterRouting, as_bytes, cluster_client, raise_for_status
-from neardup.storage.cluster_sites import ClusterSites
+from neardup.storage.cluster_sites import ClusterSites, site_head
 from neardup.storage.errors import StoreDown
 from neardup.storage.store import (
     DROP_SWEEP_AGE_MS,
@@ -138,7 +138,7 @@ class ClusterStore:
     ) -> tuple[int, int]:
         """As RedisStore.link, in one call on the state slot."""
         async with self._routing.guard():
-            return await self._sites.count(k, [], Settle(list(settles), list(pairs)))
+            return await self._sites.settle(k, Settle(list(settles), list(pairs)))
 
     async def link_journal(self, k: keys.CollectionKeys, *, limit: int, through: int = 0) -> JournalEntries:
         async with self._routing.guard():
@@ -327,9 +327,6 @@ class ClusterStore:
             committed = await self._settle_copies(k, expected)
             kept = [o if int(o or 0) in committed else b"" for o in expected]
             await self._restore_bands(k, g, ids, fields, kept, batch.passages if g.passages else ())
-            if g.sites:  # a kept copy whose check died after its stamp was never counted: count it now
-                pages = [(int(o), s) for o, s in zip(kept, batch.sites, strict=True) if o and s]
-                await self._sites.count(k, pages)
         if mode in ("read", "restore"):
             read = await self._read(k, g, fields, [0] * n, {}, [], max_candidates, set())
             if mode == "restore":
@@ -443,8 +440,14 @@ class ClusterStore:
         # 3. stamp: the commit point (only this check can make its ordinals visible, and only while
         # they are pending: a refusal means they are dead, and nothing of this check is ever seen)
         await self._pause("written")
+        # With a site_field the stamp also counts the batch's pages (the last version of each id) and
+        # writes its link journal entry, candidates unread (docs/design.md, "Sites on a cluster").
+        last = set(last_of.values())
+        pages = [batch.sites[i] if i in last else b"" for i in range(n)] if g.sites else []
         reply = await self._routing.run_state_script(
-            "cluster_stamp", k, [k.gen, ordinal0, n, new_docs, keys.STAMP_SCALE, *forget]
+            "cluster_stamp",
+            k,
+            [*site_head(k), ordinal0, n, new_docs, keys.STAMP_SCALE, len(forget), *forget, *pages],
         )
         if reply and reply[0] == b"dead":
             raise StoreDown(
@@ -453,24 +456,18 @@ class ClusterStore:
             )
         raise_for_status(reply)
         own_stamps = {o: int(s) for o, s in zip(ordinals, reply[1], strict=True)}
+        if mode == "put":
+            return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps, now_ms=server_ms)
         # the batch's own versions that are still current (the last occurrence of each id)
         live_own = {ordinals[i] for i in last_of.values()}
-        # Committed: their pages count now, with the earlier batches' verified pairs this check carries
-        # (a check killed before this call leaves them uncounted until its retry keeps the copy).
-        pages = [(ordinals[i], batch.sites[i]) for i in sorted(last_of.values()) if batch.sites[i]]
-        settle = batch.settle if mode == "insert" else None
-        counted = self._sites.count(k, pages, settle) if g.sites else _nothing()
-        if mode == "put":
-            await counted
-            return CheckReply(ordinals, [[] for _ in range(n)], {}, own_stamps, now_ms=server_ms)
-        read, _ = await _both(
-            self._read(k, g, fields, ordinals, own_stamps, ordinals, max_candidates, live_own), counted
-        )
-        if g.sites:  # the link journal: what the service verifies and settles (as check.lua's)
+        read = await self._read(k, g, fields, ordinals, own_stamps, ordinals, max_candidates, live_own)
+        if g.sites:
+            # The earlier batches' verified pairs this check carries, linked; its journal entry gets the
+            # candidates just read (what the service verifies and settles, as check.lua's), or goes.
             value = journal_value(ordinals, read.candidates, batch.sites)
-            if value:
-                await self._sites.count(k, [], None, (ordinals[0], value))
-                read = dataclasses.replace(read, journal=ordinals[0])
+            field = ordinal0 if any(pages) else 0
+            await self._sites.settle(k, batch.settle, (field, value))
+            read = dataclasses.replace(read, journal=ordinal0 if value else 0)
         return read if read.now_ms else dataclasses.replace(read, now_ms=server_ms)
 
     async def _pause(self, point: str) -> None:
@@ -795,7 +792,3 @@ async def _both(a: Awaitable[_A], b: Awaitable[_B]) -> tuple[_A, _B]:
         if isinstance(result, BaseException):
             raise result
     return x, y  # type: ignore[return-value]
-
-
-async def _nothing() -> tuple[int, int]:
-    return 0, 0

@@ -3,8 +3,9 @@
 Every site key of a collection is on its state slot (``keys.SiteKeys``: ``<base>:{c}:sn`` ...), so each
 site step is one script call there, atomic, running one server's site functions unchanged
 (``scripts/cluster_sites.lua``): a check takes its replaced versions' pages away beside its
-reservation, before anything of it lands, and counts its pages after its stamp, the commit point, with
-the earlier batches' verified pairs it carries; its link journal entry follows its read. Reads
+reservation, before anything of it lands; its stamp, the commit point, counts its pages and writes its
+link journal entry with their candidates unread (``cluster_stamp.lua``); after its read it links the
+earlier batches' verified pairs it carries and puts the candidates in its entry. Reads
 (``site``, ``site_pairs``, the journal) are of that slot too; the sketches and records a journal entry
 names are read from the data shards.
 """
@@ -52,20 +53,16 @@ class ClusterSites:
         args = [*site_head(k), "remove", len(named), *named, *ordinals]
         raise_for_status(await self._routing.run_state_script("cluster_sites", k, args))
 
-    async def count(
-        self,
-        k: keys.CollectionKeys,
-        pages: Sequence[tuple[int, bytes]],
-        settle: Settle | None = None,
-        journal: tuple[int, bytes] = (0, b""),
+    async def settle(
+        self, k: keys.CollectionKeys, settle: Settle | None, journal: tuple[int, bytes] = (0, b"")
     ) -> tuple[int, int]:
-        """Link ``settle``'s pairs and delete its journal fields, count these committed (ordinal, site)
-        pages where not counted yet, and write the journal entry ``journal`` (field 0: none), in one
-        call. Returns (edges added, edges refused by a bound)."""
-        if not pages and settle is None and not journal[0]:
+        """Link ``settle``'s pairs and delete its journal fields, and put the check's journal entry
+        ``journal`` (field, entry; field 0: none; entry b"": the field goes) in place of its stamp's,
+        in one call. Returns (edges added, edges refused by a bound)."""
+        if settle is None and not journal[0]:
             return 0, 0
         text = settle_text(settle) if settle is not None else b""
-        args = [*site_head(k), "count", text, journal[0], journal[1], *(x for page in pages for x in page)]
+        args = [*site_head(k), "settle", text, journal[0], journal[1]]
         reply = await self._routing.run_state_script("cluster_sites", k, args)
         raise_for_status(reply)
         return int(reply[1]), int(reply[2])
@@ -78,7 +75,7 @@ class ClusterSites:
         raise_for_status(reply)
         width, flat = int(reply[2]), reply[3]
         entries = [(int(flat[j]), journal_docs(bytes(flat[j + 1]), width)) for j in range(0, len(flat), 2)]
-        named = sorted({o for _, docs in entries for x, cs in docs for o in (x, *cs)})
+        named = sorted({o for _, docs in entries for x, cs in docs for o in (x, *(cs or ()))})
         got = await self._routing.read_fields([p for o in named for p in (g.sig(o), g.doc(o))])
         found = {o: (got[2 * j], got[2 * j + 1]) for j, o in enumerate(named)}
         return JournalEntries(int(reply[1]), entries, found, int(reply[4]))

@@ -190,6 +190,9 @@ EDGE_GROUP = 32
 #: sites (a license text, an error page) links to its first SITE_PARTNERS partners, both sides having
 #: room; an entry is then at most 4 + 16 * 9 = 148 bytes. Later matches beyond it are not counted.
 SITE_PARTNERS = 16
+#: In place of a document's count of candidates in a link journal entry: not read yet (a cluster
+#: stamp's entry, which its check replaces once it has read them; _common.lua's JOURNAL_UNREAD).
+JOURNAL_UNREAD = 2**32 - 1
 #: Most other sites one site's ``shared`` hash holds: an edge that would add a new other site to a
 #: full hash (on either side) is not recorded. Slots come back when a pair's count falls to 0.
 SITE_OTHERS = 256

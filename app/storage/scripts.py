@@ -28,7 +28,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 _NEEDS_COMMON = {
     "check", "lookup", "delete", "due", "reclaim", "passages", "passage_sources", "link", "site", "journal",
-    "module_probe", "cluster_sites", "cluster_journal",
+    "module_probe", "cluster_sites", "cluster_journal", "cluster_stamp",
 }  # fmt: skip
 #: Cluster scripts that find a band key's or an id's group in its family (``_cluster_family.lua``).
 _NEEDS_FAMILY = {"cluster_ops", "cluster_bands", "cluster_ids", "cluster_module_probe"}

@@ -81,12 +81,12 @@ class Settle:
 @dataclass(frozen=True)
 class JournalEntries:
     """The link journal as :meth:`Store.link_journal` read it: ``entries``, per field, each document's
-    ordinal and its candidates'; ``found``: the sketch and record of every ordinal they name (b"", b""
-    for a gone one); ``now_ms``: the store server's time; ``through``: the highest field it read up to
-    (entries written later have higher fields)."""
+    ordinal and its candidates' (None: not read yet, see ``journal_docs``); ``found``: the sketch and
+    record of every ordinal they name (b"", b"" for a gone one); ``now_ms``: the store server's time;
+    ``through``: the highest field it read up to (entries written later have higher fields)."""
 
     now_ms: int
-    entries: list[tuple[int, list[tuple[int, list[int]]]]]
+    entries: list[tuple[int, list[tuple[int, list[int] | None]]]]
     found: dict[int, tuple[bytes, bytes]]
     through: int
 
@@ -110,14 +110,18 @@ def settle_text(settle: Settle) -> bytes:
     return b" ".join([head, *(b"%d" % f for f in settle.fields)]) + b"\n" + _pairs_blob(settle.pairs)
 
 
-def journal_docs(value: bytes, width: int) -> list[tuple[int, list[int]]]:
+def journal_docs(value: bytes, width: int) -> list[tuple[int, list[int] | None]]:
     """A link journal entry's documents (check.lua's write_journal): per document its ordinal and its
-    candidates' ordinals."""
-    q, docs = 0, []
+    candidates' ordinals, None where they were not read yet (``keys.JOURNAL_UNREAD``: a cluster stamp's
+    entry whose check died before its read)."""
+    q, docs = 0, list[tuple[int, list[int] | None]]()
     while q + width + 4 <= len(value):
         x = int.from_bytes(value[q : q + width], "big")
         m = int.from_bytes(value[q + width : q + width + 4], "big")
         q += width + 4
+        if m == keys.JOURNAL_UNREAD:
+            docs.append((x, None))
+            continue
         found = [int.from_bytes(value[q + width * c : q + width * (c + 1)], "big") for c in range(m)]
         docs.append((x, found))
         q += width * m

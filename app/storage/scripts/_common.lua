@@ -217,6 +217,9 @@ local SHARED, EDGES = SITE_BASE .. 'x:', SITE_BASE .. 'e:'
 -- <base>:lj  the link journal: a batch's first ordinal -> its documents of a site with candidates, each
 --   its ordinal (OW bytes), the number of its candidates (4 bytes) and their ordinals (check.lua)
 local LINK_JOURNAL = SITE_BASE .. 'lj'
+-- In place of a document's count of candidates in a journal entry: not read yet (cluster_stamp.lua's
+-- entry, which its check replaces once it has read them; keys.JOURNAL_UNREAD).
+local JOURNAL_UNREAD = 4294967295
 local EDGE_GROUP = 32
 
 local function edge_key(ord) return EDGES .. string.format('%d', math.floor(ord / EDGE_GROUP)) end

@@ -3,6 +3,7 @@
 -- head's record prefix is '<base>:{c}:d:', so _common.lua's site functions name '<base>:{c}:sn' ...),
 -- and each step below is one call there: atomic, as the one script of a check is on one server. The
 -- functions are _common.lua's and _link_lua.lua's, the same code and the same data as on one server.
+-- The stamp (cluster_stamp.lua) counts a batch's pages; these are the steps before and after it.
 --
 -- KEYS[1] state hash (KEYS[2], KEYS[3]: the pending and late hashes, unused)
 -- ARGV[1..9] the shared head (see _common.lua), then ARGV[10] the step:
@@ -11,12 +12,12 @@
 --     new site ids than are left is refused here, before anything is written), ARGV[12 + k ..] the
 --     ordinals whose pages go (replaced, deleted or reclaimed versions; none counted: nothing).
 --     Idempotent. Returns {'ok'}.
---   'count': after a check's stamp (its commit point): ARGV[11] the settle ('' for none: see
---     _common.lua's parse_settle; earlier batches' verified cross-site pairs, linked, their journal
---     fields deleted), ARGV[12] the link journal field this batch writes ('0': none), ARGV[13] its value
---     (check.lua's format), ARGV[14 ..] per committed document of a site its ordinal and site name:
---     counted unless it is counted already (a retry that keeps a copy counts it here too), so the step
---     can be sent twice. Returns {'ok', edges added, edges refused by a bound}.
+--   'settle': after a check's read: ARGV[11] the settle ('' for none: see _common.lua's parse_settle;
+--     earlier batches' verified cross-site pairs, linked, their journal fields deleted), ARGV[12] the
+--     link journal field of this check ('0': none), ARGV[13] its entry now that the candidates are read
+--     (check.lua's format; '': no document of a site has any, the field goes), in place of the one
+--     cluster_stamp.lua wrote. Returns {'ok', edges added, edges refused by a bound}.
+--   (A batch's pages are counted by its stamp, cluster_stamp.lua, in the same script.)
 -- or {'nocollection'} / {'stale'}
 --
 -- A pair's document is live while its entry is there and it is above the eviction floor: the records
@@ -42,9 +43,11 @@ if settle then
   end
   if #settle.fields > 0 then redis.call('HDEL', LINK_JOURNAL, unpack(settle.fields)) end
 end
-for i = 14, #ARGV, 2 do
-  local ord = tonumber(ARGV[i])
-  if redis.call('HEXISTS', edge_key(ord), slot(ord, EDGE_GROUP)) == 0 then add_site_page(ord, ARGV[i + 1]) end
+if ARGV[12] ~= '0' then
+  if ARGV[13] ~= '' then
+    redis.call('HSET', LINK_JOURNAL, ARGV[12], ARGV[13])
+  else
+    redis.call('HDEL', LINK_JOURNAL, ARGV[12])
+  end
 end
-if ARGV[12] ~= '0' then redis.call('HSET', LINK_JOURNAL, ARGV[12], ARGV[13]) end
 return {'ok', added, refused}

@@ -19,10 +19,20 @@
 -- cluster_reserve.lua marked them with) are made dead, at most 100 per call, at most one sweep a
 -- second. Their checks are refused if they ever come back.
 --
+-- Sites (a collection with a site_field: docs/design.md, "Sites on a cluster"): the stamp counts the
+-- batch's pages in the same script, with _common.lua's functions on the site keys of this slot (the
+-- head's record prefix names them), so a committed document is counted and a refused one never; and
+-- it writes the batch's link journal entry with every document of a site marked as not yet read
+-- (JOURNAL_UNREAD), which the check replaces with the candidates once it has read them: an entry left
+-- so (its check died) is settled by reading those documents' candidates (Index._link_journal). A batch
+-- that could need more site ids than are left is refused here, its ordinals made dead.
+--
 -- KEYS[1] state hash   KEYS[2] pending hash   KEYS[3] late hash
--- ARGV[1] gen   ARGV[2] first ordinal   ARGV[3] n   ARGV[4] new documents (ids that did not exist)
--- ARGV[5] SCALE   ARGV[6..] ordinals whose late entry can be forgotten (versions this batch replaced:
---   their record is gone, so nothing of them can be seen again)
+-- ARGV[1..9] the shared head (_common.lua; ARGV[1] the gen)   ARGV[10] first ordinal   ARGV[11] n
+-- ARGV[12] new documents (ids that did not exist)   ARGV[13] SCALE   ARGV[14] k   ARGV[15 .. 14 + k]
+--   ordinals whose late entry can be forgotten (versions this batch replaced: their record is gone, so
+--   nothing of them can be seen again)   ARGV[15 + k .. 14 + k + n] (a site_field only) per document its
+--   site ('' for none, and for an earlier occurrence of an id the batch sends again)
 -- Returns {'ok', {stamp per document}, seq, max documents}, or {'dead'} (refused, above), or
 -- {'nocollection'} / {'stale'}, or {'lost'} when the batch's ordinals are above the sequence: this
 -- state lost their reservation (a failover to a replica that missed it), so nothing is stamped; the
@@ -30,13 +40,15 @@
 
 local v = redis.call('HMGET', KEYS[1], 'gen', 'top', 'swept', 'seq', 'maxd', 'abandon')
 if not v[1] then return {'nocollection'} end
-if v[1] ~= ARGV[1] then return {'stale'} end
+if v[1] ~= GEN then return {'stale'} end
 local top, swept, seq = tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
-local first, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+local first, n = tonumber(ARGV[10]), tonumber(ARGV[11])
 if first + n - 1 > seq then return {'lost'} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local abandon, scale = tonumber(v[6]), tonumber(ARGV[5])
+local abandon, scale = tonumber(v[6]), tonumber(ARGV[13])
+local forget = tonumber(ARGV[14])
+local sites = {unpack(ARGV, 15 + forget, 14 + forget + n)}
 
 -- A pending ordinal made dead: no longer pending, and recorded as dead for its readers.
 local function kill(o)
@@ -64,6 +76,11 @@ if n > 0 then
     end
   end
 end
+local no_site_id = site_ids_refusal(sites)
+if no_site_id then
+  for _, o in ipairs(ordinals) do kill(o) end
+  return no_site_id
+end
 
 local stamps = {}
 for i, o in ipairs(ordinals) do
@@ -76,7 +93,16 @@ for i, o in ipairs(ordinals) do
   top = s
   stamps[#stamps + 1] = s
 end
-for i = 6, #ARGV do redis.call('HDEL', KEYS[3], ARGV[i]) end
+for i = 15, 14 + forget do redis.call('HDEL', KEYS[3], ARGV[i]) end
 redis.call('HSET', KEYS[1], 'top', string.format('%d', top))
-if tonumber(ARGV[4]) ~= 0 then redis.call('HINCRBY', KEYS[1], 'docs', ARGV[4]) end
+if tonumber(ARGV[12]) ~= 0 then redis.call('HINCRBY', KEYS[1], 'docs', ARGV[12]) end
+local unread = {}
+for i, site in ipairs(sites) do
+  if site ~= '' then
+    local ord = first + i - 1
+    add_site_page(ord, site)
+    unread[#unread + 1] = ordinal_bytes(ord) .. struct.pack('>I4', JOURNAL_UNREAD)
+  end
+end
+if #unread > 0 then redis.call('HSET', LINK_JOURNAL, ARGV[10], table.concat(unread)) end
 return {'ok', stamps, seq, tonumber(v[5])}
