@@ -782,6 +782,162 @@ def mirrors_section(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cluster_mirrors_section(results: Path) -> str:
+    """``bench/cluster_mirrors.py``'s run (cluster_mirrors.json), when it was saved there: the cost of
+    mirror detection (a collection with ``site_field``) on a Redis Cluster beside one server."""
+    path = results / "cluster_mirrors.json"
+    if not path.exists():
+        return ""
+    run = json.loads(path.read_text())
+    settings, sizes = run["settings"], run["sizes"]
+    stores = [name for name in STORE_LABELS if name in sizes[0]["stores"]]
+    crawls = "; ".join(
+        f"{s['crawl']['originals']} originals, {s['crawl']['full_mirrors']} full and "
+        f"{s['crawl']['partial_mirrors']} partial mirrors: {s['crawl']['sites']} sites, "
+        f"{s['crawl']['pages']:,} pages ({s['crawl']['true_mirror_pairs']} true mirror pairs)"
+        for s in sizes
+    )
+    lines = [
+        "## Mirror detection on a Redis Cluster",
+        "",
+        f"`{run['command']}` ({run['machine']['cores']} cores, shared: absolute times are context, the "
+        "ratios come from one run): bench_mirrors.py's synthetic crawl at "
+        f"{len(sizes)} size{'s' if len(sizes) > 1 else ''} ({crawls}), the same shuffled order checked "
+        f"through `POST /check/batch` ({settings['batch']} "
+        f"pages a request, {settings['clients']} connections, 1 worker of a real `neardup serve`) into one "
+        "embedded Valkey with neardup's module, a 3-primary LocalCluster whose nodes load it, and the same "
+        "cluster without it (Lua); each store a collection with `site_field` and one without, one right "
+        f"after the other, which first alternating, {settings['rounds']} rounds (medians; the ratio and "
+        "the extra cost are paired per round). Every collection's state slot is on the cluster's first "
+        "primary (node 0). Servers' CPU is INFO cpu summed over the nodes; the service's from /proc. "
+        "Accuracy and parity come from a further run per store on ONE connection (the same requests in "
+        "the same order everywhere), which also gives the speed of one connection with and without "
+        "`site_field`.",
+        "",
+        "| crawl | store | docs/s with / without `site_field` (ratio) | servers' CPU us/doc with / without "
+        "(sites' extra) | service's CPU us/doc with / without (extra) | one connection, one run: docs/s "
+        "ratio; script calls per batch with / without | site keys B/page; bytes per node | precision / "
+        "recall (min_share 0.5) | same counts as one server |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for size in sizes:
+        for name in stores:
+            st = size["stores"][name]
+            m, mem, acc, one = st["median"], st["memory"], st["accuracy"], st["one_connection"]
+            w, o = m["with_site_field"], m["without"]
+            parity = size["parity_with_one_server"].get(name)
+            if parity is None:
+                same = "(the reference)"
+            else:
+                same = (
+                    "yes: every check answer, site and pair"
+                    if parity["same_mirror_pair_counts"]
+                    and not parity["sites_differing"]
+                    and not parity["check_answers_differing"]
+                    else f"**no**: {parity['check_answers_differing']} answers, "
+                    f"{parity['sites_differing']} sites ({parity['shared_counts_differing']} counts), "
+                    f"pairs {parity['mirror_pairs']}"
+                )
+            calls = one["script_calls_per_batch"]
+            lines.append(
+                f"| {size['crawl']['pages']:,} pages | {STORE_LABELS[name]} | {w['docs_per_s']:,.0f} / "
+                f"{o['docs_per_s']:,.0f} (**{m['docs_per_s_ratio']}x**) | {w['server_cpu_us']} / "
+                f"{o['server_cpu_us']} (**{m['sites_extra_server_cpu_us']:+}**) | {w['service_cpu_us']} / "
+                f"{o['service_cpu_us']} ({m['sites_extra_service_cpu_us']:+}) | {one['docs_per_s_ratio']}x; "
+                f"{calls['with_site_field']} / {calls['without']} | {mem['bytes_per_page']}; "
+                + " / ".join(f"{b:,}" for b in mem["site_bytes_per_node"])
+                + f" | {acc['precision']} / {acc['recall']} | {same} |"
+            )
+    lines += ["", *cluster_mirrors_notes(run, stores)]
+    return "\n".join([*lines, "", "Raw results: `bench/results/cluster_mirrors.json`.", ""]) + "\n"
+
+
+def cluster_mirrors_notes(run: dict[str, Any], stores: list[str]) -> list[str]:
+    """The bullets under the cluster mirrors table: where the extra work and the site keys land, how the
+    cost per document moves with the crawl's size, the idle CPU in every figure."""
+    sizes = run["sizes"]
+    notes = []
+    for name in stores:
+        if name == "one_server":
+            continue
+        parts = []
+        for size in sizes:
+            st = size["stores"][name]
+            mem = st["memory"]
+            extra = st["median"]["sites_extra_server_cpu_us_per_node"]
+            holder = (mem["nodes_holding_site_keys"] or [0])[0]
+            share = mem["site_share_of_node_collection_bytes"][holder] or 0.0
+            parts.append(
+                f"at {size['crawl']['pages']:,} pages the extra servers' CPU per document by node "
+                + " / ".join(f"{x:+}" for x in extra)
+                + f" us; the site keys ({mem['site_keys']:,} keys, {mem['site_keys_bytes']:,} B) all on "
+                f"node(s) {mem['nodes_holding_site_keys']}, {share:.1%} of that node's bytes of the "
+                f"collection ({mem['site_share_of_collection_bytes']:.1%} of all nodes')"
+            )
+        notes.append(f"- {STORE_LABELS[name]}: " + "; ".join(parts) + ".")
+    if len(sizes) > 1:
+        first, last = sizes[0], sizes[-1]
+        grow = ", ".join(
+            f"{STORE_LABELS[name]} {first['stores'][name]['median']['sites_extra_server_cpu_us']} -> "
+            f"{last['stores'][name]['median']['sites_extra_server_cpu_us']} us (servers), "
+            f"{first['stores'][name]['memory']['bytes_per_page']} -> "
+            f"{last['stores'][name]['memory']['bytes_per_page']} B/page"
+            for name in stores
+        )
+        notes.append(
+            f"- From {first['crawl']['pages']:,} to {last['crawl']['pages']:,} pages (near-duplicate page "
+            f"pairs per page {first['crawl'].get('near_duplicate_pairs_per_page', '-')} -> "
+            f"{last['crawl'].get('near_duplicate_pairs_per_page', '-')}), the extra cost of sites per "
+            f"document: {grow}."
+        )
+    for size in sizes:
+        extra = ", ".join(
+            f"{STORE_LABELS[name]} {size['stores'][name]['median']['sites_extra_commands']:+}"
+            for name in stores
+        )
+        notes.append(
+            f"- Server commands per document added by sites at {size['crawl']['pages']:,} pages (INFO "
+            f"commandstats, the calls scripts make included): {extra}."
+        )
+    notes.append(
+        "- On a cluster every site step is `cluster_sites.lua` on the state slot, the same Lua on both "
+        'clusters (a cluster node refuses `ND.LINK`, which checks no slot: docs/design.md, "Sites on a '
+        'cluster"); on one server the module counts a page inside `ND.BANDS` and links in `ND.LINK`, '
+        "so there sites add almost no commands."
+    )
+    busy = [
+        r["others_cores_busy"]
+        for size in sizes
+        for store in size["runs"].values()
+        for label in store.values()
+        for r in label
+        if "others_cores_busy" in r
+    ]
+    one = [
+        size["stores"][name]["one_connection"][label].get("others_cores_busy", 0.0)
+        for size in sizes
+        for name in stores
+        for label in ("with_site_field", "without")
+    ]
+    notes.append(
+        "- The one-connection figures are one run each (not medians): read them as rough; other "
+        f"processes kept up to {max(one):.2f} cores busy during them."
+    )
+    if busy:
+        notes.append(
+            f"- Other processes on the machine during the {len(busy)} throughput runs: median "
+            f"{statistics.median(busy):.2f} cores busy, max {max(busy):.2f} (per run in the JSON)."
+        )
+    idle = run.get("idle", {}).get("server_cpu_us_per_s", {})
+    if idle:
+        notes.append(
+            "- The servers' CPU while idle (cron, a cluster's bus), in every figure above: "
+            + ", ".join(f"{STORE_LABELS[n]} {v:,} us/s" for n, v in idle.items())
+            + "."
+        )
+    return notes
+
+
 def server_time_row(cost: dict[str, Any]) -> str:
     """The mirrors table's row of the counting's server time, with neardup's module (the link step is
     ``ND.LINK``) and on a server without it (every step in Lua)."""
@@ -1509,6 +1665,11 @@ def main() -> None:
         help="only (re)write the Passages on a Redis Cluster section from cluster_passages.json",
     )
     parser.add_argument(
+        "--only-cluster-mirrors",
+        action="store_true",
+        help="only (re)write the Mirror detection on a Redis Cluster section from cluster_mirrors.json",
+    )
+    parser.add_argument(
         "--only-verification",
         action="store_true",
         help="only (re)write the Verification section from the JSON of its runs in --results",
@@ -1533,6 +1694,18 @@ def main() -> None:
         if section.splitlines()[0] + "\n" not in text and after in text:
             at = text.index(after) + 1
             args.markdown.write_text(text[:at] + section + "\n" + text[at:])
+        else:
+            replace_section(args.markdown, section)
+        return
+    if args.only_cluster_mirrors:
+        section = cluster_mirrors_section(results)
+        if not section:
+            sys.exit(f"no cluster_mirrors.json in {results}")
+        text = args.markdown.read_text() if args.markdown.exists() else ""
+        before = "\n## History"  # after Mirror detection, as a full run puts it (History is kept by hand)
+        if section.splitlines()[0] + "\n" not in text and before in text:
+            at = text.index(before) + 1
+            args.markdown.write_text(text[:at] + section + text[at:])  # the section ends with a blank line
         else:
             replace_section(args.markdown, section)
         return
@@ -1617,6 +1790,7 @@ def main() -> None:
             passages_section(results),
             cluster_passages_section(results),
             mirrors_section(results),
+            cluster_mirrors_section(results),
         )
         if section
     )
