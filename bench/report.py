@@ -900,10 +900,11 @@ def cluster_mirrors_notes(run: dict[str, Any], stores: list[str]) -> list[str]:
             f"commandstats, the calls scripts make included): {extra}."
         )
     notes.append(
-        "- On a cluster every site step is `cluster_sites.lua` on the state slot, the same Lua on both "
-        'clusters (a cluster node refuses `ND.LINK`, which checks no slot: docs/design.md, "Sites on a '
-        'cluster"); on one server the module counts a page inside `ND.BANDS` and links in `ND.LINK`, '
-        "so there sites add almost no commands."
+        "- On a cluster every site step is Lua on the state slot, the same on both clusters: the stamp "
+        "counts the pages (`cluster_stamp.lua`), `cluster_sites.lua` takes replaced pages away beside the "
+        "reservation and links after the read (a cluster node refuses `ND.LINK`, which checks no slot: "
+        'docs/design.md, "Sites on a cluster"); on one server the module counts a page inside `ND.BANDS` '
+        "and links in `ND.LINK`, so there sites add almost no commands."
     )
     busy = [
         r["others_cores_busy"]
