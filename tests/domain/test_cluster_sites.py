@@ -13,8 +13,15 @@ from typing import Any
 import pytest
 import redis
 
-from neardup.domain import CollectionParams, Document, Index, StoreUnavailable
-from neardup.storage import ClusterStore, RedisStore, Store
+from neardup.domain import (
+    CollectionFull,
+    CollectionParams,
+    Document,
+    DocumentNotFound,
+    Index,
+    StoreUnavailable,
+)
+from neardup.storage import ClusterStore, RedisStore, Store, keys
 from neardup.storage.errors import StoreDown
 from tests.domain.test_index import text, variant
 from tests.domain.test_sites import SITES, THRESHOLD, Recount, compare, page, replay, stored_edges_agree
@@ -221,3 +228,36 @@ def keys_on_nodes(urls: list[str], pattern: str) -> list[bytes]:
         finally:
             client.close()
     return out
+
+
+async def test_the_stamp_refuses_a_batch_past_the_last_site_id(
+    cluster_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusal beside the reservation is the early one; the stamp asks again (two batches may both
+    pass the first, each with a new site, for one id left): a refused stamp makes the batch's ordinals
+    dead and counts nothing, and the check is a 409 whose documents are absent."""
+    store = ClusterStore.from_url(cluster_url)
+    try:
+        index = Index(store)
+        await index.create_collection(CollectionParams.create("full", threshold=THRESHOLD, site_field="url"))
+        await index.check("full", [Document("a1", text(1), page("a.example", "1"))])
+        client = redis.RedisCluster.from_url(cluster_url)
+        try:
+            client.hset(keys.state("full"), "sseq", keys.MAX_SITE_ID)  # as after 2^32 - 1 sites held
+        finally:
+            client.close()
+
+        async def passes(*_: Any) -> None:  # the early refusal, as if another batch raced past it
+            return None
+
+        monkeypatch.setattr(store._sites, "remove", passes)
+        with pytest.raises(CollectionFull):
+            await index.check("full", [Document("b1", text(2), page("b.example", "1"))])
+        with pytest.raises(DocumentNotFound):
+            await index.get_document("full", "b1")
+        assert (await index.site("full", "b.example")).pages == 0
+        assert (await index.site("full", "a.example")).pages == 1
+        await index.check("full", [Document("a2", text(3), page("a.example", "2"))])  # a known site: taken
+        assert (await index.site("full", "a.example")).pages == 2
+    finally:
+        await store.close()

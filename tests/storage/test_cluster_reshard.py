@@ -5,8 +5,9 @@ slot map it learned before. The module's bucket commands carry their group keys 
 the server cannot route them: they ask the server's routing themselves (native/valkey/buckets.cpp), and
 the store, told "non local key", learns the map again and sends them where the slots live. Afterwards
 no node holds a key in a slot it does not serve, and every acknowledged document is found by its id, by
-its text and by a passage search (the passage index's families move with their slots too); the same
-with nodes that run the Lua loops instead of the module."""
+its text and by a passage search (the passage index's families move with their slots too), and counted
+by its site (the collection's state slot, with its site keys, moves while checks run); the same with
+nodes that run the Lua loops instead of the module."""
 
 from __future__ import annotations
 
@@ -17,14 +18,24 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from neardup.domain import CollectionParams, Document, Index, StoreUnavailable
 from neardup.domain.models import CheckResult
-from neardup.storage import ClusterStore
+from neardup.storage import ClusterStore, keys
 from neardup.testing import LocalCluster
 from tests.domain.test_index import text, variant
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+#: The collection: its state slot (15) is among the first 200 slots, which move while checks run, so
+#: its site keys (a site_field: on the state's slot, docs/design.md "Sites on a cluster") move with them.
+NAME = "c113"
+
+
+def site(name: str, n: int) -> dict[str, str]:
+    return {"url": f"https://{name}.example/{n}"}
 
 
 def node_id(client: redis.Redis) -> str:
@@ -83,10 +94,10 @@ async def check_until_answered(index: Index, docs: list[Document], tries: int = 
     """A client's retries: a 503 (a slot mid-migration, refused until it settles) is sent again."""
     for _ in range(tries - 1):
         try:
-            return await index.check("c", docs)
+            return await index.check(NAME, docs)
         except StoreUnavailable:
             await asyncio.sleep(0.1)
-    return await index.check("c", docs)
+    return await index.check(NAME, docs)
 
 
 @pytest.mark.parametrize("module", [True, False], ids=["module", "lua"])
@@ -100,10 +111,12 @@ async def test_checks_during_and_after_a_reshard_write_only_where_the_slots_live
         fresh = None
         try:
             index = Index(store)
-            await index.create_collection(CollectionParams.create("c", threshold=0.7, passages=True))
+            await index.create_collection(
+                CollectionParams.create(NAME, threshold=0.7, passages=True, site_field="url")
+            )
             acknowledged: dict[str, str] = {}
             for i in range(30):
-                doc = Document(f"a{i}", text(i))
+                doc = Document(f"a{i}", text(i), site("a", i))
                 [result] = await check_until_answered(index, [doc])
                 assert result.inserted
                 acknowledged[doc.id] = doc.text
@@ -124,7 +137,7 @@ async def test_checks_during_and_after_a_reshard_write_only_where_the_slots_live
             resharding.start()
             i = 30
             while not done.is_set():
-                doc = Document(f"a{i}", text(i))
+                doc = Document(f"a{i}", text(i), site("a", i))
                 [result] = await check_until_answered(index, [doc])
                 assert result.inserted
                 acknowledged[doc.id] = doc.text
@@ -136,7 +149,7 @@ async def test_checks_during_and_after_a_reshard_write_only_where_the_slots_live
             # in batches (a node's share of a batch is past SlotRouting.kAskEach group keys: the module
             # reads its slot table), and near-copies of the first ones.
             for j in range(i, i + 60):
-                doc = Document(f"a{j}", text(j))
+                doc = Document(f"a{j}", text(j), site("a", j))
                 [result] = await check_until_answered(index, [doc])
                 assert result.inserted
                 acknowledged[doc.id] = doc.text
@@ -144,24 +157,30 @@ async def test_checks_during_and_after_a_reshard_write_only_where_the_slots_live
             # calls all start from a map that is wrong for them.
             assert move_slots(urls, 0, 2, list(range(200, 400))) > 0
             for j in range(i + 60, i + 160, 20):
-                docs = [Document(f"a{m}", text(m)) for m in range(j, j + 20)]
+                docs = [Document(f"a{m}", text(m), site("a", m)) for m in range(j, j + 20)]
                 assert all(r.inserted for r in await check_until_answered(index, docs))
                 acknowledged.update((doc.id, doc.text) for doc in docs)
-            nears = [Document(f"b{j}", variant(text(j), j)) for j in range(20)]
+            nears = [Document(f"b{j}", variant(text(j), j), site("b", j)) for j in range(20)]
             assert [r.duplicate_of for r in await check_until_answered(index, nears)] == [
                 f"a{j}" for j in range(20)
             ]
 
             assert keys_out_of_place(urls) == {}
+            assert key_slot(keys.state(NAME).encode()) == 15  # among the slots that moved
+
+            # The sites: every page counted, and b's 20 near-copies shared with a.
+            a, b = await index.site(NAME, "a.example"), await index.site(NAME, "b.example")
+            assert a.pages == len(acknowledged) and b.pages == 20
+            assert [(m.site, m.shared, m.other_shared) for m in b.mirrors] == [("a.example", 20, 20)]
 
             # Every acknowledged document, by id and by text, through a store that learns the map anew.
             fresh = ClusterStore.from_url(cluster.url)
             reader = Index(fresh)
             for doc_id, doc_text in acknowledged.items():
-                assert (await reader.get_document("c", doc_id)).id == doc_id
-                matches = await reader.query("c", doc_text, limit=5)
+                assert (await reader.get_document(NAME, doc_id)).id == doc_id
+                matches = await reader.query(NAME, doc_text, limit=5)
                 assert doc_id in [m.id for m in matches], doc_id
-                found = await reader.passages("c", doc_text)
+                found = await reader.passages(NAME, doc_text)
                 holders = {s.id for s in found.sources} | {
                     c.id for s in found.sources for p in s.spans for c in p.also_in
                 }
