@@ -57,6 +57,10 @@ _UNSYNCED = frozenset(
     }
 )
 
+#: State scripts with a module variant (its loop one command of neardup's module where the state's node
+#: has it): the site steps' link loop, ND.LINK.
+_MODULE_VARIANTS = frozenset({"cluster_sites"})
+
 _T = TypeVar("_T")
 
 
@@ -128,6 +132,7 @@ class ClusterRouting:
             )
         }  # fmt: skip
         self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")
+        self._scripts["cluster_sites_module"] = Script("cluster_sites", "module")
         self._scripts["cluster_module_probe"] = Script("cluster_module_probe", "module")
         #: node name -> whether it has neardup's module (ND.BUCKETS): asked once per node, asked again
         #: after the module refused a command there (scripts.module_refused)
@@ -227,7 +232,16 @@ class ClusterRouting:
         collection = k if isinstance(k, str) else k.collection
         slot_keys = [keys.state(collection), keys.pending(collection), keys.late(collection)]
         touch = "" if name in _UNSYNCED else slot_keys[0]
-        return await self.retrying(lambda: self.run_script(name, slot_keys, args, touch=touch))
+        if name not in _MODULE_VARIANTS:
+            return await self.retrying(lambda: self.run_script(name, slot_keys, args, touch=touch))
+
+        async def on_its_node() -> Any:  # the module variant where the state's node has the module
+            def call(uses: bool) -> Awaitable[Any]:
+                return self.run_script(f"{name}_module" if uses else name, slot_keys, args, touch=touch)
+
+            return await self._on_node(self._node(slot_keys[0]), call)
+
+        return await self.retrying(on_its_node)
 
     async def _synced(self, node: ClusterNode, commands: Sequence[Sequence[Any]], touch: str) -> list[Any]:
         """Send ``commands`` on one connection of ``node``, then WAIT until ``min_replicas``
@@ -332,7 +346,8 @@ class ClusterRouting:
     async def _has_module(self, node: ClusterNode) -> bool:
         """Whether this node has this release's neardup module loaded (False where MODULE LIST is
         refused, or its module is another build's: it reports another version, scripts.uses_module, or
-        refuses ND.BUCKETS as cluster_ops.lua sends it, cluster_module_probe.lua)."""
+        refuses ND.BUCKETS as cluster_ops.lua sends it or ND.LINK as cluster_sites.lua does,
+        cluster_module_probe.lua)."""
         known = self._modules.get(node.name)
         if known is None:
             try:

@@ -55,9 +55,9 @@ inline bool served_here(VmCtx* ctx, bool cluster, VmString* name, std::string& w
   return served;
 }
 
-// The commands of one server's layout (ND.BANDS, ND.PASSAGES, ND.POSTINGS, ND.LINK) name keys that
-// they do not declare, and check no slot: on a cluster node they are refused, with nothing read or
-// written (the cluster's store uses ND.BUCKETS and ND.BUCKETSGET, which check every key they touch).
+// The commands of one server's layout (ND.BANDS, ND.PASSAGES, ND.POSTINGS) name keys that they do
+// not declare, and check no slot: on a cluster node they are refused, with nothing read or written (the
+// cluster's store uses ND.BUCKETS and ND.BUCKETSGET, and ND.LINK, which check every key they touch).
 // What a node must apply (its primary's stream, its append-only file) is applied. Returns true when
 // the command was refused (its error reply sent).
 inline bool standalone_only(VmCtx* ctx, const char* command) {

@@ -22,6 +22,11 @@
 //     pairs         per pair the checked document's ordinal and its match's, 8 bytes big-endian each,
 //                   in the order to try them
 //   -> [edges added, edges refused by a bound]
+//
+// On a cluster node (a collection's site keys are on its state's slot: docs/design.md, "Sites on a
+// cluster") it first asks the server's routing about every key it may touch, before writing anything
+// (Linker::served_here), and answers an error naming "a non local key" where one is not served here;
+// it takes no cutoff there (-1: the records are on other slots).
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -227,6 +232,38 @@ class Linker {
 
   size_t partners(const std::string& entry) const { return (entry.size() - 4) / kStep; }
 
+  // On a cluster node (docs/design.md, "Sites on a cluster"): whether this node serves every key the
+  // loop over `pairs` may touch, asked before anything is written, as ND.BUCKETS asks: the entry groups
+  // of the pairs' ordinals, then (their entries read) the shared counts of those entries' sites. A
+  // collection's site keys share its state's slot, so on a node that serves it they all are; where the
+  // slot moved, or is migrating and a key is gone from here, `why` holds the server's refusal.
+  bool served_here(const char* pairs, size_t len, std::string& why) {
+    std::unordered_set<uint64_t> ordinals, groups, sites;
+    for (size_t p = 0; p + 16 <= len; p += 16) {
+      ordinals.insert(big_endian(pairs + p, 8));
+      ordinals.insert(big_endian(pairs + p + 8, 8));
+    }
+    for (const uint64_t ord : ordinals) groups.insert(ord / edge_group);
+    SlotRouting routing(ctx_, groups.size() + 2 * ordinals.size());
+    const auto served = [&](const std::string& prefix, uint64_t number) {
+      VmKey* key = open(prefix, number, false);
+      const bool here = key && api.KeyType(key) != kKeyTypeEmpty;
+      const std::string name = prefix + std::to_string(number);
+      VmString* text = api.CreateString(ctx_, name.data(), name.size());
+      const bool ok = routing.served(text, here, why);
+      api.FreeString(ctx_, text);
+      return ok;
+    };
+    for (const uint64_t g : groups)
+      if (!served(edges, g)) return false;
+    std::string value;
+    for (const uint64_t ord : ordinals)
+      if (entry(ord, value) && value.size() >= 4) sites.insert(site_of(value));
+    for (const uint64_t site : sites)
+      if (!served(shared, site)) return false;
+    return true;
+  }
+
   // link.lua's loop over the pairs, step for step.
   void run(const char* pairs, size_t len) {
     bool have_cur = false, have_x = false, x_live = false, dirty = false;
@@ -312,7 +349,6 @@ std::string text_of(VmString* s) {
 }
 
 int link_command(VmCtx* ctx, VmString** argv, int argc) {
-  if (standalone_only(ctx, "ND.LINK")) return kOk;
   if (argc != 12) return api.WrongArity(ctx);
   if (text_of(argv[1]) != "1") return api.ReplyWithError(ctx, "ERR ND.LINK: unknown protocol version");
   long long edge_group = 0, record_group = 0, floor = 0, cutoff = 0, max_partners = 0, max_others = 0;
@@ -333,6 +369,18 @@ int link_command(VmCtx* ctx, VmString** argv, int argc) {
   linker.cutoff = cutoff;
   linker.max_partners = max_partners;
   linker.max_others = max_others;
+  // On a cluster node the keys are asked about first; the records are on other slots, so no cutoff.
+  const bool cluster = (api.GetContextFlags(ctx) & kCtxFlagsCluster) != 0 &&
+                       !(api.MustObeyClient && api.MustObeyClient(ctx));
+  if (cluster) {
+    if (cutoff >= 0)
+      return api.ReplyWithError(ctx, "ERR ND.LINK on a cluster node takes no cutoff: records are elsewhere");
+    std::string why;
+    if (!linker.served_here(pairs, len, why)) {
+      const std::string message = "ERR a site key of this call is a non local key: " + why;
+      return api.ReplyWithError(ctx, message.c_str());
+    }
+  }
   linker.run(pairs, len);
   // Propagated only when it wrote: a replay runs on the same data, so it writes the same.
   if (linker.wrote) api.ReplicateVerbatim(ctx);

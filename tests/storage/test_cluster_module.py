@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from neardup.domain import CollectionParams, Document, Index, StoreUnavailable
 from neardup.storage import ClusterStore, keys, scripts
@@ -256,13 +258,96 @@ async def test_module_and_lua_write_the_same_passage_families(
 def test_commands_of_one_servers_layout_are_refused_on_a_cluster_node(
     cluster_url: str, valkey_cluster: LocalCluster
 ) -> None:
-    """ND.BANDS, ND.PASSAGES, ND.POSTINGS and ND.LINK name keys they do not declare and check no slot:
-    a cluster node refuses them before reading or writing anything."""
+    """ND.BANDS, ND.PASSAGES and ND.POSTINGS name keys they do not declare and check no slot: a cluster
+    node refuses them before reading or writing anything."""
     client = redis.Redis.from_url(valkey_cluster.urls[0])
     try:
-        for command in ("ND.BANDS", "ND.PASSAGES", "ND.POSTINGS", "ND.LINK"):
+        for command in ("ND.BANDS", "ND.PASSAGES", "ND.POSTINGS"):
             with pytest.raises(redis.ResponseError, match="runs on a standalone server only"):
                 client.execute_command(command, "1", "nd:c:g:b:", "0")
         assert client.dbsize() == 0
     finally:
         client.close()
+
+
+def test_nd_link_on_a_cluster_node_asks_about_every_key_first(
+    cluster_url: str, valkey_cluster: LocalCluster
+) -> None:
+    """ND.LINK names its keys in its arguments: on a cluster node it asks the server's routing about
+    every key it may touch before it writes (a key of another node's slot: "non local key", nothing
+    written), and takes no cutoff (the records are on other slots)."""
+    client = redis.Redis.from_url(valkey_cluster.urls[0])
+    try:
+        mine = set()
+        myself = client.execute_command("CLUSTER", "MYID")
+        myself = myself.decode() if isinstance(myself, bytes) else myself
+        for first, last, *nodes in client.execute_command("CLUSTER", "SLOTS"):
+            owner = nodes[0][2]
+            if (owner.decode() if isinstance(owner, bytes) else owner) == myself:
+                mine.update(range(first, last + 1))
+        other = next(str(n) for n in range(10_000) if key_slot(str(n).encode()) not in mine)
+        here = next(str(n) for n in range(10_000) if key_slot(str(n).encode()) in mine)
+        pairs = (1).to_bytes(8, "big") + (2).to_bytes(8, "big")
+
+        def link(tag: str, cutoff: str) -> Any:
+            base = f"nd:probe:g:{{{tag}}}:"
+            return client.execute_command(
+                "ND.LINK", "1", base + "e:", base + "x:", base + "d:", 32, 120, "0", cutoff, 16, 256, pairs
+            )
+
+        with pytest.raises(redis.ResponseError, match="non local key"):
+            link(other, "-1")
+        with pytest.raises(redis.ResponseError, match="takes no cutoff"):
+            link(here, "0")
+        assert link(here, "-1") == [0, 0]  # served here: no entries, nothing to link
+        assert client.dbsize() == 0
+    finally:
+        client.close()
+
+
+async def test_module_and_lua_link_the_same_sites(
+    clusters: tuple[LocalCluster, LocalCluster],
+    stores: tuple[ClusterStore, ClusterStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The site steps' link loop is ND.LINK where the state's node has the module, the Lua loop
+    elsewhere: the same stream with a site_field (a site copied by three others, a replacement, a
+    delete) leaves the same site keys on both clusters and gets the same counts."""
+    monkeypatch.setattr("neardup.domain.index.secrets.token_hex", lambda n: "a" * (2 * n))
+    answers = []
+    for store in stores:
+        index = Index(store)
+        await index.create_collection(CollectionParams.create("s", threshold=0.7, site_field="url"))
+        base = [text(i, 200) for i in range(12)]
+        await index.check(
+            "s", [Document(f"a{i}", t, {"url": f"https://a.example/{i}"}) for i, t in enumerate(base)]
+        )
+        for site in "bcd":
+            copies = [
+                Document(f"{site}{i}", variant(t, i), {"url": f"https://{site}.example/{i}"})
+                for i, t in enumerate(base[:8])
+            ]
+            await index.check("s", copies)
+        await index.put("s", Document("a3", text(99, 200), {"url": "https://a.example/3"}))
+        await index.delete_document("s", "b4")
+        answers.append([await index.site("s", f"{x}.example") for x in "abcd"])
+    assert answers[0] == answers[1]
+    # b: 7 pages left (b4 deleted), all copied on c and d, and 6 of them from a (a3 replaced)
+    assert sorted(m.shared for m in answers[0][1].mirrors) == [6, 7, 7]
+    a, b = site_keys(clusters[0]), site_keys(clusters[1])
+    assert a == b and len(a) > 5
+    assert calls(clusters[0], "nd.link") > 0 and calls(clusters[1], "nd.link") == 0
+
+
+def site_keys(cluster: LocalCluster) -> dict[bytes, Any]:
+    """Every site key (on the state's slot: ``nd:<c>:<gen>:{<c>}:...``) of every node, as stored."""
+    out: dict[bytes, Any] = {}
+    for url in cluster.urls:
+        client = redis.Redis.from_url(url)
+        try:
+            for key in client.scan_iter(match="nd:*:{*}:*", count=1000):
+                kind = client.type(key)
+                out[key] = client.get(key) if kind == b"string" else client.hgetall(key)
+        finally:
+            client.close()
+    return out
