@@ -900,11 +900,12 @@ def cluster_mirrors_notes(run: dict[str, Any], stores: list[str]) -> list[str]:
             f"commandstats, the calls scripts make included): {extra}."
         )
     notes.append(
-        "- On a cluster every site step is Lua on the state slot, the same on both clusters: the stamp "
-        "counts the pages (`cluster_stamp.lua`), `cluster_sites.lua` takes replaced pages away beside the "
-        "reservation and links after the read (a cluster node refuses `ND.LINK`, which checks no slot: "
-        'docs/design.md, "Sites on a cluster"); on one server the module counts a page inside `ND.BANDS` '
-        "and links in `ND.LINK`, so there sites add almost no commands."
+        "- On a cluster the site steps are scripts on the state slot: the stamp counts the pages "
+        "(`cluster_stamp.lua`, in Lua on both clusters), `cluster_sites.lua` takes replaced pages away "
+        "beside the reservation and links after the read, with `ND.LINK` on the module's cluster (it asks "
+        'about every key it touches there: docs/design.md, "Sites on a cluster") and in Lua on the other; '
+        "on one server the module counts a page inside `ND.BANDS` and links in `ND.LINK`, so there sites "
+        "add almost no commands."
     )
     busy = [
         r["others_cores_busy"]
