@@ -5,7 +5,9 @@ site step is one script call there, atomic, running one server's site functions 
 (``scripts/cluster_sites.lua``): a check takes its replaced versions' pages away beside its
 reservation, before anything of it lands; its stamp, the commit point, counts its pages and writes its
 link journal entry with their candidates unread (``cluster_stamp.lua``); after its read it links the
-earlier batches' verified pairs it carries and puts the candidates in its entry. Reads
+earlier batches' verified pairs it carries (the link loop is one ``ND.LINK`` where the state's node has
+neardup's module: ClusterRouting.run_state_script picks the variant) and puts the candidates in its
+entry. Reads
 (``site``, ``site_pairs``, the journal) are of that slot too; the sketches and records a journal entry
 names are read from the data shards.
 """
