@@ -445,7 +445,7 @@ class ClusterStore:
         last = set(last_of.values())
         pages = [batch.sites[i] if i in last else b"" for i in range(n)] if g.sites else []
         reply = await self._routing.run_state_script(
-            "cluster_stamp",
+            "cluster_stamp_sites" if g.sites else "cluster_stamp",
             k,
             [*site_head(k), ordinal0, n, new_docs, keys.STAMP_SCALE, len(forget), *forget, *pages],
         )

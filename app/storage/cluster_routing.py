@@ -133,6 +133,8 @@ class ClusterRouting:
         }  # fmt: skip
         self._scripts["cluster_ops_module"] = Script("cluster_ops", "module")
         self._scripts["cluster_sites_module"] = Script("cluster_sites", "module")
+        #: the stamp of a collection with a site_field: it counts the pages with _common.lua's functions
+        self._scripts["cluster_stamp_sites"] = Script("cluster_stamp", common=True)
         self._scripts["cluster_module_probe"] = Script("cluster_module_probe", "module")
         #: node name -> whether it has neardup's module (ND.BUCKETS): asked once per node, asked again
         #: after the module refused a command there (scripts.module_refused)

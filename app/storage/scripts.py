@@ -28,7 +28,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 _NEEDS_COMMON = {
     "check", "lookup", "delete", "due", "reclaim", "passages", "passage_sources", "link", "site", "journal",
-    "module_probe", "cluster_sites", "cluster_journal", "cluster_stamp",
+    "module_probe", "cluster_sites", "cluster_journal",
 }  # fmt: skip
 #: Cluster scripts that find a band key's or an id's group in its family (``_cluster_family.lua``).
 _NEEDS_FAMILY = {"cluster_ops", "cluster_bands", "cluster_ids", "cluster_module_probe"}
@@ -101,7 +101,7 @@ def uses_module(version: int) -> bool:
     return version == MODULE_VERSION
 
 
-def _source(name: str, variant: str) -> str:
+def _source(name: str, variant: str, common: bool = False) -> str:
     folder = resources.files("neardup.storage").joinpath("scripts")
     main = folder.joinpath(f"{name}.lua").read_text("utf-8")
     shebang = ""
@@ -110,11 +110,11 @@ def _source(name: str, variant: str) -> str:
     parts = [main]
     for file in reversed(_VARIANTS.get(name, [])):
         parts.insert(0, folder.joinpath(file.format(variant=variant)).read_text("utf-8"))
-    if name in _NEEDS_COMMON:
+    if common or name in _NEEDS_COMMON:
         parts.insert(0, folder.joinpath("_common.lua").read_text("utf-8"))
     if name in _NEEDS_FAMILY:
         parts.insert(0, folder.joinpath("_cluster_family.lua").read_text("utf-8"))
-    if name in _NEEDS_CLOCK:
+    if common or name in _NEEDS_CLOCK:
         parts.insert(0, folder.joinpath("_clock.lua").read_text("utf-8"))
     return "\n".join([shebang, *parts] if shebang else parts)
 
@@ -122,9 +122,12 @@ def _source(name: str, variant: str) -> str:
 class Script:
     """One Lua script called by SHA; a NOSCRIPT answer loads it and retries once."""
 
-    def __init__(self, name: str, variant: str = "lua") -> None:
+    def __init__(self, name: str, variant: str = "lua", *, common: bool = False) -> None:
+        """``common``: with ``_common.lua`` (and ``_clock.lua``) prepended, whatever the script (the
+        cluster's stamp takes them only for a collection with a site_field: defining their functions
+        costs the server ~9 us a call, ``python bench/script_prelude_cost.py``)."""
         self.name = name
-        self.source = _source(name, variant)
+        self.source = _source(name, variant, common)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def load(self, client: aioredis.Redis) -> None:

@@ -245,7 +245,7 @@ async def test_a_stamp_run_twice_is_refused_and_the_retry_answers_as_the_first_a
     real = p1._routing.run_state_script
 
     async def stamp_twice(name: str, k: Any, args: Any) -> Any:
-        if name == "cluster_stamp":
+        if name.startswith("cluster_stamp"):
             await real(name, k, args)
         return await real(name, k, args)
 

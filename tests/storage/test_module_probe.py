@@ -44,7 +44,11 @@ def speak_another_build(monkeypatch: pytest.MonkeyPatch, mismatch: str) -> None:
     """From now on the store builds its scripts (and its probes) to send the module's commands as a
     build the loaded module does not match would."""
     source = scripts._source
-    monkeypatch.setattr(scripts, "_source", lambda name, variant: MISMATCHES[mismatch](source(name, variant)))
+    monkeypatch.setattr(
+        scripts,
+        "_source",
+        lambda name, variant, common=False: MISMATCHES[mismatch](source(name, variant, common)),
+    )
 
 
 @pytest.fixture(scope="module")

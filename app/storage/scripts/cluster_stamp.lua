@@ -21,7 +21,8 @@
 --
 -- Sites (a collection with a site_field: docs/design.md, "Sites on a cluster"): the stamp counts the
 -- batch's pages in the same script, with _common.lua's functions on the site keys of this slot (the
--- head's record prefix names them), so a committed document is counted and a refused one never; and
+-- head's record prefix names them; the store prepends _common.lua for such a collection only:
+-- scripts.Script's `common`), so a committed document is counted and a refused one never; and
 -- it writes the batch's link journal entry with every document of a site marked as not yet read
 -- (JOURNAL_UNREAD), which the check replaces with the candidates once it has read them: an entry left
 -- so (its check died) is settled by reading those documents' candidates (Index._link_journal). A batch
@@ -40,7 +41,7 @@
 
 local v = redis.call('HMGET', KEYS[1], 'gen', 'top', 'swept', 'seq', 'maxd', 'abandon')
 if not v[1] then return {'nocollection'} end
-if v[1] ~= GEN then return {'stale'} end
+if v[1] ~= ARGV[1] then return {'stale'} end
 local top, swept, seq = tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
 local first, n = tonumber(ARGV[10]), tonumber(ARGV[11])
 if first + n - 1 > seq then return {'lost'} end
@@ -76,10 +77,12 @@ if n > 0 then
     end
   end
 end
-local no_site_id = site_ids_refusal(sites)
-if no_site_id then
-  for _, o in ipairs(ordinals) do kill(o) end
-  return no_site_id
+if #sites > 0 then
+  local no_site_id = site_ids_refusal(sites)
+  if no_site_id then
+    for _, o in ipairs(ordinals) do kill(o) end
+    return no_site_id
+  end
 end
 
 local stamps = {}
@@ -97,7 +100,7 @@ for i = 15, 14 + forget do redis.call('HDEL', KEYS[3], ARGV[i]) end
 redis.call('HSET', KEYS[1], 'top', string.format('%d', top))
 if tonumber(ARGV[12]) ~= 0 then redis.call('HINCRBY', KEYS[1], 'docs', ARGV[12]) end
 local unread = {}
-for i, site in ipairs(sites) do
+for i, site in ipairs(sites) do  -- none without a site_field
   if site ~= '' then
     local ord = first + i - 1
     add_site_page(ord, site)
