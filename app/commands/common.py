@@ -24,7 +24,8 @@ class ExitCode(enum.IntEnum):
 
     OK = 0
     ERROR = 1  # failed: an HTTP error, a refused API key, a file that cannot be read or written
-    USAGE = 2  # bad arguments or settings, unreadable input format, missing collection without --create
+    USAGE = 2  # bad arguments or settings, an input that does not exist, unreadable input format, missing
+    # collection without --create
     PARTIAL = 3  # finished, but some documents were rejected (reported in the summary)
     UNAVAILABLE = 4  # the service stayed unreachable or 503 after every retry; rerun to resume
     INTERRUPTED = 130  # Ctrl-C; load keeps its checkpoint, rerun the same command to resume
@@ -34,7 +35,7 @@ EXIT_CODES_HELP = """\
 exit status:
   0    success
   1    error (HTTP error, refused API key, unreadable or unwritable file)
-  2    usage error (bad arguments or settings, bad input format)
+  2    usage error (bad arguments or settings, an input that does not exist, bad input format)
   3    finished, but some documents were rejected (see the summary)
   4    service unreachable or unavailable after every retry (load: rerun to resume)
   130  interrupted (load: rerun the same command to resume)
