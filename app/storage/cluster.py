@@ -368,11 +368,11 @@ class ClusterStore:
         # 1. reserve, and claim the new ordinals' signature and record slots on the data shards
         sketches = [batch.signature(i) for i in range(n)]  # (exact mode: of different sizes)
         reserve = self._reserve(k, g, n, sketches, packed)
-        if g.sites:
+        gone = [o for _, o in replaced if o not in foreign] if g.sites else []
+        if gone:
             # The replaced versions' pages go before anything of this check lands (docs/design.md,
             # "Sites on a cluster"), beside the reservation; a batch that could run out of site ids is
-            # refused there.
-            gone = [o for _, o in replaced if o not in foreign]
+            # refused there already (the stamp refuses it in any case).
             (ordinal0, server_ms, packed), _ = await _both(reserve, self._sites.remove(k, batch.sites, gone))
         else:
             ordinal0, server_ms, packed = await reserve

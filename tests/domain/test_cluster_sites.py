@@ -233,9 +233,10 @@ def keys_on_nodes(urls: list[str], pattern: str) -> list[bytes]:
 async def test_the_stamp_refuses_a_batch_past_the_last_site_id(
     cluster_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The refusal beside the reservation is the early one; the stamp asks again (two batches may both
-    pass the first, each with a new site, for one id left): a refused stamp makes the batch's ordinals
-    dead and counts nothing, and the check is a 409 whose documents are absent."""
+    """The refusal beside the reservation is an early one, made only for a batch that replaces stored
+    versions (and two batches may both pass it, each with a new site, for one id left); the stamp's is
+    the one that counts: a refused stamp makes the batch's ordinals dead and counts nothing, and the
+    check is a 409 whose documents are absent."""
     store = ClusterStore.from_url(cluster_url)
     try:
         index = Index(store)
